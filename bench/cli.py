@@ -1,0 +1,166 @@
+"""The human side of the measurement engine.
+
+    python -m bench run --url URL [--api-key K] [--model M] [--concurrency C] [--requests N]
+        [--warmup W] [--max-tokens T] [--min-tok-s X] [--min-accept-len Y] [--json FILE]
+
+Exit status: 0 passed (or no thresholds), 1 a threshold failed, 2 could not measure (bad option,
+unreachable, auth, all requests failed), each with a one-line reason on stderr.
+
+The engine is the one in plugins/module_utils/sglang_perf (the Ansible module ships the same code
+to the target host); this file only parses arguments, prints and writes files.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
+
+from sglang_perf import engine  # noqa: E402  (needs the path above)
+from sglang_perf.client import ConfigError, MeasureError  # noqa: E402
+
+EXIT_PASSED, EXIT_FAILED, EXIT_UNMEASURED = 0, 1, 2
+
+
+def _fmt(value, spec=".1f"):
+    return "-" if value is None else format(value, spec)
+
+
+def table(result):
+    """The readable end-of-run table."""
+    d, t, i = result["decode_tok_s"], result["ttft_s"], result["itl_ms"]
+    srv = result.get("server") or {}
+    spec = srv.get("speculative_algorithm")
+    rows = [
+        ("server", "%s %s (%s)" % (srv.get("kind"), srv.get("version") or "",
+                                   "%s steps=%s draft=%s" % (spec, srv.get("speculative_num_steps"),
+                                                             srv.get("speculative_num_draft_tokens"))
+                                   if spec else "no speculation")),
+        ("model / api", "%s / %s" % (result["model"], result["api"])),
+        ("requests", "%d measured at C=%d, %d warmup, %d tokens each"
+         % (result["requests"], result["concurrency"], result["warmup"], result["max_tokens"])),
+        ("decode tok/s", "median %s  min %s  max %s  spread %s%%  (n=%d)"
+         % (_fmt(d["median"]), _fmt(d["min"]), _fmt(d["max"]), _fmt(d["spread_pct"]), d["n"])),
+        ("accept length", _fmt(result["accept_len"], ".2f") + (
+            "  by case: " + ", ".join("%s %.2f" % kv for kv in result["accept_len_by_case"].items())
+            if len(result["accept_len_by_case"]) > 1 else "")),
+    ]
+    if result.get("accept_by_position"):
+        rows.append(("accepted at draft pos", "  ".join(
+            "%d: %.0f%%" % (k + 1, p * 100) for k, p in enumerate(result["accept_by_position"]))))
+    rows += [
+        ("aggregate tok/s", "%s at C=%d (%d tokens in %.1fs)"
+         % (_fmt(result["aggregate_tok_s"]), result["concurrency"], result["completion_tokens"],
+            result["wall_s"])),
+        ("TTFT s", "p50 %s  p90 %s  p99 %s" % (_fmt(t["p50"], ".3f"), _fmt(t["p90"], ".3f"),
+                                              _fmt(t["p99"], ".3f"))),
+        ("ITL ms", "p50 %s  p90 %s  p99 %s" % (_fmt(i["p50"]), _fmt(i["p90"]), _fmt(i["p99"]))),
+        ("errors", "%d %s" % (result["errors"], result["error_kinds"] or "")),
+    ]
+    m = result.get("metrics")
+    if m:
+        rows.append(("/metrics window", "%s tokens, %s verify calls, accept length %s, %s"
+                     % (_fmt(m["generation_tokens"], ".0f"), _fmt(m["verify_calls"], ".0f"),
+                        _fmt(m["accept_len"], ".2f"),
+                        "matches the client" if m["matches_client"] else (m["note"] or ""))))
+    if srv.get("cumulative_accept_len") is not None:
+        rows.append(("server cumulative AL", "%.2f (since start, warmup included; not used)"
+                     % srv["cumulative_accept_len"]))
+    for note in result["notes"]:
+        rows.append(("note", note))
+    for f in result.get("failures", []):
+        rows.append(("FAILED", f["message"]))
+    rows.append(("gate", "PASSED" if result["passed"] else "FAILED"))
+    width = max(len(k) for k, _ in rows)
+    return "\n".join("%-*s  %s" % (width, k, v) for k, v in rows)
+
+
+def _progress(stream):
+    def report(rec):
+        if rec.error:
+            line = "  %-7s %-20s ERROR %s: %s" % (rec.phase, rec.case, rec.error[0], rec.error[1])
+        else:
+            al = (rec.completion_tokens / rec.verify_ct) if rec.verify_ct else None
+            line = "  %-7s %-20s %5d tok  %6s tok/s  accept %s  ttft %.2fs" % (
+                rec.phase, rec.case, rec.completion_tokens or 0, _fmt(rec.decode_tok_s()),
+                _fmt(al, ".2f"), rec.t_first - rec.t_send)
+        stream.write(line + "\n")
+        stream.flush()
+    return report
+
+
+def add_run_args(p):
+    p.add_argument("--url", required=True, help="base URL, e.g. http://127.0.0.1:30000")
+    p.add_argument("--api-key", default=os.environ.get("SGLANG_API_KEY"),
+                   help="API key (default: $SGLANG_API_KEY; prefer the variable, argv is public)")
+    p.add_argument("--model", help="model name (default: the first one at /v1/models)")
+    p.add_argument("--api", choices=sorted(engine.APIS), default=engine.DEFAULTS["api"])
+    p.add_argument("--concurrency", type=int, default=engine.DEFAULTS["concurrency"])
+    p.add_argument("--requests", type=int, default=engine.DEFAULTS["requests"])
+    p.add_argument("--warmup", type=int, default=engine.DEFAULTS["warmup"])
+    p.add_argument("--max-tokens", type=int, default=engine.DEFAULTS["max_tokens"])
+    p.add_argument("--temperature", type=float, default=engine.DEFAULTS["temperature"])
+    p.add_argument("--long-context-tokens", type=int, default=0)
+    for name in ("connect", "first-token", "stall", "run"):
+        key = name.replace("-", "_") + "_timeout"
+        p.add_argument("--%s-timeout" % name, type=float, default=engine.DEFAULTS[key],
+                       help="seconds (default %s)" % engine.DEFAULTS[key])
+    p.add_argument("--metrics", choices=engine.METRICS_MODES, default="auto")
+    p.add_argument("--insecure", action="store_true", help="do not verify TLS certificates")
+    p.add_argument("--min-tok-s", type=float, help="required per-request median decode tok/s")
+    p.add_argument("--min-accept-len", type=float, help="required accept length")
+    p.add_argument("--min-aggregate-tok-s", type=float, help="required aggregate tok/s")
+    p.add_argument("--max-errors", type=int, default=0, help="failed requests tolerated (0)")
+    p.add_argument("--json", metavar="FILE", help="write the full result as JSON")
+    p.add_argument("--quiet", action="store_true", help="no per-request progress lines")
+
+
+def options_from(args):
+    keys = ("url", "api_key", "model", "api", "concurrency", "requests", "warmup", "max_tokens",
+            "temperature", "long_context_tokens", "connect_timeout", "first_token_timeout",
+            "stall_timeout", "run_timeout", "metrics", "min_tok_s", "min_accept_len",
+            "min_aggregate_tok_s", "max_errors")
+    opts = {k: getattr(args, k) for k in keys}
+    opts["validate_certs"] = not args.insecure
+    return opts
+
+
+def cmd_run(args):
+    opts = options_from(args)
+    try:
+        if not args.quiet:
+            sys.stderr.write("benchmarking %s: %d warmup + %d requests at C=%d, %d tokens each\n"
+                             % (args.url, args.warmup, args.requests, args.concurrency,
+                                args.max_tokens))
+        result = engine.run(opts, progress=None if args.quiet else _progress(sys.stderr))
+    except ConfigError as e:
+        sys.stderr.write("bench: invalid option --%s: %s\n" % (e.option.replace("_", "-"),
+                                                               e.message))
+        return EXIT_UNMEASURED
+    except MeasureError as e:
+        sys.stderr.write("bench: could not measure %s: %s\n" % (args.url, e))
+        return EXIT_UNMEASURED
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    print(table(result))
+    if result["passed"]:
+        return EXIT_PASSED
+    unmeasurable = [f for f in result["failures"] if f["measured"] is None]
+    sys.stderr.write("bench: %s\n" % engine.failure_message(result))
+    return EXIT_UNMEASURED if unmeasurable else EXIT_FAILED
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_run = sub.add_parser("run", help="benchmark one server and gate on thresholds")
+    add_run_args(p_run)
+    p_run.set_defaults(func=cmd_run)
+    from bench import selfcheck
+    selfcheck.add_parser(sub)
+    args = parser.parse_args(argv)
+    return args.func(args)

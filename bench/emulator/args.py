@@ -1,0 +1,219 @@
+"""`sglang.launch_server`'s command line (SGLang 0.5.23), the subset the emulator serves.
+
+Spelling, types, defaults, choices and aliases are copied from the 0.5.23 wheel
+(srt/arg_groups/fields/*.py, srt/server_args.py `add_cli_args`); the resolution rules from
+srt/arg_groups/speculative_hook.py and mamba_hook.py / overrides.py. Anything not listed here is
+rejected the way argparse rejects it (exit 2, "unrecognized arguments: ...").
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import re
+from decimal import Decimal
+from typing import Any, Dict, List, Optional
+
+logger = logging.getLogger("sglang.srt.server_args")
+
+SGLANG_VERSION = "0.5.23"
+
+# srt/parser/reasoning_parser_names.py
+REASONING_PARSER_NAMES = [
+    "apertus2509", "beam", "deepseek-r1", "deepseek-v3", "deepseek-v4", "deepseek-v41", "dots",
+    "glm45", "ling3", "hunyuan", "gpt-oss", "k2_horizon", "kimi", "kimi_k2", "kimi_k3", "mimo",
+    "muse", "poolside_v1", "qwen3", "qwen3-thinking", "minimax", "minimax-append-think",
+    "minimax-m3", "nanbeige", "step3", "step3p5", "mistral", "nemotron_3",
+    "granite_thinking_parser", "interns1", "gemma4", "inkling", "iquest_q1", "cohere_command4",
+    "gigachat35", "response_template",
+]
+# srt/function_call/parser_names.py
+TOOL_CALL_PARSER_NAMES = [
+    "apertus2509", "beam", "cohere_command4", "deepseekv3", "deepseekv31", "deepseekv32",
+    "deepseekv4", "deepseekv41", "dots", "glm", "glm45", "glm47", "gpt-oss", "k2_horizon",
+    "kimi_k2", "kimi_k3", "lfm2", "ling3", "llama3", "mimo", "minicpm5", "mistral", "muse",
+    "poolside_v1", "pythonic", "qwen", "qwen25", "qwen3_coder", "spark25", "step3", "step3p5",
+    "minimax-m2", "minimax-m3", "nanbeige", "trinity", "interns1", "hermes", "hunyuan",
+    "gigachat3", "gigachat35", "gemma4", "inkling", "iquest_q1", "response_template",
+]
+MAMBA_RADIX_CACHE_STRATEGIES = ["auto", "no_buffer", "extra_buffer", "extra_buffer_lazy"]
+
+# srt/speculative/spec_info.py SpeculativeAlgorithm members (+ NEXTN alias, DFLASH registered).
+KNOWN_SPEC_ALGORITHMS = {"UNO", "DSPARK", "EAGLE", "EAGLE3", "FROZEN_KV_MTP", "STANDALONE",
+                         "NGRAM", "NONE", "NEXTN", "DFLASH"}
+EMULATED_SPEC_ALGORITHMS = {"EAGLE", "EAGLE3"}
+
+# srt/arg_groups/overrides.py _MAMBA_EXTRA_BUFFER_ARCHS (the hybrid ones we may meet).
+MAMBA_EXTRA_BUFFER_ARCHS = {
+    "KimiLinearForCausalLM", "Qwen3_5ForConditionalGeneration",
+    "Qwen3_5MoeForConditionalGeneration", "Qwen3_5MoeForCausalLM", "Qwen3_5ForCausalLM",
+    "Qwen3NextForCausalLM",
+}
+MAMBA_TRACK_INTERVAL = 256  # exec_.py mamba_track_interval default
+MAMBA_FULL_MEMORY_RATIO_FALLBACK = 0.9  # schedule.py fallback
+DEFAULT_CONTEXT_LENGTH = 262144  # Qwen3.6-27B max_position_embeddings
+NO_SPEC_DEFAULT_MAX_RUNNING = 256  # emulator's stand-in for SGLang's memory-derived value
+
+
+def human_readable_int(value: str) -> int:
+    """srt/utils/common.py human_readable_int: 1k, 25.6k, 1Ki, ..."""
+    value = value.strip()
+    si = {"k": 10 ** 3, "M": 10 ** 6, "G": 10 ** 9, "T": 10 ** 12}
+    iec = {"Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40}
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)", value)
+    if match:
+        number, suffix = match.groups()
+        if suffix in iec:
+            if "." in number:
+                raise argparse.ArgumentTypeError(
+                    f"Decimals are not allowed with IEC suffixes like '{suffix}'. "
+                    f"Use an integer IEC value such as '{int(Decimal(number))}{suffix}', "
+                    f"or an SI value such as '{number}{suffix[0]}'.")
+            return int(number) * iec[suffix]
+        return int(Decimal(number) * si[suffix])
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"Invalid integer value: '{value}'. "
+            "Use a plain integer, SI suffixes (1k, 1M), or IEC suffixes (1Ki, 1Mi). "
+            "Suffixes are case-sensitive.") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    # srt/server_args.py prepare_server_args: argparse.ArgumentParser(prog="sglang serve")
+    p = argparse.ArgumentParser(prog="sglang serve")
+    p.add_argument("--model-path", "--model", type=str, required=True, dest="model_path",
+                   help="The path of the model weights.")
+    p.add_argument("--trust-remote-code", action="store_true", default=False)
+    p.add_argument("--context-length", type=human_readable_int, default=None)
+    p.add_argument("--host", type=str, default="127.0.0.1")
+    p.add_argument("--port", type=int, default=30000)
+    p.add_argument("--api-key", type=str, default=None)
+    p.add_argument("--served-model-name", type=str, default=None)
+    p.add_argument("--mem-fraction-static", type=float, default=None)
+    p.add_argument("--max-running-requests", type=int, default=None)
+    p.add_argument("--mamba-full-memory-ratio", type=float, default=None)
+    p.add_argument("--dist-init-addr", "--nccl-init-addr", type=str, default=None,
+                   dest="dist_init_addr")
+    p.add_argument("--nnodes", type=int, default=1)
+    p.add_argument("--node-rank", type=int, default=0)
+    p.add_argument("--tp-size", "--tensor-parallel-size", type=int, default=1, dest="tp_size")
+    p.add_argument("--log-level", type=str, default="info")
+    p.add_argument("--enable-metrics", action="store_true", default=False)
+    p.add_argument("--decode-log-interval", type=int, default=40)
+    p.add_argument("--mamba-radix-cache-strategy", type=str, default="auto",
+                   choices=MAMBA_RADIX_CACHE_STRATEGIES)
+    p.add_argument("--speculative-algorithm", type=str, default=None)
+    p.add_argument("--speculative-num-steps", type=int, default=None)
+    p.add_argument("--speculative-eagle-topk", type=int, default=None)
+    p.add_argument("--speculative-num-draft-tokens", type=int, default=None)
+    p.add_argument("--reasoning-parser", type=str, default=None,
+                   choices=["auto"] + REASONING_PARSER_NAMES)
+    p.add_argument("--tool-call-parser", type=str, default=None,
+                   choices=["auto"] + TOOL_CALL_PARSER_NAMES)
+    return p
+
+
+def read_architecture(model_path: str, fallback: str) -> List[str]:
+    """`<model-path>/config.json` "architectures" if it exists, else the fallback."""
+    path = os.path.join(model_path, "config.json")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            archs = json.load(fh).get("architectures")
+        if isinstance(archs, list) and archs and all(isinstance(a, str) for a in archs):
+            return archs
+    except (OSError, ValueError, AttributeError):
+        pass
+    return [fallback]
+
+
+def resolve(ns: argparse.Namespace, architecture_fallback: str) -> Dict[str, Any]:
+    """SGLang's resolve_once(), for the emulated fields. Raises what SGLang raises."""
+    args = dict(vars(ns))
+    archs = read_architecture(args["model_path"], architecture_fallback)
+    arch = archs[0]
+    args["architectures"] = archs
+    if args["served_model_name"] is None:
+        args["served_model_name"] = args["model_path"]
+
+    # ---- speculative_hook.handle_speculative_decoding
+    algo = args["speculative_algorithm"]
+    if algo is not None:
+        algo = algo.upper()
+        if algo in ("NEXTN", "EAGLE"):
+            algo = "EAGLE"
+        args["speculative_algorithm"] = algo
+        if algo not in KNOWN_SPEC_ALGORITHMS:
+            # SpeculativeAlgorithm.from_string
+            raise ValueError(f"Unknown speculative algorithm name: {algo}")
+        if algo not in EMULATED_SPEC_ALGORITHMS:
+            raise NotImplementedError(
+                f"sglang emulator: --speculative-algorithm {algo} is a valid SGLang 0.5.23 "
+                "algorithm but is not emulated (only NEXTN / EAGLE / EAGLE3)")
+        # ---- _handle_eagle_family
+        if args["max_running_requests"] is None:
+            args["max_running_requests"] = 48
+            logger.warning(
+                "Max running requests is reset to 48 for speculative decoding. You can override "
+                "this by explicitly setting --max-running-requests.")
+        if args["speculative_num_steps"] is None:
+            assert (args["speculative_eagle_topk"] is None
+                    and args["speculative_num_draft_tokens"] is None)
+            # _auto_choose_speculative_params: (3, 1, 4) for everything we may meet
+            steps, topk, draft = (5, 4, 8) if arch == "LlamaForCausalLM" else (3, 1, 4)
+            args["speculative_num_steps"] = steps
+            args["speculative_eagle_topk"] = topk
+            args["speculative_num_draft_tokens"] = draft
+        if (args["speculative_eagle_topk"] == 1
+                and args["speculative_num_draft_tokens"] != args["speculative_num_steps"] + 1):
+            logger.warning("speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 "
+                           "when speculative_eagle_topk == 1")
+            args["speculative_num_draft_tokens"] = args["speculative_num_steps"] + 1
+        # `cfg.speculative_eagle_topk > 1 and view.page_size > 1 ...`: with topk None this is
+        # "TypeError: '>' not supported between instances of 'NoneType' and 'int'".
+        if args["speculative_eagle_topk"] > 1:
+            raise NotImplementedError(
+                "sglang emulator: --speculative-eagle-topk > 1 (tree drafts) is not emulated")
+        if args["speculative_num_draft_tokens"] is None:
+            raise NotImplementedError("sglang emulator: speculative_num_draft_tokens unresolved")
+    elif args["max_running_requests"] is None:
+        args["max_running_requests"] = NO_SPEC_DEFAULT_MAX_RUNNING
+
+    # ---- overrides._mamba_radix_cache_resolution + model_hook.handle_mamba_radix_cache
+    hybrid = arch in MAMBA_EXTRA_BUFFER_ARCHS
+    strategy = args["mamba_radix_cache_strategy"]
+    args["uses_mamba_radix_cache"] = hybrid
+    if hybrid:
+        if strategy == "auto":
+            strategy = "extra_buffer"  # overlap schedule on + extra_buffer supported
+        if strategy in ("extra_buffer", "extra_buffer_lazy"):
+            if args["speculative_num_draft_tokens"] is not None:
+                assert MAMBA_TRACK_INTERVAL >= args["speculative_num_draft_tokens"]
+        else:
+            assert False, ("no_buffer do not support overlap schedule. Try to set "
+                           "disable_overlap_schedule=True.")
+        args["mamba_radix_cache_strategy"] = strategy
+        if args["mamba_full_memory_ratio"] is None:
+            args["mamba_full_memory_ratio"] = MAMBA_FULL_MEMORY_RATIO_FALLBACK
+    elif strategy in ("extra_buffer", "extra_buffer_lazy"):
+        raise ValueError(f"--mamba-radix-cache-strategy {strategy} needs mamba state, "
+                         f"got {arch}.")
+
+    # ---- memory / model config
+    if args["mem_fraction_static"] is None:
+        # SGLang computes it from the GPU memory left after weights; a value of that look.
+        args["mem_fraction_static"] = round(0.907 - 0.011 * max(0, args["tp_size"] - 1), 3)
+    if args["context_length"] is None:
+        args["context_length"] = DEFAULT_CONTEXT_LENGTH
+    if args["speculative_algorithm"] is None:
+        for key in ("speculative_num_steps", "speculative_eagle_topk",
+                    "speculative_num_draft_tokens"):
+            args[key] = args[key]  # stay None, as SGLang reports them
+    args["mamba_track_interval"] = MAMBA_TRACK_INTERVAL
+    args["is_embedding"] = False
+    args["skip_server_warmup"] = False
+    args["disable_overlap_schedule"] = False
+    args["page_size"] = 1
+    return args

@@ -1,0 +1,135 @@
+"""Benchmark of the benchmark: the engine against the emulator at high speed.
+
+    python -m bench selfcheck [--levels 1,16,64,256] [--max-tokens 512] [--speed-scale 4]
+
+For each concurrency level it starts nothing new: one emulator process (a separate process, as
+a real server would be) runs with max-running-requests 256 and no batch slowdown, so every stream
+decodes at the configured speed. The engine runs in this process; the table compares the engine's
+per-request median decode tok/s and its aggregate with the emulator's own exact counters (matched
+by request id), and prints the client's CPU seconds (user + system, all threads).
+"""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from sglang_perf import engine
+from sglang_perf.stats import percentile
+
+ROOT = Path(__file__).resolve().parent.parent
+
+EMULATOR_ARGS = ["--model-path", "/models/Qwen3.6-27B", "--served-model-name", "Qwen3.6-27B",
+                 "--tp-size", "2", "--speculative-algorithm", "NEXTN",
+                 "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
+                 "--speculative-num-draft-tokens", "4", "--max-running-requests", "256",
+                 "--reasoning-parser", "qwen3", "--enable-metrics"]
+
+
+def add_parser(sub):
+    p = sub.add_parser("selfcheck", help="benchmark the engine against the emulator (prints a "
+                                         "table: configured vs measured, error %%, client CPU)")
+    p.add_argument("--levels", default="1,16,64,256", help="concurrency levels (default 1,16,64,256)")
+    p.add_argument("--max-tokens", type=int, default=512)
+    p.add_argument("--speed-scale", type=float, default=4.0,
+                   help="emulator speed multiplier (default 4: ~220 tok/s per stream)")
+    p.add_argument("--requests-per-stream", type=int, default=2,
+                   help="measured requests = level x this (default 2)")
+    p.add_argument("--api", choices=sorted(engine.APIS), default="chat")
+    p.add_argument("--json", metavar="FILE", help="write the rows as JSON")
+    p.set_defaults(func=run)
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url):
+    with urllib.request.urlopen(url, timeout=30) as r:
+        return json.loads(r.read())
+
+
+def _start_emulator(speed_scale, log):
+    port = _free_port()
+    env = dict(os.environ, PYTHONPATH=str(ROOT), SGLEMU_SPEED_SCALE=str(speed_scale),
+               SGLEMU_BATCH_SLOWDOWN="0", SGLEMU_WARMUP_REQUESTS="0", SGLEMU_PREFILL_TOK_S="200000")
+    proc = subprocess.Popen([sys.executable, "-m", "bench.emulator", *EMULATOR_ARGS,
+                             "--host", "127.0.0.1", "--port", str(port)],
+                            env=env, stdout=log, stderr=subprocess.STDOUT, cwd=str(ROOT))
+    url = "http://127.0.0.1:%d" % port
+    for _ in range(300):
+        if proc.poll() is not None:
+            raise SystemExit("emulator exited with %s" % proc.returncode)
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=1) as r:
+                if r.status == 200:
+                    return proc, url
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise SystemExit("emulator did not become healthy")
+
+
+def measure(url, level, args):
+    requests = level * args.requests_per_stream
+    usage0 = resource.getrusage(resource.RUSAGE_SELF)
+    result = engine.run({"url": url, "api": args.api, "concurrency": level, "requests": requests,
+                         "warmup": min(level, 4), "max_tokens": args.max_tokens,
+                         "run_timeout": 900})
+    usage1 = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (usage1.ru_utime - usage0.ru_utime) + (usage1.ru_stime - usage0.ru_stime)
+    truth = {r["rid"]: r for r in _get(url + "/_emulator/stats")["requests"] if r.get("rid")}
+    mine = [r for r in result["per_request"] if r["phase"] == "measure" and r["decode_tok_s"]]
+    server = [truth[r["rid"]] for r in mine if r["rid"] in truth]
+    true_median = percentile([s["decode_tok_s"] for s in server], 50)
+    t_first = min(s["t_arrival"] for s in server)
+    t_last = max(s["t_last_token"] for s in server)
+    true_agg = sum(s["completion_tokens"] for s in server) / (t_last - t_first)
+    errors_pct = lambda got, want: abs(got - want) / want * 100.0  # noqa: E731
+    return {
+        "concurrency": level, "requests": requests,
+        "true_median_tok_s": true_median, "measured_median_tok_s": result["decode_tok_s"]["median"],
+        "median_error_pct": errors_pct(result["decode_tok_s"]["median"], true_median),
+        "true_aggregate_tok_s": true_agg, "measured_aggregate_tok_s": result["aggregate_tok_s"],
+        "aggregate_error_pct": errors_pct(result["aggregate_tok_s"], true_agg),
+        "accept_len": result["accept_len"], "errors": result["errors"],
+        "client_cpu_s": cpu, "wall_s": result["wall_s"],
+        "matched": len(server), "measured": len(mine),
+    }
+
+
+def run(args):
+    levels = [int(x) for x in args.levels.split(",") if x.strip()]
+    rows = []
+    with tempfile.TemporaryFile() as log:
+        proc, url = _start_emulator(args.speed_scale, log)
+        try:
+            for level in levels:
+                sys.stderr.write("selfcheck: C=%d ...\n" % level)
+                rows.append(measure(url, level, args))
+        finally:
+            proc.terminate()
+            proc.wait(10)
+    head = ("C", "reqs", "true med", "meas med", "err %", "true agg", "meas agg", "err %",
+            "AL", "errors", "client CPU s", "wall s")
+    print("%4s %5s %9s %9s %6s %9s %9s %6s %5s %6s %12s %7s" % head)
+    for r in rows:
+        print("%4d %5d %9.1f %9.1f %6.2f %9.0f %9.0f %6.2f %5.2f %6d %12.2f %7.1f" % (
+            r["concurrency"], r["requests"], r["true_median_tok_s"], r["measured_median_tok_s"],
+            r["median_error_pct"], r["true_aggregate_tok_s"], r["measured_aggregate_tok_s"],
+            r["aggregate_error_pct"], r["accept_len"] or 0, r["errors"], r["client_cpu_s"],
+            r["wall_s"]))
+    print("goal: error <= 1%% up to C=16 and <= 2%% at C=256 with >= 20,000 tok/s aggregate "
+          "(this machine: %d cores, emulator and client on the same cores)" % os.cpu_count())
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
+    return 0

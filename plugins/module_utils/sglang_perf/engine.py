@@ -1,0 +1,562 @@
+# -*- coding: utf-8 -*-
+"""The benchmark: warmup, N streamed requests at concurrency C, per-request decode speed and
+speculative accept length from SGLang's own per-request counters, aggregate throughput, latency
+percentiles, optional /metrics cross-check, and threshold evaluation.
+
+Standard library only, Python 3.9+ (runs on the target host through AnsiballZ)."""
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import Counter, deque
+
+from . import metrics as prom
+from .client import ConfigError, Endpoint, MeasureError, RequestError, SSEStream
+from .prompts import prompt_cases
+from .stats import latency_summary, summarize, weighted_samples
+
+APIS = {
+    # api name: (path, builds the body)
+    "chat": "/v1/chat/completions",
+    "completions": "/v1/completions",
+    "native": "/generate",
+}
+
+METRICS_MODES = ("auto", "always", "never")
+
+DEFAULTS = {
+    "url": None,
+    "api_key": None,
+    "model": None,
+    "api": "chat",
+    "concurrency": 1,
+    "requests": 8,
+    "warmup": 2,
+    "max_tokens": 1024,
+    "temperature": 0.0,
+    "long_context_tokens": 0,
+    "connect_timeout": 5.0,
+    "first_token_timeout": 120.0,
+    "stall_timeout": 30.0,
+    "run_timeout": 1800.0,
+    "metrics": "auto",   # auto: use /metrics when exposed; always: fail without; never
+    "validate_certs": True,
+    "min_tok_s": None,
+    "min_accept_len": None,
+    "min_aggregate_tok_s": None,
+    "max_errors": 0,
+}
+
+
+def _number(cfg, name, kind, minimum=None, exclusive=False, optional=False):
+    value = cfg.get(name)
+    if value is None:
+        if optional:
+            return None
+        raise ConfigError(name, "is required")
+    if isinstance(value, bool):
+        raise ConfigError(name, "must be a number, got a boolean")
+    try:
+        conv = kind(value)
+    except (TypeError, ValueError):
+        raise ConfigError(name, "must be %s, got %r" % ("an integer" if kind is int else "a number",
+                                                       value))
+    if kind is int and float(value) != conv:
+        raise ConfigError(name, "must be an integer, got %r" % (value,))
+    if minimum is not None:
+        if exclusive and not conv > minimum:
+            raise ConfigError(name, "must be greater than %s, got %s" % (minimum, value))
+        if not exclusive and conv < minimum:
+            raise ConfigError(name, "must be %s or more, got %s" % (minimum, value))
+    return conv
+
+
+def validate(options):
+    """Defaults filled in, types converted, every bad value refused with the option's name."""
+    cfg = dict(DEFAULTS)
+    unknown = sorted(set(options) - set(DEFAULTS))
+    if unknown:
+        raise ConfigError(unknown[0], "unknown option (known: %s)" % ", ".join(sorted(DEFAULTS)))
+    cfg.update({k: v for k, v in options.items() if v is not None})
+    Endpoint(cfg["url"] or "")  # validates the URL
+    if cfg["api"] not in APIS:
+        raise ConfigError("api", "must be one of %s, got %r" % (", ".join(sorted(APIS)), cfg["api"]))
+    cfg["concurrency"] = _number(cfg, "concurrency", int, 1)
+    cfg["requests"] = _number(cfg, "requests", int, 1)
+    cfg["warmup"] = _number(cfg, "warmup", int, 0)
+    cfg["max_tokens"] = _number(cfg, "max_tokens", int, 2)
+    cfg["temperature"] = _number(cfg, "temperature", float, 0.0)
+    cfg["long_context_tokens"] = _number(cfg, "long_context_tokens", int, 0)
+    for name in ("connect_timeout", "first_token_timeout", "stall_timeout", "run_timeout"):
+        cfg[name] = _number(cfg, name, float, 0.0, exclusive=True)
+    for name in ("min_tok_s", "min_accept_len", "min_aggregate_tok_s"):
+        cfg[name] = _number(cfg, name, float, 0.0, optional=True)
+    if cfg["min_accept_len"] is not None and cfg["min_accept_len"] > 0 and cfg["min_accept_len"] < 1:
+        raise ConfigError("min_accept_len", "an accept length counts the bonus token, so it is at "
+                                            "least 1.0 when speculation runs; got %s"
+                          % cfg["min_accept_len"])
+    cfg["max_errors"] = _number(cfg, "max_errors", int, 0)
+    if cfg["metrics"] not in METRICS_MODES:
+        raise ConfigError("metrics", "must be one of %s, got %r"
+                          % (", ".join(METRICS_MODES), cfg["metrics"]))
+    if cfg["model"] is not None and not str(cfg["model"]).strip():
+        raise ConfigError("model", "must not be empty (omit it to use the served model)")
+    return cfg
+
+
+class _Request(object):
+    """What one streamed request produced, as the client saw it."""
+
+    __slots__ = ("rid", "phase", "case", "t_send", "t_first", "t_last", "tokens", "chunks",
+                 "itl", "finish", "completion_tokens", "prompt_tokens", "verify_ct",
+                 "histogram", "done", "error", "counted")
+
+    def __init__(self, rid, phase, case):
+        self.rid, self.phase, self.case = rid, phase, case
+        self.t_send = self.t_first = self.t_last = None
+        self.tokens = 0          # tokens seen so far (cumulative counts from the server)
+        self.chunks = 0
+        self.itl = []            # (seconds per token, tokens) per token-bearing chunk after the first
+        self.finish = None
+        self.completion_tokens = None
+        self.prompt_tokens = None
+        self.verify_ct = None
+        self.histogram = None
+        self.done = False
+        self.error = None        # (kind, message)
+        self.counted = True      # False when the server gives no per-chunk token counts
+
+    def on_tokens(self, now, total):
+        """Record a chunk that brought the cumulative token count to ``total``."""
+        new = total - self.tokens
+        if new <= 0:
+            return
+        if self.t_first is None:
+            self.t_first = now
+        else:
+            self.itl.append(((now - self.t_last) / new, new))
+        self.t_last = now
+        self.tokens = total
+        self.chunks += 1
+
+    def decode_tok_s(self):
+        n = self.completion_tokens
+        if not n or n < 2 or self.t_first is None or self.t_last <= self.t_first:
+            return None
+        return (n - 1) / (self.t_last - self.t_first)
+
+    def as_dict(self, max_tokens):
+        d = self.decode_tok_s()
+        return {
+            "rid": self.rid, "phase": self.phase, "case": self.case,
+            "ttft_s": (self.t_first - self.t_send) if self.t_first is not None else None,
+            "decode_tok_s": d,
+            "e2e_s": (self.t_last - self.t_send) if self.t_last is not None else None,
+            "completion_tokens": self.completion_tokens,
+            "prompt_tokens": self.prompt_tokens,
+            "verify_ct": self.verify_ct,
+            "accept_len": (self.completion_tokens / self.verify_ct)
+            if self.verify_ct and self.completion_tokens else None,
+            "chunks": self.chunks,
+            "finish_reason": self.finish,
+            "short": self.is_short(max_tokens),
+            "error": ({"kind": self.error[0], "message": self.error[1]} if self.error else None),
+        }
+
+    def is_short(self, max_tokens):
+        return self.error is None and (self.completion_tokens or 0) < max_tokens
+
+
+def _finish_type(reason):
+    if isinstance(reason, dict):
+        return reason.get("type") or str(reason)
+    return reason
+
+
+def _body(cfg, model, prompt, rid):
+    if cfg["api"] == "native":
+        return {"text": prompt, "rid": rid, "stream": True,
+                "sampling_params": {"max_new_tokens": cfg["max_tokens"], "ignore_eos": True,
+                                    "temperature": cfg["temperature"]}}
+    body = {"model": model, "max_tokens": cfg["max_tokens"], "temperature": cfg["temperature"],
+            "stream": True, "ignore_eos": True, "rid": rid,
+            "return_spec_tokens_details": True,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+    if cfg["api"] == "chat":
+        body["messages"] = [{"role": "user", "content": prompt}]
+    else:
+        body["prompt"] = prompt
+    return body
+
+
+def _spec_from(rec, details):
+    if isinstance(details, list):
+        details = details[0] if details else None
+    if not isinstance(details, dict):
+        return
+    if details.get("spec_verify_ct"):
+        rec.verify_ct = int(details["spec_verify_ct"])
+    if details.get("spec_correct_drafts_histogram"):
+        rec.histogram = list(details["spec_correct_drafts_histogram"])
+
+
+def _consume_native(rec, now, ev):
+    meta = ev.get("meta_info") or {}
+    if "completion_tokens" in meta:
+        rec.on_tokens(now, int(meta["completion_tokens"]))
+    if meta.get("finish_reason") is not None:
+        rec.finish = _finish_type(meta["finish_reason"])
+        rec.completion_tokens = int(meta.get("completion_tokens", rec.tokens))
+        rec.prompt_tokens = meta.get("prompt_tokens")
+        _spec_from(rec, meta)
+
+
+def _consume_openai(rec, now, ev):
+    usage = ev.get("usage")
+    choices = ev.get("choices") or []
+    text = False
+    for ch in choices:
+        delta = ch.get("delta") or {}
+        if delta.get("content") or delta.get("reasoning_content") or ch.get("text"):
+            text = True
+        if ch.get("finish_reason") is not None:
+            rec.finish = _finish_type(ch["finish_reason"])
+    if usage and usage.get("completion_tokens") is not None:
+        total = int(usage["completion_tokens"])
+        if text or total > rec.tokens:
+            rec.on_tokens(now, total)
+        if not choices:  # the final usage chunk
+            rec.completion_tokens = total
+            rec.prompt_tokens = usage.get("prompt_tokens")
+    elif text:
+        # No per-chunk counts (continuous_usage_stats unsupported): count chunks, mark uncounted.
+        rec.counted = False
+        rec.on_tokens(now, rec.tokens + 1)
+    sglext = ev.get("sglext") or {}
+    if sglext.get("spec_tokens_details"):
+        _spec_from(rec, sglext["spec_tokens_details"])
+
+
+class _Run(object):
+    """Shared state of one benchmark run: open streams (for aborting), progress, deadline."""
+
+    def __init__(self, cfg, endpoint, model, progress):
+        self.cfg, self.endpoint, self.model, self.progress = cfg, endpoint, model, progress
+        self.lock = threading.Lock()
+        self.active = set()
+        self.deadline = time.perf_counter() + cfg["run_timeout"]
+        self.abort_reason = None
+
+    def one(self, rec, prompt):
+        path = APIS[self.cfg["api"]]
+        consume = _consume_native if self.cfg["api"] == "native" else _consume_openai
+        stream = SSEStream(self.endpoint, path, _body(self.cfg, self.model, prompt, rec.rid),
+                           self.cfg["first_token_timeout"], self.cfg["stall_timeout"])
+        with self.lock:
+            if self.abort_reason:
+                rec.error = ("aborted", self.abort_reason)
+                return
+            self.active.add(stream)
+        try:
+            rec.t_send = stream.open()
+            for now, ev in stream.events():
+                if ev == "[DONE]":
+                    rec.done = True
+                    continue
+                if isinstance(ev, dict) and ev.get("error"):
+                    err = ev["error"]
+                    msg = err.get("message") if isinstance(err, dict) else str(err)
+                    raise RequestError("server_error", "server reported an error mid-stream: %s"
+                                       % msg)
+                had = rec.t_first
+                consume(rec, now, ev)
+                if had is None and rec.t_first is not None:
+                    stream.got_first_token()
+            self._check_complete(rec)
+        except RequestError as e:
+            rec.error = (e.kind, e.message)
+        finally:
+            with self.lock:
+                self.active.discard(stream)
+            stream.close()
+            if self.progress:
+                self.progress(rec)
+
+    def _check_complete(self, rec):
+        if rec.finish is None or not rec.done:
+            raise RequestError("truncated", "stream ended after %d tokens without %s (truncated)"
+                               % (rec.tokens, "a finish reason" if rec.finish is None
+                                  else "[DONE]"))
+        if rec.completion_tokens is None:
+            rec.completion_tokens = rec.tokens
+        if rec.t_first is None:
+            raise RequestError("protocol", "stream finished (%s) without any token" % rec.finish)
+
+    def phase(self, recs, prompts):
+        """Run ``recs`` (with their prompts) at the configured concurrency; respects the deadline."""
+        todo = deque(range(len(recs)))
+        qlock = threading.Lock()
+
+        def worker():
+            while True:
+                with qlock:
+                    if not todo:
+                        return
+                    i = todo.popleft()
+                self.one(recs[i], prompts[i])
+
+        threads = [threading.Thread(target=worker, name="bench-%d" % n)
+                   for n in range(min(self.cfg["concurrency"], len(recs)))]
+        for t in threads:
+            t.daemon = True
+            t.start()
+        for t in threads:
+            t.join(max(0.0, self.deadline - time.perf_counter()))
+        if any(t.is_alive() for t in threads):
+            with self.lock:
+                self.abort_reason = ("run timeout: the whole run exceeded %.0fs"
+                                     % self.cfg["run_timeout"])
+                streams = list(self.active)
+            for s in streams:
+                s.abort(self.abort_reason)
+            for t in threads:
+                t.join(5.0)
+        for rec in recs:
+            if rec.error is None and not rec.done and rec.t_send is None:
+                rec.error = ("aborted", self.abort_reason or "not run")
+
+
+def discover(endpoint, model=None):
+    """Model name from /v1/models (checking ``model`` is served) and SGLang's /server_info.
+
+    Raises MeasureError with a one-line reason when the server cannot be used at all."""
+    try:
+        status, body = endpoint.get_json("/v1/models")
+    except RequestError as e:
+        raise MeasureError("%s (is the server up and listening at %s?)" % (e.message, endpoint.url))
+    if status in (401, 403):
+        raise MeasureError("authentication failed: GET /v1/models answered HTTP %d; the API key is "
+                           "%s" % (status, "wrong" if endpoint.api_key else "missing"))
+    if status != 200 or not isinstance(body, dict) or not isinstance(body.get("data"), list):
+        raise MeasureError("GET %s/v1/models answered HTTP %d without a model list: not an "
+                           "SGLang/OpenAI-compatible server" % (endpoint.url, status))
+    served = [m.get("id") for m in body["data"] if isinstance(m, dict) and m.get("id")]
+    if not served:
+        raise MeasureError("the server lists no models at /v1/models")
+    if model is None:
+        model = served[0]
+    elif model not in served:
+        raise MeasureError("model %r is not served at %s; the server offers: %s"
+                           % (model, endpoint.url, ", ".join(served)))
+    server = {"kind": "unknown", "version": None, "speculative_algorithm": None}
+    try:
+        status, info = endpoint.get_json("/server_info")
+    except RequestError:
+        status, info = None, None
+    if status == 200 and isinstance(info, dict) and "version" in info:
+        server["kind"] = "sglang"
+        for key in ("version", "speculative_algorithm", "speculative_num_steps",
+                    "speculative_eagle_topk", "speculative_num_draft_tokens", "tp_size",
+                    "max_running_requests", "context_length", "mem_fraction_static"):
+            server[key] = info.get(key)
+        states = info.get("internal_states") or [{}]
+        server["cumulative_accept_len"] = (states[0] or {}).get("avg_spec_accept_length")
+    return model, server
+
+
+def probe(options):
+    """Check-mode readiness probe: no generation besides SGLang's own /health."""
+    cfg = validate(options)
+    ep = Endpoint(cfg["url"], cfg["api_key"], cfg["connect_timeout"], cfg["validate_certs"])
+    out = {"url": ep.url, "ready": False, "health_status": None, "model": None, "server": None}
+    try:
+        out["health_status"], _ = ep.get("/health", timeout=cfg["connect_timeout"] + 20)
+    except RequestError as e:
+        out["reason"] = e.message
+        return out
+    if out["health_status"] != 200:
+        out["reason"] = "GET /health answered HTTP %d (loading or warming up)" % out["health_status"]
+        return out
+    try:
+        out["model"], out["server"] = discover(ep, cfg["model"])
+    except MeasureError as e:
+        out["reason"] = str(e)
+        return out
+    out["ready"] = True
+    out["reason"] = "server healthy; benchmark not run in check mode"
+    return out
+
+
+def _scrape(endpoint, wanted):
+    if not wanted:
+        return None
+    try:
+        status, raw = endpoint.get("/metrics")
+    except RequestError:
+        return None
+    if status != 200:
+        return None
+    return prom.parse(raw.decode("utf-8", "replace"))
+
+
+def _acceptance(recs):
+    """Accept length = total tokens / total verify steps; per case; per draft position."""
+    spec = [r for r in recs if r.verify_ct]
+    out = {"accept_len": None, "by_case": {}, "by_position": None}
+    if not spec:
+        return out
+    out["accept_len"] = sum(r.completion_tokens for r in spec) / float(sum(r.verify_ct
+                                                                            for r in spec))
+    cases = {}
+    for r in spec:
+        tok, ver = cases.get(r.case, (0, 0))
+        cases[r.case] = (tok + r.completion_tokens, ver + r.verify_ct)
+    out["by_case"] = {c: t / float(v) for c, (t, v) in sorted(cases.items())}
+    hist = []
+    for r in spec:
+        for k, n in enumerate(r.histogram or []):
+            if k >= len(hist):
+                hist.extend([0] * (k + 1 - len(hist)))
+            hist[k] += n
+    steps = sum(hist)
+    if steps:
+        # P(draft position i accepted) = share of verify steps that accepted at least i drafts.
+        out["by_position"] = [sum(hist[i:]) / float(steps) for i in range(1, len(hist))]
+    return out
+
+
+def run(options, progress=None):
+    """Benchmark the server; returns the full result dict (see the module's RETURN).
+
+    Raises ConfigError for bad options and MeasureError when nothing could be measured."""
+    cfg = validate(options)
+    ep = Endpoint(cfg["url"], cfg["api_key"], cfg["connect_timeout"], cfg["validate_certs"])
+    model, server = discover(ep, cfg["model"])
+    want_metrics = cfg["metrics"] != "never"
+    cases = prompt_cases(cfg["long_context_tokens"])
+    tag = uuid.uuid4().hex[:8]
+    runner = _Run(cfg, ep, model, progress)
+
+    def batch(phase, n):
+        recs = [_Request("bench-%s-%s%d" % (tag, phase[0], i), phase, cases[i % len(cases)][0])
+                for i in range(n)]
+        return recs, [cases[i % len(cases)][1] for i in range(n)]
+
+    warm, warm_prompts = batch("warmup", cfg["warmup"])
+    if warm:
+        runner.phase(warm, warm_prompts)
+    before = _scrape(ep, want_metrics)
+    meas, meas_prompts = batch("measure", cfg["requests"])
+    t0 = time.perf_counter()
+    runner.phase(meas, meas_prompts)
+    t1 = time.perf_counter()
+    after = _scrape(ep, want_metrics and before is not None)
+    return _result(cfg, ep, model, server, warm, meas, t1 - t0, before, after)
+
+
+def _result(cfg, ep, model, server, warm, meas, wall, before, after):
+    ok = [r for r in meas if r.error is None]
+    full = [r for r in ok if not r.is_short(cfg["max_tokens"])]
+    failed = [r for r in list(warm) + list(meas) if r.error is not None]
+    notes = []
+    if not ok:
+        lost = [r for r in meas if r.error is not None]
+        kinds = Counter(r.error[0] for r in lost)
+        first = lost[0].error[1] if lost else "no request was run"
+        raise MeasureError("all %d measured requests failed (%s); first: %s"
+                           % (len(meas), ", ".join("%d x %s" % (n, k) for k, n in kinds.items()),
+                              first))
+    short = [r for r in ok if r.is_short(cfg["max_tokens"])]
+    if short:
+        notes.append("%d request(s) stopped before max_tokens (%s) and are excluded from the "
+                     "decode figures: the server ignored ignore_eos"
+                     % (len(short), ", ".join(sorted(set(str(r.finish) for r in short)))))
+    if any(not r.counted for r in ok):
+        notes.append("the server sent no per-chunk token counts: inter-token latency is per chunk")
+    acc = _acceptance(ok)
+    if acc["accept_len"] is None:
+        if server.get("speculative_algorithm"):
+            notes.append("the server runs %s but returned no per-request spec_verify_ct"
+                         % server["speculative_algorithm"])
+        elif server["kind"] == "sglang":
+            notes.append("speculative decoding is off on this server: no accept length")
+        else:
+            notes.append("no per-request speculative counters (spec_verify_ct): not an SGLang "
+                         "server, or speculation is off")
+    total_tokens = sum(r.completion_tokens for r in ok)
+    ttft = [r.t_first - r.t_send for r in ok]
+    itl = weighted_samples(p for r in ok for p in r.itl)
+    result = {
+        "url": ep.url, "model": model, "api": cfg["api"],
+        "concurrency": cfg["concurrency"], "requests": len(meas), "warmup": len(warm),
+        "max_tokens": cfg["max_tokens"],
+        "server": server,
+        "decode_tok_s": summarize([r.decode_tok_s() for r in full if r.decode_tok_s()]),
+        "accept_len": acc["accept_len"],
+        "accept_len_by_case": acc["by_case"],
+        "accept_by_position": acc["by_position"],
+        "aggregate_tok_s": total_tokens / wall if wall > 0 else None,
+        "wall_s": wall,
+        "completion_tokens": total_tokens,
+        "ttft_s": latency_summary(ttft),
+        "itl_ms": latency_summary(itl, 1000.0),
+        "errors": len(failed),
+        "error_kinds": dict(Counter(r.error[0] for r in failed)),
+        "error_details": [dict(rid=r.rid, phase=r.phase, kind=r.error[0], message=r.error[1])
+                          for r in failed],
+        "excluded_short": len(short),
+        "metrics": prom.window(before, after, total_tokens) if before and after else None,
+        "per_request": [r.as_dict(cfg["max_tokens"]) for r in list(warm) + list(meas)],
+        "notes": notes,
+    }
+    if cfg["requests"] < cfg["concurrency"]:
+        notes.append("requests (%d) < concurrency (%d): the aggregate is not measured at full "
+                     "concurrency" % (cfg["requests"], cfg["concurrency"]))
+    if before is None and cfg["metrics"] == "auto":
+        notes.append("/metrics not exposed (start SGLang with --enable-metrics for a cross-check)")
+    evaluate(result, cfg)
+    return result
+
+
+def evaluate(result, cfg):
+    """Compare with the thresholds; sets result['thresholds'], ['failures'], ['passed']."""
+    failures = []
+
+    def below(name, label, measured, required, unit=""):
+        if required is None:
+            return
+        if measured is None:
+            failures.append({"threshold": name, "measured": None, "required": required,
+                             "message": "%s could not be measured (required >= %g%s)"
+                                        % (label, required, unit)})
+        elif measured < required:
+            failures.append({"threshold": name, "measured": measured, "required": required,
+                             "message": "%s %.2f%s < required %.2f%s"
+                                        % (label, measured, unit, required, unit)})
+
+    below("min_tok_s", "decode tok/s (per-request median)",
+          result["decode_tok_s"]["median"], cfg["min_tok_s"])
+    below("min_accept_len", "accept length", result["accept_len"], cfg["min_accept_len"])
+    below("min_aggregate_tok_s", "aggregate tok/s at C=%d" % cfg["concurrency"],
+          result["aggregate_tok_s"], cfg["min_aggregate_tok_s"])
+    if cfg["metrics"] == "always" and result["metrics"] is None:
+        failures.append({"threshold": "metrics", "measured": None, "required": "always",
+                         "message": "metrics=always but the server exposes no /metrics "
+                                    "(SGLang needs --enable-metrics)"})
+    if result["errors"] > cfg["max_errors"]:
+        failures.append({
+            "threshold": "max_errors", "measured": result["errors"], "required": cfg["max_errors"],
+            "message": "%d request(s) failed (allowed %d): %s" % (
+                result["errors"], cfg["max_errors"],
+                ", ".join("%d x %s" % (n, k) for k, n in sorted(result["error_kinds"].items())))})
+    result["thresholds"] = {k: cfg[k] for k in ("min_tok_s", "min_accept_len",
+                                                "min_aggregate_tok_s", "max_errors")}
+    result["failures"] = failures
+    result["passed"] = not failures
+    return failures
+
+
+def failure_message(result):
+    """One line naming every failed threshold, measured vs required."""
+    return "gate failed: " + "; ".join(f["message"] for f in result["failures"])

@@ -1,0 +1,317 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: sglang_bench
+short_description: Benchmark an SGLang server and gate on decode speed and speculative accept length
+description:
+  - Sends warmup requests (discarded), then O(requests) streamed requests at O(concurrency) to a
+    running SGLang server, and measures per request the time to first token, the decode speed
+    (tokens after the first over the time from the first to the last token) and the speculative
+    accept length from SGLang's own per-request counters (C(spec_verify_ct)), never from the
+    cumulative C(/server_info) average, which includes warmup.
+  - Reports median, min, max and spread of per-request decode tok/s, the accept length (total
+    tokens / total verify steps, also per prompt case and per draft position), aggregate tok/s at
+    the concurrency, TTFT and inter-token latency percentiles and every error. When the server
+    exposes C(/metrics) (C(--enable-metrics)), the counter deltas over the measured window are
+    reported beside the client's figures.
+  - Fails when a figure is below its threshold, or when any request failed (O(max_errors)), with a
+    C(msg) that states measured vs required for every failed threshold and the full result attached.
+  - The engine runs under the target host's Python 3.9+ with the standard library only.
+version_added: "1.0.0"
+author: "sglang-deploy maintainers"
+options:
+  url:
+    description: Base URL of the SGLang server, for example C(http://127.0.0.1:30000).
+    type: str
+    required: true
+  api_key:
+    description: The server's C(--api-key), sent as a bearer token. Never logged.
+    type: str
+  model:
+    description: Model name to request; by default the first model listed at C(/v1/models).
+    type: str
+  api:
+    description:
+      - Which endpoint to stream from. C(chat) is C(/v1/chat/completions) (thinking included via
+        C(reasoning_content)), C(completions) is C(/v1/completions), C(native) is C(/generate)
+        (prompt sent as raw text, no chat template).
+    type: str
+    choices: [chat, completions, native]
+    default: chat
+  concurrency:
+    description: Requests in flight at once during the measured phase.
+    type: int
+    default: 1
+  requests:
+    description: Number of measured requests.
+    type: int
+    default: 8
+  warmup:
+    description: Requests sent first and discarded (JIT / CUDA graph warmup).
+    type: int
+    default: 2
+  max_tokens:
+    description: Tokens each request generates (sent with C(ignore_eos); shorter outputs are
+      reported and excluded from the decode figures).
+    type: int
+    default: 1024
+  temperature:
+    description: Sampling temperature of the benchmark requests.
+    type: float
+    default: 0.0
+  long_context_tokens:
+    description: When above 0, adds a code-review prompt case of about this many tokens, so the
+      accept length at long context is reported per case.
+    type: int
+    default: 0
+  connect_timeout:
+    description: Seconds to open a connection.
+    type: float
+    default: 5
+  first_token_timeout:
+    description: Seconds from sending a request to its first token.
+    type: float
+    default: 120
+  stall_timeout:
+    description: Seconds allowed between two chunks of a stream.
+    type: float
+    default: 30
+  run_timeout:
+    description: Seconds for the whole run, warmup included; requests still open are aborted and
+      counted as errors.
+    type: float
+    default: 1800
+  metrics:
+    description:
+      - Cross-check with C(/metrics) counter deltas. C(auto) uses them when exposed, C(always)
+        fails the gate when the server exposes none, C(never) does not scrape.
+    type: str
+    choices: [auto, always, never]
+    default: auto
+  validate_certs:
+    description: Verify TLS certificates for C(https) URLs.
+    type: bool
+    default: true
+  min_tok_s:
+    description: Required per-request median decode tok/s.
+    type: float
+  min_accept_len:
+    description: Required speculative accept length (tokens per verify step, bonus token included).
+    type: float
+  min_aggregate_tok_s:
+    description: Required aggregate tok/s at O(concurrency).
+    type: float
+  max_errors:
+    description: Failed requests (warmup included) the gate tolerates.
+    type: int
+    default: 0
+  per_request:
+    description: Include the per-request records in the result.
+    type: bool
+    default: true
+attributes:
+  check_mode:
+    support: full
+    details: In check mode no benchmark runs; the module probes C(/health) and C(/v1/models) and
+      reports whether the server is ready.
+  diff_mode:
+    support: none
+notes:
+  - The benchmark only reads from the server; it never reports C(changed).
+seealso:
+  - name: SGLang server arguments
+    description: The flags whose effect this module measures.
+    link: https://docs.sglang.ai/advanced_features/server_arguments.html
+"""
+
+EXAMPLES = r"""
+- name: Gate the deploy on the 3-step NEXTN profile's figures
+  sglang_bench:
+    url: "http://127.0.0.1:30000"
+    api_key: "{{ sglang_api_key }}"
+    concurrency: 1
+    requests: 8
+    warmup: 2
+    max_tokens: 1024
+    min_tok_s: 45
+    min_accept_len: 2.8
+  register: gate
+
+- name: Aggregate throughput at four concurrent streams, no accept-length threshold
+  sglang_bench:
+    url: "http://127.0.0.1:30000"
+    concurrency: 4
+    requests: 8
+    min_aggregate_tok_s: 180
+
+- name: Show the figures
+  ansible.builtin.debug:
+    msg: "{{ gate.decode_tok_s.median | round(1) }} tok/s, accept length {{ gate.accept_len | round(2) }}"
+"""
+
+RETURN = r"""
+passed:
+  description: Whether every threshold held and no more than O(max_errors) requests failed.
+  returned: when the benchmark ran
+  type: bool
+decode_tok_s:
+  description: Per-request decode tok/s over the measured requests that produced O(max_tokens).
+  returned: when the benchmark ran
+  type: dict
+  contains:
+    median: {description: Median, type: float}
+    min: {description: Minimum, type: float}
+    max: {description: Maximum, type: float}
+    mean: {description: Mean, type: float}
+    stdev: {description: Sample standard deviation, type: float}
+    spread_pct: {description: (max - min) / median in percent, type: float}
+    n: {description: Requests counted, type: int}
+  sample: {median: 54.8, min: 52.1, max: 57.3, spread_pct: 9.5, n: 8}
+accept_len:
+  description: Total completion tokens / total verify steps of the measured requests (SGLang's
+    per-request C(spec_verify_ct)); null when the server reports no speculative counters.
+  returned: when the benchmark ran
+  type: float
+  sample: 3.16
+accept_len_by_case:
+  description: Accept length per prompt case.
+  returned: when the benchmark ran
+  type: dict
+accept_by_position:
+  description: Share of verify steps that accepted at least 1, 2, ... draft tokens
+    (from C(spec_correct_drafts_histogram)), when the server reports it.
+  returned: when the benchmark ran
+  type: list
+  elements: float
+aggregate_tok_s:
+  description: All measured completion tokens over the wall time of the measured phase.
+  returned: when the benchmark ran
+  type: float
+ttft_s:
+  description: Time to first token percentiles (p50, p90, p99, max), seconds.
+  returned: when the benchmark ran
+  type: dict
+itl_ms:
+  description: Inter-token latency percentiles (p50, p90, p99, max), milliseconds, token-weighted.
+  returned: when the benchmark ran
+  type: dict
+errors:
+  description: Failed requests, warmup included.
+  returned: when the benchmark ran
+  type: int
+error_kinds:
+  description: Failed requests per kind (connect, auth, http_500, first_token_timeout, stall,
+    truncated, server_error, protocol, aborted, ...).
+  returned: when the benchmark ran
+  type: dict
+error_details:
+  description: One entry per failed request with its rid, phase, kind and message.
+  returned: when the benchmark ran
+  type: list
+  elements: dict
+excluded_short:
+  description: Requests that stopped before O(max_tokens), excluded from the decode figures.
+  returned: when the benchmark ran
+  type: int
+metrics:
+  description: C(/metrics) counter deltas over the measured window (generation tokens, verify
+    calls, their accept length) and whether they match what the client received; null when the
+    server exposes no metrics.
+  returned: when the benchmark ran
+  type: dict
+server:
+  description: What C(/server_info) says about the server (version, resolved speculative
+    settings, and its cumulative accept length, which includes warmup and is not used).
+  returned: always
+  type: dict
+failures:
+  description: One entry per failed threshold with measured, required and a message.
+  returned: when the benchmark ran
+  type: list
+  elements: dict
+per_request:
+  description: Per-request records (warmup and measured).
+  returned: when the benchmark ran and O(per_request) is true
+  type: list
+  elements: dict
+notes:
+  description: Remarks about the run (excluded requests, missing counters, missing metrics).
+  returned: when the benchmark ran
+  type: list
+  elements: str
+ready:
+  description: In check mode, whether the server answered C(/health) 200 and listed the model.
+  returned: in check mode
+  type: bool
+"""
+
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.sglang_perf import engine
+from ansible.module_utils.sglang_perf.client import ConfigError, MeasureError
+
+ARGUMENT_SPEC = dict(
+    url=dict(type="str", required=True),
+    api_key=dict(type="str", no_log=True),
+    model=dict(type="str"),
+    api=dict(type="str", default="chat", choices=["chat", "completions", "native"]),
+    concurrency=dict(type="int", default=1),
+    requests=dict(type="int", default=8),
+    warmup=dict(type="int", default=2),
+    max_tokens=dict(type="int", default=1024),
+    temperature=dict(type="float", default=0.0),
+    long_context_tokens=dict(type="int", default=0),
+    connect_timeout=dict(type="float", default=5.0),
+    first_token_timeout=dict(type="float", default=120.0),
+    stall_timeout=dict(type="float", default=30.0),
+    run_timeout=dict(type="float", default=1800.0),
+    metrics=dict(type="str", default="auto", choices=list(engine.METRICS_MODES)),
+    validate_certs=dict(type="bool", default=True),
+    min_tok_s=dict(type="float"),
+    min_accept_len=dict(type="float"),
+    min_aggregate_tok_s=dict(type="float"),
+    max_errors=dict(type="int", default=0),
+    per_request=dict(type="bool", default=True),
+)
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    options = {k: v for k, v in module.params.items() if k != "per_request"}
+    try:
+        if module.check_mode:
+            probe = engine.probe(options)
+            state = "ready" if probe["ready"] else "not ready"
+            module.exit_json(changed=False, msg="check mode: benchmark not run; server %s: %s"
+                             % (state, probe.get("reason")), **probe)
+        result = engine.run(options)
+    except ConfigError as e:
+        module.fail_json(msg="invalid option %s" % e)
+    except MeasureError as e:
+        module.fail_json(msg="could not measure %s: %s" % (options["url"], e))
+    except Exception as e:  # a bug of ours must still end in a readable failure
+        module.fail_json(msg="sglang_bench crashed: %s: %s" % (type(e).__name__, e),
+                         exception=traceback.format_exc())
+    if not module.params["per_request"]:
+        result.pop("per_request", None)
+    if not result["passed"]:
+        module.fail_json(msg=engine.failure_message(result), **result)
+    module.exit_json(changed=False, msg=summary(result), **result)
+
+
+def summary(result):
+    al = result["accept_len"]
+    return "passed: decode %.1f tok/s median (min %.1f, max %.1f), accept length %s, %.1f tok/s " \
+           "aggregate at C=%d, %d errors" % (
+               result["decode_tok_s"]["median"], result["decode_tok_s"]["min"],
+               result["decode_tok_s"]["max"], "n/a" if al is None else "%.2f" % al,
+               result["aggregate_tok_s"], result["concurrency"], result["errors"])
+
+
+if __name__ == "__main__":
+    main()

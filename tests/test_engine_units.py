@@ -1,0 +1,154 @@
+"""The engine's parsing, statistics, validation and threshold messages, without a server."""
+from __future__ import annotations
+
+import pytest
+
+from sglang_perf import engine, metrics, stats
+from sglang_perf.client import ConfigError
+from sglang_perf.prompts import CODING_PROMPTS, prompt_cases
+
+
+def test_percentile_interpolates_like_numpy_linear():
+    assert stats.percentile([1, 2, 3, 4], 50) == 2.5
+    assert stats.percentile([10, 20, 30, 40, 50], 90) == pytest.approx(46.0)
+    assert stats.percentile([], 50) is None
+    assert stats.percentile([7], 99) == 7.0
+
+
+def test_summarize_reports_spread_and_sample_stdev():
+    s = stats.summarize([50.0, 55.0, 60.0])
+    assert (s["median"], s["min"], s["max"], s["n"]) == (55.0, 50.0, 60.0, 3)
+    assert s["spread_pct"] == pytest.approx(10 / 55 * 100)
+    assert s["stdev"] == pytest.approx(5.0)
+    assert stats.summarize([])["median"] is None
+
+
+def test_metrics_parse_sums_label_sets_and_ignores_others():
+    text = """# HELP sglang:generation_tokens_total x
+# TYPE sglang:generation_tokens_total counter
+sglang:generation_tokens_total{model_name="m",tp_rank="0"} 100.0
+sglang:generation_tokens_total{model_name="m",tp_rank="1"} 50.0
+sglang:spec_verify_calls_total{model_name="m"} 40
+sglang:other_total 9
+sglang:time_to_first_token_seconds_bucket{le="0.1"} 3
+"""
+    got = metrics.parse(text)
+    assert got == {"sglang:generation_tokens_total": 150.0, "sglang:spec_verify_calls_total": 40.0}
+
+
+def test_metrics_window_accept_length_and_mismatch_note():
+    before = {"sglang:generation_tokens_total": 100.0, "sglang:spec_verify_calls_total": 40.0}
+    after = {"sglang:generation_tokens_total": 420.0, "sglang:spec_verify_calls_total": 140.0}
+    w = metrics.window(before, after, client_tokens=320)
+    assert w["accept_len"] == pytest.approx(3.2) and w["matches_client"]
+    w = metrics.window(before, after, client_tokens=300)
+    assert w["matches_client"] is False and "other traffic" in w["note"]
+    w = metrics.window(after, before, client_tokens=300)
+    assert "restarted" in w["note"]
+
+
+@pytest.mark.parametrize("options, option, words", [
+    ({"url": "ftp://x"}, "url", "http://HOST"),
+    ({"url": ""}, "url", "required"),
+    ({"url": "http://h:99999"}, "url", "port"),
+    ({"concurrency": 0}, "concurrency", "1 or more"),
+    ({"requests": "many"}, "requests", "integer"),
+    ({"requests": 2.5}, "requests", "integer"),
+    ({"max_tokens": 1}, "max_tokens", "2 or more"),
+    ({"min_tok_s": -1}, "min_tok_s", "0.0 or more"),
+    ({"min_accept_len": -0.5}, "min_accept_len", "0.0 or more"),
+    ({"min_accept_len": 0.5}, "min_accept_len", "bonus token"),
+    ({"min_aggregate_tok_s": -3}, "min_aggregate_tok_s", "0.0 or more"),
+    ({"stall_timeout": 0}, "stall_timeout", "greater than 0"),
+    ({"api": "grpc"}, "api", "chat, completions, native"),
+    ({"metrics": "yes"}, "metrics", "auto, always, never"),
+    ({"concurrency": True}, "concurrency", "boolean"),
+    ({"bogus": 1}, "bogus", "unknown option"),
+])
+def test_validate_names_the_option(options, option, words):
+    opts = {"url": "http://127.0.0.1:1"}
+    opts.update(options)
+    with pytest.raises(ConfigError) as e:
+        engine.validate(opts)
+    assert e.value.option == option
+    assert words in str(e.value)
+
+
+def _req(tokens, t):
+    r = engine._Request("r", "measure", "c")
+    r.t_send = 0.0
+    for now, total in zip(t, tokens):
+        r.on_tokens(now, total)
+    return r
+
+
+def test_decode_speed_counts_tokens_after_the_first_over_first_to_last():
+    # first token at 1.0 s (prefill), then chunks of 3 tokens every 0.1 s up to 31 tokens
+    times = [1.0 + 0.1 * k for k in range(11)]
+    totals = [1] + [1 + 3 * k for k in range(1, 11)]
+    r = _req(totals, times)
+    r.completion_tokens = 31
+    assert r.decode_tok_s() == pytest.approx(30 / 1.0)
+    assert r.itl == [(pytest.approx(0.1 / 3), 3)] * 10
+    d = r.as_dict(max_tokens=31)
+    assert d["ttft_s"] == 1.0 and d["short"] is False
+
+
+def test_native_and_openai_events_give_the_same_record():
+    nat = engine._Request("a", "measure", "c")
+    for k, now in enumerate([1.0, 1.1, 1.2]):
+        meta = {"completion_tokens": 1 + 4 * k, "prompt_tokens": 7,
+                "finish_reason": None if k < 2 else {"type": "length", "length": 9}}
+        if k == 2:
+            meta.update(spec_verify_ct=3, spec_correct_drafts_histogram=[0, 1, 0, 2])
+        engine._consume_native(nat, now, {"text": "...", "meta_info": meta})
+    oai = engine._Request("b", "measure", "c")
+    for k, now in enumerate([1.0, 1.1, 1.2]):
+        engine._consume_openai(oai, now, {"choices": [{"delta": {"reasoning_content": "t"},
+                                                       "finish_reason": None if k < 2 else "length"}],
+                                          "usage": {"completion_tokens": 1 + 4 * k}})
+    engine._consume_openai(oai, 1.21, {"choices": [], "sglext": {"spec_tokens_details": {
+        "spec_verify_ct": 3, "spec_correct_drafts_histogram": [0, 1, 0, 2]}}})
+    engine._consume_openai(oai, 1.22, {"choices": [], "usage": {"completion_tokens": 9,
+                                                                "prompt_tokens": 7}})
+    for r in (nat, oai):
+        assert (r.completion_tokens, r.verify_ct, r.finish, r.t_last) == (9, 3, "length", 1.2)
+        assert r.decode_tok_s() == pytest.approx(8 / 0.2)
+    acc = engine._acceptance([nat])
+    assert acc["accept_len"] == 3.0
+    # histogram [0,1,0,2]: 3 verify steps; >=1 draft accepted in 3, >=2 in 2, >=3 in 2
+    assert acc["by_position"] == pytest.approx([1.0, 2 / 3, 2 / 3])
+
+
+def test_evaluate_states_measured_vs_required_for_every_failed_threshold():
+    result = {"decode_tok_s": {"median": 37.6}, "accept_len": 1.75, "aggregate_tok_s": 140.0,
+              "errors": 2, "error_kinds": {"http_500": 2}, "metrics": None}
+    cfg = engine.validate({"url": "http://127.0.0.1:1", "min_tok_s": 45, "min_accept_len": 2.8,
+                           "min_aggregate_tok_s": 150})
+    failures = engine.evaluate(result, cfg)
+    msg = engine.failure_message(result)
+    assert [f["threshold"] for f in failures] == ["min_tok_s", "min_accept_len",
+                                                 "min_aggregate_tok_s", "max_errors"]
+    assert "decode tok/s (per-request median) 37.60 < required 45.00" in msg
+    assert "accept length 1.75 < required 2.80" in msg
+    assert "aggregate tok/s at C=1 140.00 < required 150.00" in msg
+    assert "2 request(s) failed (allowed 0): 2 x http_500" in msg
+    assert result["passed"] is False
+
+
+def test_evaluate_unmeasurable_accept_length_fails_with_reason():
+    result = {"decode_tok_s": {"median": 50.0}, "accept_len": None, "aggregate_tok_s": 50.0,
+              "errors": 0, "error_kinds": {}, "metrics": None}
+    cfg = engine.validate({"url": "http://127.0.0.1:1", "min_accept_len": 2.8})
+    engine.evaluate(result, cfg)
+    assert result["failures"][0]["message"] == \
+        "accept length could not be measured (required >= 2.8)"
+
+
+def test_prompt_set_is_realistic_and_long_context_is_optional():
+    names = [n for n, _ in CODING_PROMPTS]
+    assert "red_black_tree" in names and len(set(names)) == len(names) >= 6
+    assert all(len(p) > 400 for _, p in CODING_PROMPTS)
+    assert len(prompt_cases(0)) == len(CODING_PROMPTS)
+    name, text = prompt_cases(8000)[-1]
+    assert name == "long_context_review" and 7000 * 4 < len(text) < 9000 * 4
