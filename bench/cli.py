@@ -103,6 +103,7 @@ def add_run_args(p):
     p.add_argument("--requests", type=int, default=engine.DEFAULTS["requests"])
     p.add_argument("--warmup", type=int, default=engine.DEFAULTS["warmup"])
     p.add_argument("--max-tokens", type=int, default=engine.DEFAULTS["max_tokens"])
+    p.add_argument("--warmup-max-tokens", type=int, default=engine.DEFAULTS["warmup_max_tokens"])
     p.add_argument("--temperature", type=float, default=engine.DEFAULTS["temperature"])
     p.add_argument("--long-context-tokens", type=int, default=0)
     for name in ("connect", "first-token", "stall", "run"):
@@ -120,11 +121,7 @@ def add_run_args(p):
 
 
 def options_from(args):
-    keys = ("url", "api_key", "model", "api", "concurrency", "requests", "warmup", "max_tokens",
-            "temperature", "long_context_tokens", "connect_timeout", "first_token_timeout",
-            "stall_timeout", "run_timeout", "metrics", "min_tok_s", "min_accept_len",
-            "min_aggregate_tok_s", "max_errors")
-    opts = {k: getattr(args, k) for k in keys}
+    opts = {k: getattr(args, k) for k in engine.DEFAULTS if k != "validate_certs"}
     opts["validate_certs"] = not args.insecure
     return opts
 

@@ -21,16 +21,15 @@ import time
 import urllib.request
 from pathlib import Path
 
+from bench.profiles import MODEL_ARGS, PROFILE_ARGS
 from sglang_perf import engine
 from sglang_perf.stats import percentile
 
 ROOT = Path(__file__).resolve().parent.parent
 
-EMULATOR_ARGS = ["--model-path", "/models/Qwen3.6-27B", "--served-model-name", "Qwen3.6-27B",
-                 "--tp-size", "2", "--speculative-algorithm", "NEXTN",
-                 "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
-                 "--speculative-num-draft-tokens", "4", "--max-running-requests", "256",
-                 "--reasoning-parser", "qwen3", "--enable-metrics"]
+# The 3-step profile with room for 256 running requests (argparse: the last value wins).
+EMULATOR_ARGS = MODEL_ARGS + PROFILE_ARGS["nextn_3step"] + ["--max-running-requests", "256",
+                                                             "--enable-metrics"]
 
 
 def add_parser(sub):

@@ -19,21 +19,7 @@ for p in (str(ROOT), str(MODULE_UTILS)):
     if p not in sys.path:
         sys.path.insert(0, p)
 
-# The three profiles as SGLang 0.5.23 command lines (what the units will carry).
-MODEL_ARGS = ["--model-path", "/models/Qwen3.6-27B", "--served-model-name", "Qwen3.6-27B",
-              "--tp-size", "2", "--trust-remote-code"]
-PROFILE_ARGS = {
-    "no_spec": [],
-    "nextn_1step": ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "1",
-                    "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "2",
-                    "--mamba-radix-cache-strategy", "extra_buffer"],
-    "nextn_3step": ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3",
-                    "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4",
-                    "--mem-fraction-static", "0.88", "--context-length", "131072",
-                    "--max-running-requests", "16", "--mamba-full-memory-ratio", "0.5",
-                    "--mamba-radix-cache-strategy", "extra_buffer",
-                    "--reasoning-parser", "qwen3", "--tool-call-parser", "qwen3_coder"],
-}
+from bench.profiles import MODEL_ARGS, PROFILE_ARGS  # noqa: E402,F401  (re-exported)
 
 
 def free_port() -> int:

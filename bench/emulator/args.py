@@ -207,10 +207,6 @@ def resolve(ns: argparse.Namespace, architecture_fallback: str) -> Dict[str, Any
         args["mem_fraction_static"] = round(0.907 - 0.011 * max(0, args["tp_size"] - 1), 3)
     if args["context_length"] is None:
         args["context_length"] = DEFAULT_CONTEXT_LENGTH
-    if args["speculative_algorithm"] is None:
-        for key in ("speculative_num_steps", "speculative_eagle_topk",
-                    "speculative_num_draft_tokens"):
-            args[key] = args[key]  # stay None, as SGLang reports them
     args["mamba_track_interval"] = MAMBA_TRACK_INTERVAL
     args["is_embedding"] = False
     args["skip_server_warmup"] = False

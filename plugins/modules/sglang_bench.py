@@ -59,6 +59,10 @@ options:
       reported and excluded from the decode figures).
     type: int
     default: 1024
+  warmup_max_tokens:
+    description: Tokens each warmup request generates (enough to run the first decode batches).
+    type: int
+    default: 128
   temperature:
     description: Sampling temperature of the benchmark requests.
     type: float
@@ -255,27 +259,29 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglang_perf import engine
 from ansible.module_utils.sglang_perf.client import ConfigError, MeasureError
 
+D = engine.DEFAULTS  # one set of defaults for the module, the CLI and the engine
 ARGUMENT_SPEC = dict(
     url=dict(type="str", required=True),
     api_key=dict(type="str", no_log=True),
     model=dict(type="str"),
-    api=dict(type="str", default="chat", choices=["chat", "completions", "native"]),
-    concurrency=dict(type="int", default=1),
-    requests=dict(type="int", default=8),
-    warmup=dict(type="int", default=2),
-    max_tokens=dict(type="int", default=1024),
-    temperature=dict(type="float", default=0.0),
-    long_context_tokens=dict(type="int", default=0),
-    connect_timeout=dict(type="float", default=5.0),
-    first_token_timeout=dict(type="float", default=120.0),
-    stall_timeout=dict(type="float", default=30.0),
-    run_timeout=dict(type="float", default=1800.0),
-    metrics=dict(type="str", default="auto", choices=list(engine.METRICS_MODES)),
-    validate_certs=dict(type="bool", default=True),
+    api=dict(type="str", default=D["api"], choices=sorted(engine.APIS)),
+    concurrency=dict(type="int", default=D["concurrency"]),
+    requests=dict(type="int", default=D["requests"]),
+    warmup=dict(type="int", default=D["warmup"]),
+    max_tokens=dict(type="int", default=D["max_tokens"]),
+    warmup_max_tokens=dict(type="int", default=D["warmup_max_tokens"]),
+    temperature=dict(type="float", default=D["temperature"]),
+    long_context_tokens=dict(type="int", default=D["long_context_tokens"]),
+    connect_timeout=dict(type="float", default=D["connect_timeout"]),
+    first_token_timeout=dict(type="float", default=D["first_token_timeout"]),
+    stall_timeout=dict(type="float", default=D["stall_timeout"]),
+    run_timeout=dict(type="float", default=D["run_timeout"]),
+    metrics=dict(type="str", default=D["metrics"], choices=list(engine.METRICS_MODES)),
+    validate_certs=dict(type="bool", default=D["validate_certs"]),
     min_tok_s=dict(type="float"),
     min_accept_len=dict(type="float"),
     min_aggregate_tok_s=dict(type="float"),
-    max_errors=dict(type="int", default=0),
+    max_errors=dict(type="int", default=D["max_errors"]),
     per_request=dict(type="bool", default=True),
 )
 

@@ -34,6 +34,7 @@ DEFAULTS = {
     "requests": 8,
     "warmup": 2,
     "max_tokens": 1024,
+    "warmup_max_tokens": 128,
     "temperature": 0.0,
     "long_context_tokens": 0,
     "connect_timeout": 5.0,
@@ -86,6 +87,7 @@ def validate(options):
     cfg["requests"] = _number(cfg, "requests", int, 1)
     cfg["warmup"] = _number(cfg, "warmup", int, 0)
     cfg["max_tokens"] = _number(cfg, "max_tokens", int, 2)
+    cfg["warmup_max_tokens"] = _number(cfg, "warmup_max_tokens", int, 1)
     cfg["temperature"] = _number(cfg, "temperature", float, 0.0)
     cfg["long_context_tokens"] = _number(cfg, "long_context_tokens", int, 0)
     for name in ("connect_timeout", "first_token_timeout", "stall_timeout", "run_timeout"):
@@ -174,12 +176,12 @@ def _finish_type(reason):
     return reason
 
 
-def _body(cfg, model, prompt, rid):
+def _body(cfg, model, prompt, rid, max_tokens):
     if cfg["api"] == "native":
         return {"text": prompt, "rid": rid, "stream": True,
-                "sampling_params": {"max_new_tokens": cfg["max_tokens"], "ignore_eos": True,
+                "sampling_params": {"max_new_tokens": max_tokens, "ignore_eos": True,
                                     "temperature": cfg["temperature"]}}
-    body = {"model": model, "max_tokens": cfg["max_tokens"], "temperature": cfg["temperature"],
+    body = {"model": model, "max_tokens": max_tokens, "temperature": cfg["temperature"],
             "stream": True, "ignore_eos": True, "rid": rid,
             "return_spec_tokens_details": True,
             "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
@@ -251,7 +253,8 @@ class _Run(object):
     def one(self, rec, prompt):
         path = APIS[self.cfg["api"]]
         consume = _consume_native if self.cfg["api"] == "native" else _consume_openai
-        stream = SSEStream(self.endpoint, path, _body(self.cfg, self.model, prompt, rec.rid),
+        tokens = self.cfg["warmup_max_tokens" if rec.phase == "warmup" else "max_tokens"]
+        stream = SSEStream(self.endpoint, path, _body(self.cfg, self.model, prompt, rec.rid, tokens),
                            self.cfg["first_token_timeout"], self.cfg["stall_timeout"])
         with self.lock:
             if self.abort_reason:

@@ -1,0 +1,506 @@
+"""The emulated GPU: one asyncio batch-scheduler loop, like SGLang's scheduler.
+
+A waiting queue and a running batch of at most max_running_requests. Each iteration admits
+waiting requests (prefill: prompt_tokens / PREFILL_TOK_S of step time; each admitted request
+emits exactly one token at the end of the step), then runs one decode (or verify) step for the
+requests that were already running:
+
+    step_time = cycle_time * (1 + BATCH_SLOWDOWN * (B - 1)) / SPEED_SCALE   (/ WARMUP_FACTOR)
+
+Verify steps sample accepted draft tokens position by position. Deadlines are absolute
+(next = previous + step_time) so sleep jitter does not accumulate; the emission timestamps that
+the stats record are the real ones. Streaming output is written from this loop directly (no task
+per token, no task per request per step); a client that does not read falls back to its own
+handler coroutine so it can never stall the batch.
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+import random
+import sys
+import time
+from collections import deque
+from typing import Any, Callable, Deque, Dict, List, Optional
+
+from .knobs import Knobs
+
+logger = logging.getLogger("sglang.srt.managers.scheduler")
+
+# ---------------------------------------------------------------------------------------------
+# Deterministic pseudo code-ish output: vocabulary of short word pieces with fake token ids.
+# ---------------------------------------------------------------------------------------------
+THINK_START, THINK_END, EOS = 0, 1, 2
+EOS_TOKEN_ID = 248046  # <|im_end|> in the Qwen3.5 / 3.6 vocabulary
+_SPECIAL = [("<think>\n", 248068), ("\n</think>\n\n", 248069), ("", EOS_TOKEN_ID)]
+_CODE_PIECES = [
+    " def", " return", " self", " if", " else", " for", " in", " range", " import", " from",
+    " None", " True", " False", " data", " value", " result", " item", " key", " index",
+    " count", " total", " =", " ==", " +", " -", " *", " (", ")", "(", ":", ",", ".", "[", "]",
+    "\n", "\n    ", "\n        ", " x", " y", " i", " n", "_id", "_list", "_map", "get", "set",
+    "append", "len", " 0", " 1", " 2", " and", " or", " not", " while", " class", " async",
+    " await", " yield", " with", " as", " lambda", " assert", "_cache", "_size", " buf",
+]
+_THINK_PIECES = [
+    " We", " need", " to", " check", " the", " input", " first", ".", " Then", " handle",
+    " edge", " cases", ",", " like", " empty", " lists", " and", " large", " values", " so",
+    " the", " loop", " stays", " simple", " Let", " me", " think", " about", " it", " again",
+    "\n", " Okay", " this", " works",
+]
+VOCAB: List[str] = [s for s, _ in _SPECIAL] + _CODE_PIECES + _THINK_PIECES
+TOKEN_IDS: List[int] = [i for _, i in _SPECIAL] + [1000 + 37 * i for i in range(
+    len(_CODE_PIECES) + len(_THINK_PIECES))]
+_N_CODE = len(_CODE_PIECES)
+_CODE0 = len(_SPECIAL)
+_THINK0 = _CODE0 + _N_CODE
+SEQ_LEN = 8192
+
+
+def _json_escape(s: str) -> str:
+    return s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+VOCAB_ESC: List[str] = [_json_escape(s) for s in VOCAB]
+TOKEN_IDS_STR: List[str] = [str(i) for i in TOKEN_IDS]
+
+
+def stable_hash(text: str) -> int:
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8", "replace"),
+                                          digest_size=8).digest(), "big")
+
+
+class Req:
+    """One generation request inside the emulated engine."""
+
+    __slots__ = (
+        "rid", "endpoint", "health", "warmup", "exempt", "stream", "prompt_tokens", "max_tokens",
+        "ignore_eos", "eos_at", "limit", "think_len", "offset", "produced", "verify_ct",
+        "correct", "hist", "probs", "t_arrival", "t_admit", "t_first", "t_last", "t_finish",
+        "finish", "fault", "stall_until", "stall_done", "counted", "sink", "done",
+        "backlog", "waiter", "closed", "log_metrics", "index", "reasoning", "extra",
+    )
+
+    def __init__(self, rid: str, endpoint: str, prompt_tokens: int, max_tokens: int,
+                 ignore_eos: bool, prompt_key: str, stream: bool, reasoning: bool,
+                 health: bool = False):
+        self.rid = rid
+        self.endpoint = endpoint
+        self.health = health
+        self.warmup = False
+        self.exempt = False
+        self.stream = stream
+        self.prompt_tokens = max(1, int(prompt_tokens))
+        self.max_tokens = max(1, int(max_tokens))
+        self.ignore_eos = ignore_eos
+        self.reasoning = reasoning
+        h = stable_hash(prompt_key)
+        self.offset = h % SEQ_LEN
+        # Emulated EOS: 2 of 3 prompts stop between 40% and 100% of max tokens.
+        self.eos_at: Optional[int] = None
+        if not ignore_eos and not health and (h >> 20) % 3 != 0:
+            frac = 0.4 + 0.6 * (((h >> 32) % 10007) / 10006.0)
+            self.eos_at = max(1, min(self.max_tokens, int(round(self.max_tokens * frac))))
+        self.limit = self.max_tokens if self.eos_at is None else self.eos_at
+        self.think_len = 0
+        self.produced = 0
+        self.verify_ct = 0
+        self.correct = 0
+        self.hist: List[int] = []
+        self.probs: List[float] = []
+        self.t_arrival = time.monotonic()
+        self.t_admit: Optional[float] = None
+        self.t_first: Optional[float] = None
+        self.t_last: Optional[float] = None
+        self.t_finish: Optional[float] = None
+        self.finish: Optional[Dict[str, Any]] = None
+        self.fault: Optional[str] = None
+        self.stall_until = 0.0
+        self.stall_done = False
+        self.counted = False
+        self.sink: Any = None
+        self.done: Optional[asyncio.Future] = None
+        self.backlog: Optional[List[bytes]] = None
+        self.waiter: Optional[asyncio.Future] = None
+        self.closed = False
+        self.log_metrics = not health
+        self.index = -1
+        self.extra: Dict[str, Any] = {}
+
+    # -- output text -------------------------------------------------------------------------
+    def vocab_index(self, pos: int) -> int:
+        if pos == self.limit - 1 and self.eos_at is not None and self.eos_at == self.limit:
+            return EOS
+        if self.think_len:
+            if pos == 0:
+                return THINK_START
+            if pos == self.think_len - 1:
+                return THINK_END
+            if pos < self.think_len:
+                return _THINK0 + (self.offset + pos) % len(_THINK_PIECES)
+        return _CODE0 + _SEQ[(self.offset + pos) % SEQ_LEN]
+
+    def reasoning_tokens(self, upto: Optional[int] = None) -> int:
+        n = self.produced if upto is None else upto
+        return min(n, self.think_len)
+
+    def to_stats(self) -> Dict[str, Any]:
+        decode = None
+        if self.t_first is not None and self.t_last is not None and self.produced > 1 \
+                and self.t_last > self.t_first:
+            decode = (self.produced - 1) / (self.t_last - self.t_first)
+        fr = self.finish["type"] if self.finish else None
+        return {
+            "rid": self.rid, "endpoint": self.endpoint, "health_check": self.health,
+            "warmup": self.warmup, "fault_exempt": self.exempt, "stream": self.stream,
+            "prompt_tokens": self.prompt_tokens, "max_tokens": self.max_tokens,
+            "ignore_eos": self.ignore_eos, "completion_tokens": self.produced,
+            "reasoning_tokens": self.reasoning_tokens(), "verify_ct": self.verify_ct,
+            "correct_drafts": self.correct,
+            "accept_length": (self.produced / self.verify_ct) if self.verify_ct else None,
+            "correct_drafts_histogram": list(self.hist),
+            "t_arrival": self.t_arrival, "t_admit": self.t_admit, "t_first_token": self.t_first,
+            "t_last_token": self.t_last, "t_finish": self.t_finish, "decode_tok_s": decode,
+            "finish_reason": fr, "fault": self.fault, "counted_in_metrics": self.counted,
+        }
+
+
+def _build_seq(seed: int) -> List[int]:
+    rng = random.Random(seed * 7919 + 17)
+    return [rng.randrange(_N_CODE) for _ in range(SEQ_LEN)]
+
+
+_SEQ: List[int] = _build_seq(0)
+
+
+class Scheduler:
+    def __init__(self, cfg: Dict[str, Any], knobs: Knobs, metrics, log_prefix: str):
+        global _SEQ
+        _SEQ = _build_seq(knobs.seed)
+        self.cfg = cfg
+        self.knobs = knobs
+        self.metrics = metrics
+        self.log_prefix = log_prefix
+        self.rng = random.Random(knobs.seed)
+        self.max_running = int(cfg["max_running_requests"])
+        self.spec = cfg["speculative_algorithm"] is not None
+        self.steps = int(cfg["speculative_num_steps"] or 0) if self.spec else 0
+        self.draft_tokens = int(cfg["speculative_num_draft_tokens"] or 0) if self.spec else 0
+        k = knobs
+        if self.spec:
+            cycle_ms = (k.base_step_ms + k.spec_overhead_ms + k.spec_step_ms * self.steps
+                        + k.spec_draft_ms * max(0, self.draft_tokens - self.steps - 1))
+            probs = list(k.accept_probs)
+            while len(probs) < self.steps:
+                probs.append(probs[-1])
+            self.base_probs = probs[:self.steps]
+        else:
+            cycle_ms = k.base_step_ms
+            self.base_probs = []
+        self.cycle_s = cycle_ms / 1000.0
+        self.waiting: Deque[Req] = deque()
+        self.running: List[Req] = []
+        self.wake = asyncio.Event()
+        self.stopping = False
+        self.on_step_hooks: List[Callable[[], None]] = []
+        self.crash_hook: Optional[Callable[[Req], None]] = None
+        # counters
+        self.requests: List[Req] = []
+        self.totals = {"generation_tokens": 0, "verify_steps": 0, "requests": 0,
+                       "health_requests": 0, "decode_steps": 0, "prefill_tokens": 0}
+        self.generation_requests_seen = 0  # since start, for warmup
+        self.forward_ct_decode = 0
+        self.interval_tokens = 0
+        self.interval_accept_tokens = 0
+        self.interval_forward_ct = 0
+        self.interval_correct = 0
+        self.total_accept_tokens = 0
+        self.total_forward_ct = 0
+        self.last_log_tic = time.perf_counter()
+        self.last_gen_throughput = 0.0
+        self.avg_spec_accept_length: Optional[float] = None
+        self.last_input_tic = time.perf_counter()
+        # KV / mamba pool look-alike sizes (for the log lines and token_usage gauge)
+        mem = float(cfg["mem_fraction_static"])
+        self.max_total_tokens = int(max(16384, (mem - 0.6) * 2_600_000)) * max(1, cfg["tp_size"])
+        self.mamba_slots = self.max_running * (3 if self.spec else 2)
+
+    # -- configuration summary for /_emulator/stats ----------------------------------------
+    def expected_accept_length(self, prompt_tokens: int = 0) -> float:
+        if not self.spec:
+            return 1.0
+        exp, acc = 1.0, 1.0
+        for p in self._probs_for(prompt_tokens):
+            acc *= p
+            exp += acc
+        return exp
+
+    def _probs_for(self, prompt_tokens: int) -> List[float]:
+        k = self.knobs
+        factor = 1.0 - k.longctx_penalty * min(1.0, prompt_tokens / float(k.longctx_tokens))
+        return [p * factor for p in self.base_probs]
+
+    def configured(self) -> Dict[str, Any]:
+        k = self.knobs
+        al = self.expected_accept_length(0)
+        return {
+            "cycle_time_s": self.cycle_s,
+            "decode_step_s_at_b1": self.cycle_s / k.speed_scale,
+            "warmup_step_s_at_b1": self.cycle_s / k.speed_scale / k.warmup_factor,
+            "speed_scale": k.speed_scale,
+            "batch_slowdown": k.batch_slowdown,
+            "prefill_tok_s": k.prefill_tok_s * k.speed_scale,
+            "accept_probs": list(self.base_probs),
+            "speculative": self.spec,
+            "speculative_num_steps": self.steps or None,
+            "speculative_num_draft_tokens": self.draft_tokens or None,
+            "expected_accept_length_short_context": al,
+            "expected_accept_length_32k_context": self.expected_accept_length(k.longctx_tokens),
+            "nominal_c1_decode_tok_s": al / self.cycle_s * k.speed_scale,
+            "max_running_requests": self.max_running,
+            "max_total_num_tokens": self.max_total_tokens,
+        }
+
+    # -- admission ---------------------------------------------------------------------------
+    def new_request_number(self) -> int:
+        self.generation_requests_seen += 1
+        return self.generation_requests_seen
+
+    def submit(self, req: Req) -> None:
+        req.index = len(self.requests)
+        self.requests.append(req)
+        self.totals["requests"] += 1
+        if req.health:
+            self.totals["health_requests"] += 1
+        req.probs = self._probs_for(req.prompt_tokens)
+        if req.reasoning and req.limit > 2:
+            req.think_len = max(2, int(round(self.knobs.thinking_fraction * req.max_tokens)))
+        self.waiting.append(req)
+        self.wake.set()
+
+    def reset_counters(self) -> None:
+        for req in self.requests:
+            req.index = -1
+        self.requests = []
+        for key in self.totals:
+            self.totals[key] = 0
+
+    # -- the loop ----------------------------------------------------------------------------
+    async def run(self) -> None:
+        k = self.knobs
+        deadline = time.monotonic()
+        while not self.stopping:
+            if not self.running and not self.waiting:
+                self.wake.clear()
+                await self.wake.wait()
+                deadline = time.monotonic()
+                continue
+            new: List[Req] = []
+            prefill_s = 0.0
+            while self.waiting and len(self.running) + len(new) < self.max_running:
+                req = self.waiting.popleft()
+                if req.closed:
+                    continue
+                new.append(req)
+                prefill_s += req.prompt_tokens / (k.prefill_tok_s * k.speed_scale)
+            decode = self.running
+            step = prefill_s
+            if decode:
+                dt = self.cycle_s * (1.0 + k.batch_slowdown * (len(decode) - 1)) / k.speed_scale
+                for r in decode:
+                    if r.warmup:
+                        dt /= k.warmup_factor
+                        break
+                step += dt
+            deadline += step
+            now = time.monotonic()
+            if deadline > now:
+                await asyncio.sleep(deadline - now)
+            else:
+                if now - deadline > 0.25:
+                    deadline = now  # fell far behind (overloaded host): do not burst
+                await asyncio.sleep(0)
+            t = time.monotonic()
+            await self._finish_step(t, new, decode)
+
+    async def _finish_step(self, t: float, new: List[Req], decode: List[Req]) -> None:
+        emitted: List[tuple] = []
+        rnd = self.rng.random
+        spec = self.spec
+        step_tokens = 0
+        step_accept = 0
+        step_fwd = 0
+        step_correct = 0
+        stall_after = self.knobs.faults.stall_after_tokens
+        for r in decode:
+            if r.closed:
+                continue
+            if r.stall_until:
+                if t < r.stall_until:
+                    continue
+                r.stall_until = 0.0
+            start = r.produced
+            remaining = r.limit - start
+            if spec:
+                acc = 0
+                for p in r.probs:
+                    if rnd() < p:
+                        acc += 1
+                    else:
+                        break
+                n = 1 + acc
+                if n > remaining:
+                    n = remaining
+                r.verify_ct += 1
+                good = n - 1
+                r.correct += good
+                hist = r.hist
+                while len(hist) <= good:
+                    hist.append(0)
+                hist[good] += 1
+                step_accept += n
+                step_fwd += 1
+                step_correct += good
+            else:
+                n = 1
+            r.produced = start + n
+            step_tokens += n
+            emitted.append((r, start))
+        for r in new:
+            r.t_admit = t
+            r.produced = 1
+            emitted.append((r, 0))
+        if new:
+            self._log_prefill(new, t)
+        if decode:
+            self.forward_ct_decode += 1
+            self.totals["decode_steps"] += 1
+        self.totals["generation_tokens"] += step_tokens + len(new)
+        self.totals["verify_steps"] += step_fwd
+        self.interval_tokens += step_tokens
+        self.interval_accept_tokens += step_accept
+        self.interval_forward_ct += step_fwd
+        self.interval_correct += step_correct
+        self.running.extend(new)
+
+        crash_req = None
+        for r, start in emitted:
+            if r.t_first is None:
+                r.t_first = t
+                if r.log_metrics:
+                    self.metrics.observe_ttft(t - r.t_arrival, r.stream)
+            elif r.log_metrics:
+                self.metrics.observe_itl(t - r.t_last, r.produced - start)
+            r.t_last = t
+            faults = self.knobs.faults
+            if r.produced >= r.limit:
+                if r.eos_at is not None and r.produced >= r.eos_at:
+                    r.finish = {"type": "stop", "matched": EOS_TOKEN_ID}
+                else:
+                    r.finish = {"type": "length", "length": r.max_tokens}
+                r.t_finish = t
+            elif not r.exempt and not r.health:
+                if faults.truncate_after_tokens and r.produced >= faults.truncate_after_tokens:
+                    r.fault = "truncate"
+                elif (stall_after and not r.stall_done and r.produced >= stall_after
+                      and faults.stall_seconds > 0):
+                    r.stall_done = True
+                    r.stall_until = t + faults.stall_seconds
+                    if r.fault is None:
+                        r.fault = "stall"
+            if r.extra.get("crash_at_first_token") and crash_req is None:
+                crash_req = r
+            if r.finish is not None and r.log_metrics:
+                r.counted = True
+                self.metrics.observe_finished(r, t)
+            await r.sink.on_step(r, start)
+        if self.running:
+            self.running = [r for r in self.running
+                            if r.finish is None and not r.closed and r.fault != "truncate"]
+        if decode and self.forward_ct_decode % max(1, self.cfg["decode_log_interval"]) == 0:
+            self._log_decode()
+        for hook in self.on_step_hooks:
+            hook()
+        if crash_req is not None and self.crash_hook is not None:
+            self.crash_hook(crash_req)
+
+    def abort(self, req: Req) -> None:
+        """Client went away: SGLang aborts the request (finish_reason abort)."""
+        if req.closed:
+            return
+        req.closed = True
+        if req.finish is None:
+            req.finish = {"type": "abort", "message": "Abort before/while running",
+                          "status_code": None, "err_type": None}
+            req.t_finish = time.monotonic()
+            if req.log_metrics and req.fault is None:
+                req.counted = True
+                self.metrics.observe_finished(req, req.t_finish)
+
+    # -- pools and logs ----------------------------------------------------------------------
+    def kv_used(self) -> int:
+        return sum(r.prompt_tokens + r.produced for r in self.running)
+
+    def usage_parts(self, decode: bool) -> List[str]:
+        used = self.kv_used()
+        usage = used / float(self.max_total_tokens)
+        mamba_num = len(self.running) * (3 if self.spec else 2)
+        mamba_usage = mamba_num / float(self.mamba_slots)
+        if decode:
+            return [f"#full token: {used}", f"full token usage: {usage:.2f}",
+                    f"mamba num: {mamba_num}", f"mamba usage: {mamba_usage:.2f}"]
+        return [f"full token usage: {usage:.2f}", f"mamba usage: {mamba_usage:.2f}"]
+
+    def token_usage(self) -> float:
+        return round(self.kv_used() / float(self.max_total_tokens), 2)
+
+    def _log_prefill(self, new: List[Req], t: float) -> None:
+        tokens = sum(r.prompt_tokens for r in new)
+        now = time.perf_counter()
+        gap = max(1e-6, now - self.last_input_tic)
+        self.last_input_tic = now
+        msg = (f"Prefill batch, #new-seq: {len(new)}, #new-token: {tokens}, #cached-token: 0, "
+               + ", ".join(self.usage_parts(False)) + ", "
+               + f"#running-req: {len(self.running)}, #queue-req: {len(self.waiting)}, "
+               + f"#pending-token: 0, cuda graph: False, "
+               + f"input throughput (token/s): {tokens / gap:.2f}")
+        logger.info(msg)
+        self.metrics.set_scheduler_gauges(self)
+
+    def _log_decode(self) -> None:
+        now = time.perf_counter()
+        gap = max(1e-6, now - self.last_log_tic)
+        self.last_log_tic = now
+        self.last_gen_throughput = self.interval_tokens / gap
+        self.interval_tokens = 0
+        msg = f"Decode batch, #running-req: {len(self.running)}, " + \
+            ", ".join(self.usage_parts(True)) + ", "
+        if self.spec:
+            fwd = self.interval_forward_ct
+            al = self.interval_accept_tokens / fwd if fwd else 0.0
+            total_draft = fwd * max(1, self.draft_tokens - 1)
+            rate = self.interval_correct / total_draft if total_draft else 0.0
+            self.total_accept_tokens += self.interval_accept_tokens
+            self.total_forward_ct += fwd
+            if self.total_forward_ct:
+                self.avg_spec_accept_length = self.total_accept_tokens / self.total_forward_ct
+            self.interval_accept_tokens = self.interval_correct = self.interval_forward_ct = 0
+            self.metrics.spec_accept_length = al
+            self.metrics.spec_accept_rate = rate
+            msg += f"accept len: {al:.2f}, accept rate: {rate:.2f}, "
+        msg += (f"cuda graph: True, gen throughput (token/s): {self.last_gen_throughput:.2f}, "
+                f"#queue-req: {len(self.waiting)}")
+        logger.info(msg)
+        self.metrics.gen_throughput = self.last_gen_throughput
+        self.metrics.set_scheduler_gauges(self)
+
+
+def crash_now(req: Req) -> None:
+    """FAULT_CRASH_AFTER_REQUESTS: die like a scheduler that hit a CUDA error."""
+    sys.stderr.write("[%s] Scheduler hit an exception: RuntimeError: CUDA error: an illegal "
+                     "memory access was encountered (emulated fault "
+                     "SGLEMU_FAULT_CRASH_AFTER_REQUESTS, request %s)\n"
+                     % (time.strftime("%Y-%m-%d %H:%M:%S"), req.rid))
+    sys.stderr.flush()
+    os._exit(1)

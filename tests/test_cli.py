@@ -1,0 +1,82 @@
+"""`python -m bench run` as users run it: exit codes 0/1/2, the table, --json, stderr reasons."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, free_port
+
+FAST = {"SGLEMU_SPEED_SCALE": "4"}
+
+
+def bench(*args, python=sys.executable, env=None):
+    e = dict(os.environ)
+    e.pop("SGLANG_API_KEY", None)
+    e.update(env or {})
+    return subprocess.run([python, "-m", "bench", "run", "--requests", "2", "--warmup", "1",
+                           "--max-tokens", "96", *args], cwd=str(ROOT), env=e,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_exit_0_prints_the_table_and_writes_json(emulator, tmp_path):
+    emu = emulator("nextn_3step", env=FAST)
+    out = tmp_path / "r.json"
+    p = bench("--url", emu.url, "--min-tok-s", "45", "--min-accept-len", "2.8", "--json", str(out))
+    assert p.returncode == 0, p.stderr
+    assert "decode tok/s" in p.stdout and "gate" in p.stdout and "PASSED" in p.stdout
+    assert "measure" in p.stderr  # progress lines while it runs
+    r = json.loads(out.read_text())
+    for key in ("decode_tok_s", "accept_len", "aggregate_tok_s", "ttft_s", "requests", "errors",
+                "passed"):
+        assert key in r
+    assert set(r["decode_tok_s"]) >= {"median", "min", "max"}
+    assert set(r["ttft_s"]) >= {"p50", "p90"}
+    assert r["passed"] is True and r["requests"] == 2 and r["errors"] == 0
+
+
+def test_exit_1_when_a_threshold_fails(emulator):
+    emu = emulator("nextn_1step", env=FAST)
+    p = bench("--url", emu.url, "--min-accept-len", "2.8", "--quiet")
+    assert p.returncode == 1
+    line = p.stderr.strip().splitlines()[-1]
+    assert line.startswith("bench: gate failed: accept length 1.") and "< required 2.80" in line
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--url", "http://127.0.0.1:%d" % free_port()], "could not measure"),
+    (["--url", "http://127.0.0.1:1", "--min-tok-s", "-1"], "invalid option --min-tok-s"),
+    (["--url", "nonsense"], "invalid option --url"),
+])
+def test_exit_2_when_nothing_can_be_measured(args, words):
+    p = bench(*args, "--quiet")
+    assert p.returncode == 2 and words in p.stderr
+    assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_exit_2_on_wrong_key(emulator):
+    emu = emulator("nextn_3step", env=FAST, extra=["--api-key", "k1"])
+    p = bench("--url", emu.url, "--quiet", env={"SGLANG_API_KEY": "k2"})
+    assert p.returncode == 2 and "authentication failed" in p.stderr and "k2" not in p.stderr
+    p = bench("--url", emu.url, "--quiet", env={"SGLANG_API_KEY": "k1"})
+    assert p.returncode == 0, p.stderr
+
+
+def test_exit_2_when_accept_length_is_required_but_not_reported(emulator):
+    emu = emulator("no_spec", env=FAST)
+    p = bench("--url", emu.url, "--min-accept-len", "2.8", "--quiet")
+    assert p.returncode == 2 and "accept length could not be measured" in p.stderr
+
+
+@pytest.mark.skipif(not shutil.which("python3.9") and not os.path.exists(
+    "/root/.pyenv/versions/3.9.18/bin/python3.9"), reason="no Python 3.9 on this machine")
+def test_engine_runs_under_python_3_9_stdlib_only(emulator):
+    """The target host may only have Python 3.9 and the standard library."""
+    py = shutil.which("python3.9") or "/root/.pyenv/versions/3.9.18/bin/python3.9"
+    emu = emulator("nextn_3step", env=FAST)
+    p = bench("--url", emu.url, "--min-accept-len", "2.8", "--quiet", python=py)
+    assert p.returncode == 0, p.stderr

@@ -1,0 +1,102 @@
+"""The engine against the emulator for each profile at C=1 and C=4: measured decode tok/s and
+accept length must be within 2% of the emulator's own exact per-request counters (matched by
+request id), which the engine never reads."""
+from __future__ import annotations
+
+import pytest
+
+from sglang_perf import engine
+from sglang_perf.stats import percentile
+
+FAST = {"SGLEMU_SPEED_SCALE": "4"}
+
+
+def truth(emu, result):
+    server = {r["rid"]: r for r in emu.stats()["requests"] if r.get("rid")}
+    mine = [r for r in result["per_request"] if r["phase"] == "measure" and r["decode_tok_s"]]
+    matched = [server[r["rid"]] for r in mine]
+    assert len(matched) == result["decode_tok_s"]["n"] > 0
+    tokens = sum(s["completion_tokens"] for s in matched)
+    verify = sum(s["verify_ct"] for s in matched)
+    return {"median": percentile([s["decode_tok_s"] for s in matched], 50),
+            "accept_len": tokens / verify if verify else None, "tokens": tokens}
+
+
+@pytest.mark.parametrize("profile, al_range", [
+    ("no_spec", None), ("nextn_1step", (1.6, 1.9)), ("nextn_3step", (2.9, 3.5))])
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_engine_matches_the_emulators_counters(emulator, profile, al_range, concurrency):
+    emu = emulator(profile, env=FAST)
+    r = engine.run({"url": emu.url, "concurrency": concurrency, "requests": 2 * concurrency,
+                    "warmup": 2, "max_tokens": 192})
+    t = truth(emu, r)
+    assert r["errors"] == 0 and r["passed"]
+    assert r["decode_tok_s"]["median"] == pytest.approx(t["median"], rel=0.02)
+    if al_range is None:
+        assert r["accept_len"] is None and t["accept_len"] is None
+        assert "speculative decoding is off" in " ".join(r["notes"])
+    else:
+        assert r["accept_len"] == pytest.approx(t["accept_len"], rel=0.02)
+        assert al_range[0] <= r["accept_len"] <= al_range[1]
+    assert r["completion_tokens"] == t["tokens"] == 192 * 2 * concurrency
+
+
+@pytest.mark.parametrize("api", ["native", "completions"])
+def test_other_endpoints_measure_the_same(emulator, api):
+    emu = emulator("nextn_3step", env=FAST)
+    r = engine.run({"url": emu.url, "api": api, "concurrency": 2, "requests": 4, "warmup": 1,
+                    "max_tokens": 160})
+    t = truth(emu, r)
+    assert r["decode_tok_s"]["median"] == pytest.approx(t["median"], rel=0.02)
+    assert r["accept_len"] == pytest.approx(t["accept_len"], rel=0.02)
+
+
+def test_metrics_window_cross_checks_the_client(emulator):
+    emu = emulator("nextn_3step", env=FAST, extra=["--enable-metrics"])
+    r = engine.run({"url": emu.url, "concurrency": 2, "requests": 4, "warmup": 2,
+                    "max_tokens": 128, "metrics": "always"})
+    m = r["metrics"]
+    assert m["matches_client"] is True and m["generation_tokens"] == r["completion_tokens"]
+    assert m["accept_len"] == pytest.approx(r["accept_len"], rel=0.001)
+    assert r["passed"]
+
+
+def test_without_metrics_always_fails_and_auto_notes_it(emulator):
+    emu = emulator("nextn_3step", env=FAST)
+    base = {"url": emu.url, "requests": 1, "warmup": 0, "max_tokens": 64}
+    r = engine.run(dict(base, metrics="always"))
+    assert not r["passed"] and "exposes no /metrics" in engine.failure_message(r)
+    r = engine.run(base)
+    assert r["passed"] and any("--enable-metrics" in n for n in r["notes"])
+
+
+def test_warmup_requests_are_discarded(emulator):
+    # The emulator's first two requests decode at 0.4x (JIT/CUDA-graph warmup).
+    emu = emulator("nextn_3step", env=FAST)
+    cold = engine.run({"url": emu.url, "requests": 4, "warmup": 0, "max_tokens": 128})
+    assert cold["decode_tok_s"]["min"] < 0.6 * cold["decode_tok_s"]["max"]
+    emu = emulator("nextn_3step", env=FAST)
+    warm = engine.run({"url": emu.url, "requests": 4, "warmup": 2, "max_tokens": 128})
+    assert warm["decode_tok_s"]["min"] > 0.85 * warm["decode_tok_s"]["max"]
+    server_al = warm["server"]  # cumulative figure is reported, labelled, and not used
+    assert "cumulative_accept_len" in server_al
+
+
+def test_long_context_case_reports_accept_length_per_case(emulator):
+    emu = emulator("nextn_3step", env=FAST)
+    r = engine.run({"url": emu.url, "requests": 9, "concurrency": 3, "warmup": 0,
+                    "max_tokens": 128, "long_context_tokens": 30000})
+    by_case = r["accept_len_by_case"]
+    assert "long_context_review" in by_case and "red_black_tree" in by_case
+    assert by_case["long_context_review"] < by_case["red_black_tree"]
+
+
+def test_queueing_beyond_max_running_requests_shows_in_ttft(emulator):
+    emu = emulator(["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3",
+                    "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4",
+                    "--max-running-requests", "2"], env=FAST)
+    r = engine.run({"url": emu.url, "requests": 4, "concurrency": 4, "warmup": 0,
+                    "max_tokens": 96})
+    ttfts = sorted(q["ttft_s"] for q in r["per_request"])
+    # two start at once, two wait for a whole generation
+    assert ttfts[2] > ttfts[1] + 0.5 * min(q["e2e_s"] for q in r["per_request"])
