@@ -13,14 +13,12 @@ from __future__ import annotations
 import json
 import os
 import resource
-import socket
-import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 from pathlib import Path
 
+from bench.launch import EmulatorProcess
 from bench.profiles import MODEL_ARGS, PROFILE_ARGS
 from sglang_perf import engine
 from sglang_perf.stats import percentile
@@ -46,36 +44,9 @@ def add_parser(sub):
     p.set_defaults(func=run)
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _get(url):
     with urllib.request.urlopen(url, timeout=30) as r:
         return json.loads(r.read())
-
-
-def _start_emulator(speed_scale, log):
-    port = _free_port()
-    env = dict(os.environ, PYTHONPATH=str(ROOT), SGLEMU_SPEED_SCALE=str(speed_scale),
-               SGLEMU_BATCH_SLOWDOWN="0", SGLEMU_WARMUP_REQUESTS="0", SGLEMU_PREFILL_TOK_S="200000")
-    proc = subprocess.Popen([sys.executable, "-m", "bench.emulator", *EMULATOR_ARGS,
-                             "--host", "127.0.0.1", "--port", str(port)],
-                            env=env, stdout=log, stderr=subprocess.STDOUT, cwd=str(ROOT))
-    url = "http://127.0.0.1:%d" % port
-    for _ in range(300):
-        if proc.poll() is not None:
-            raise SystemExit("emulator exited with %s" % proc.returncode)
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=1) as r:
-                if r.status == 200:
-                    return proc, url
-        except OSError:
-            time.sleep(0.1)
-    proc.kill()
-    raise SystemExit("emulator did not become healthy")
 
 
 def measure(url, level, args):
@@ -110,14 +81,16 @@ def run(args):
     levels = [int(x) for x in args.levels.split(",") if x.strip()]
     rows = []
     with tempfile.TemporaryFile() as log:
-        proc, url = _start_emulator(args.speed_scale, log)
+        emu = EmulatorProcess(EMULATOR_ARGS, log, env={
+            "SGLEMU_SPEED_SCALE": args.speed_scale, "SGLEMU_BATCH_SLOWDOWN": 0,
+            "SGLEMU_WARMUP_REQUESTS": 0, "SGLEMU_PREFILL_TOK_S": 200000})
         try:
+            emu.wait_ready()
             for level in levels:
                 sys.stderr.write("selfcheck: C=%d ...\n" % level)
-                rows.append(measure(url, level, args))
+                rows.append(measure(emu.url, level, args))
         finally:
-            proc.terminate()
-            proc.wait(10)
+            emu.stop()
     head = ("C", "reqs", "true med", "meas med", "err %", "true agg", "meas agg", "err %",
             "AL", "errors", "client CPU s", "wall s")
     print("%4s %5s %9s %9s %6s %9s %9s %6s %5s %6s %12s %7s" % head)

@@ -8,58 +8,31 @@ hand launch: the same gate fails with the measured figures. Ends with a summary 
 from __future__ import annotations
 
 import json
-import os
-import socket
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench.launch import EmulatorProcess  # noqa: E402
 from bench.profiles import MODEL_ARGS, PROFILE_ARGS  # noqa: E402
 
 GATE = ["--min-tok-s", "45", "--min-accept-len", "2.8"]
 RUN = ["--concurrency", "1", "--requests", "4", "--warmup", "2", "--max-tokens", "512"]
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start(profile, log):
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "bench.emulator", *MODEL_ARGS,
-                             *PROFILE_ARGS[profile], "--host", "127.0.0.1", "--port", str(port)],
-                            cwd=str(ROOT), env=dict(os.environ, PYTHONPATH=str(ROOT)),
-                            stdout=log, stderr=subprocess.STDOUT)
-    url = "http://127.0.0.1:%d" % port
-    for _ in range(600):
-        try:
-            with urllib.request.urlopen(url + "/health_generate", timeout=5) as r:
-                if r.status == 200:
-                    return proc, url
-        except OSError:
-            time.sleep(0.1)
-    proc.kill()
-    raise SystemExit("emulator for %s did not become ready" % profile)
-
-
 def gate(profile):
     print("\n=== %s: %s" % (profile, " ".join(PROFILE_ARGS[profile]) or "(no speculation)"),
           flush=True)
     with tempfile.TemporaryFile() as log, tempfile.NamedTemporaryFile(suffix=".json") as out:
-        proc, url = start(profile, log)
+        emu = EmulatorProcess(MODEL_ARGS + PROFILE_ARGS[profile], log)
         try:
-            rc = subprocess.call([sys.executable, "-m", "bench", "run", "--url", url, *RUN, *GATE,
-                                  "--json", out.name], cwd=str(ROOT))
+            emu.wait_ready("/health_generate", timeout=120)
+            rc = subprocess.call([sys.executable, "-m", "bench", "run", "--url", emu.url, *RUN,
+                                  *GATE, "--json", out.name], cwd=str(ROOT))
         finally:
-            proc.terminate()
-            proc.wait(10)
+            emu.stop()
         result = json.loads(Path(out.name).read_text() or "{}") if rc in (0, 1) else {}
     return profile, rc, result
 

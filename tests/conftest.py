@@ -2,12 +2,8 @@
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 from pathlib import Path
 
@@ -19,50 +15,25 @@ for p in (str(ROOT), str(MODULE_UTILS)):
     if p not in sys.path:
         sys.path.insert(0, p)
 
+from bench.launch import EmulatorProcess, free_port  # noqa: E402,F401  (re-exported)
 from bench.profiles import MODEL_ARGS, PROFILE_ARGS  # noqa: E402,F401  (re-exported)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Emulator:
-    """One `python -m bench.emulator` process on 127.0.0.1 with its exact counters."""
+class Emulator(EmulatorProcess):
+    """An emulator on 127.0.0.1 with its log and its exact counters."""
 
     def __init__(self, args, env=None, wait=True):
-        self.port = free_port()
-        self.url = "http://127.0.0.1:%d" % self.port
-        full_env = dict(os.environ)
-        full_env.update({k: str(v) for k, v in (env or {}).items()})
-        full_env["PYTHONPATH"] = str(ROOT)
-        # A file, not a pipe: a chatty emulator must never block on a full pipe.
         self.logfile = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bench.emulator", *args, "--host", "127.0.0.1",
-             "--port", str(self.port)],
-            cwd=str(ROOT), env=full_env, stdout=self.logfile, stderr=subprocess.STDOUT,
-        )
-        self.api_key = None
-        if "--api-key" in args:
-            self.api_key = args[args.index("--api-key") + 1]
+        EmulatorProcess.__init__(self, args, self.logfile, env=env)
+        self.api_key = args[args.index("--api-key") + 1] if "--api-key" in args else None
         if wait:
             self.wait_healthy()
 
     def wait_healthy(self, timeout=30.0):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError("emulator exited %s: %s" % (self.proc.returncode, self.output()))
-            try:
-                with urllib.request.urlopen(self.url + "/health", timeout=1) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
-                pass
-            time.sleep(0.05)
-        raise RuntimeError("emulator not healthy after %ss" % timeout)
+        try:
+            self.wait_ready("/health", timeout)
+        except RuntimeError as e:
+            raise RuntimeError("%s: %s" % (e, self.output()))
 
     def get(self, path):
         with urllib.request.urlopen(self.url + path, timeout=10) as r:
@@ -83,13 +54,7 @@ class Emulator:
         return self.logfile.read().decode(errors="replace")
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        EmulatorProcess.stop(self)
         self.logfile.close()
 
 
