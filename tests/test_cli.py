@@ -1,6 +1,7 @@
 """`python -m bench run` as users run it: exit codes 0/1/2, the table, --json, stderr reasons."""
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shutil
@@ -72,11 +73,22 @@ def test_exit_2_when_accept_length_is_required_but_not_reported(emulator):
     assert p.returncode == 2 and "accept length could not be measured" in p.stderr
 
 
-@pytest.mark.skipif(not shutil.which("python3.9") and not os.path.exists(
-    "/root/.pyenv/versions/3.9.18/bin/python3.9"), reason="no Python 3.9 on this machine")
+def _python39():
+    for path in glob.glob(os.path.expanduser("~/.pyenv/versions/3.9*/bin/python3.9")) + [
+            shutil.which("python3.9")]:
+        if path and subprocess.run([path, "-c", "import sys; assert sys.version_info[:2] == (3, 9)"],
+                                   capture_output=True).returncode == 0:
+            return path
+    return None
+
+
+PY39 = _python39()
+
+
+@pytest.mark.skipif(PY39 is None, reason="no working Python 3.9 on this machine")
 def test_engine_runs_under_python_3_9_stdlib_only(emulator):
     """The target host may only have Python 3.9 and the standard library."""
-    py = shutil.which("python3.9") or "/root/.pyenv/versions/3.9.18/bin/python3.9"
+    py = PY39
     emu = emulator("nextn_3step", env=FAST)
     p = bench("--url", emu.url, "--min-accept-len", "2.8", "--quiet", python=py)
     assert p.returncode == 0, p.stderr

@@ -13,7 +13,7 @@ import logging
 import os
 import re
 from decimal import Decimal
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 logger = logging.getLogger("sglang.srt.server_args")
 
@@ -192,8 +192,9 @@ def resolve(ns: argparse.Namespace, architecture_fallback: str) -> Dict[str, Any
             if args["speculative_num_draft_tokens"] is not None:
                 assert MAMBA_TRACK_INTERVAL >= args["speculative_num_draft_tokens"]
         else:
-            assert False, ("no_buffer do not support overlap schedule. Try to set "
-                           "disable_overlap_schedule=True.")
+            # validate_mamba_no_buffer: `assert view.disable_overlap_schedule, ...`
+            raise AssertionError("no_buffer do not support overlap schedule. Try to set "
+                                 "disable_overlap_schedule=True.")
         args["mamba_radix_cache_strategy"] = strategy
         if args["mamba_full_memory_ratio"] is None:
             args["mamba_full_memory_ratio"] = MAMBA_FULL_MEMORY_RATIO_FALLBACK

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 PREFIX = "SGLEMU_"
 
@@ -96,7 +96,7 @@ class Knobs:
     faults: Faults = field(default_factory=Faults)
 
     @classmethod
-    def from_env(cls, env: Optional[Dict[str, str]] = None) -> "Knobs":
+    def from_env(cls, env: Dict[str, str] | None = None) -> Knobs:
         env = os.environ if env is None else env
         k = cls()
         k.load_seconds = _get(env, "LOAD_SECONDS", float, k.load_seconds)

@@ -23,7 +23,7 @@ import random
 import sys
 import time
 from collections import deque
-from typing import Any, Callable, Deque, Dict, List, Optional
+from typing import Any, Callable, Deque, Dict, List
 
 from .knobs import Knobs
 
@@ -98,7 +98,7 @@ class Req:
         h = stable_hash(prompt_key)
         self.offset = h % SEQ_LEN
         # Emulated EOS: 2 of 3 prompts stop between 40% and 100% of max tokens.
-        self.eos_at: Optional[int] = None
+        self.eos_at: int | None = None
         if not ignore_eos and not health and (h >> 20) % 3 != 0:
             frac = 0.4 + 0.6 * (((h >> 32) % 10007) / 10006.0)
             self.eos_at = max(1, min(self.max_tokens, int(round(self.max_tokens * frac))))
@@ -110,19 +110,19 @@ class Req:
         self.hist: List[int] = []
         self.probs: List[float] = []
         self.t_arrival = time.monotonic()
-        self.t_admit: Optional[float] = None
-        self.t_first: Optional[float] = None
-        self.t_last: Optional[float] = None
-        self.t_finish: Optional[float] = None
-        self.finish: Optional[Dict[str, Any]] = None
-        self.fault: Optional[str] = None
+        self.t_admit: float | None = None
+        self.t_first: float | None = None
+        self.t_last: float | None = None
+        self.t_finish: float | None = None
+        self.finish: Dict[str, Any] | None = None
+        self.fault: str | None = None
         self.stall_until = 0.0
         self.stall_done = False
         self.counted = False
         self.sink: Any = None
-        self.done: Optional[asyncio.Future] = None
-        self.backlog: Optional[List[bytes]] = None
-        self.waiter: Optional[asyncio.Future] = None
+        self.done: asyncio.Future | None = None
+        self.backlog: List[bytes] | None = None
+        self.waiter: asyncio.Future | None = None
         self.closed = False
         self.log_metrics = not health
         self.index = -1
@@ -141,7 +141,7 @@ class Req:
                 return _THINK0 + (self.offset + pos) % len(_THINK_PIECES)
         return _CODE0 + _SEQ[(self.offset + pos) % SEQ_LEN]
 
-    def reasoning_tokens(self, upto: Optional[int] = None) -> int:
+    def reasoning_tokens(self, upto: int | None = None) -> int:
         n = self.produced if upto is None else upto
         return min(n, self.think_len)
 
@@ -152,7 +152,7 @@ class Req:
             decode = (self.produced - 1) / (self.t_last - self.t_first)
         fr = self.finish["type"] if self.finish else None
         return {
-            "rid": self.rid, "endpoint": self.endpoint, "health_check": self.health,
+            "rid": self.rid, "endpoint": self.endpoint, "health": self.health,
             "warmup": self.warmup, "fault_exempt": self.exempt, "stream": self.stream,
             "prompt_tokens": self.prompt_tokens, "max_tokens": self.max_tokens,
             "ignore_eos": self.ignore_eos, "completion_tokens": self.produced,
@@ -204,7 +204,7 @@ class Scheduler:
         self.wake = asyncio.Event()
         self.stopping = False
         self.on_step_hooks: List[Callable[[], None]] = []
-        self.crash_hook: Optional[Callable[[Req], None]] = None
+        self.crash_hook: Callable[[Req], None] | None = None
         # counters
         self.requests: List[Req] = []
         self.totals = {"generation_tokens": 0, "verify_steps": 0, "requests": 0,
@@ -219,7 +219,7 @@ class Scheduler:
         self.total_forward_ct = 0
         self.last_log_tic = time.perf_counter()
         self.last_gen_throughput = 0.0
-        self.avg_spec_accept_length: Optional[float] = None
+        self.avg_spec_accept_length: float | None = None
         self.last_input_tic = time.perf_counter()
         # KV / mamba pool look-alike sizes (for the log lines and token_usage gauge)
         mem = float(cfg["mem_fraction_static"])
@@ -304,7 +304,7 @@ class Scheduler:
                     continue
                 new.append(req)
                 prefill_s += req.prompt_tokens / (k.prefill_tok_s * k.speed_scale)
-            decode = self.running
+            decode = list(self.running)
             step = prefill_s
             if decode:
                 dt = self.cycle_s * (1.0 + k.batch_slowdown * (len(decode) - 1)) / k.speed_scale
@@ -463,7 +463,7 @@ class Scheduler:
         msg = (f"Prefill batch, #new-seq: {len(new)}, #new-token: {tokens}, #cached-token: 0, "
                + ", ".join(self.usage_parts(False)) + ", "
                + f"#running-req: {len(self.running)}, #queue-req: {len(self.waiting)}, "
-               + f"#pending-token: 0, cuda graph: False, "
+               + "#pending-token: 0, cuda graph: False, "
                + f"input throughput (token/s): {tokens / gap:.2f}")
         logger.info(msg)
         self.metrics.set_scheduler_gauges(self)

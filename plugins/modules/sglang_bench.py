@@ -292,10 +292,8 @@ def main():
     try:
         if module.check_mode:
             probe = engine.probe(options)
-            state = "ready" if probe["ready"] else "not ready"
-            module.exit_json(changed=False, msg="check mode: benchmark not run; server %s: %s"
-                             % (state, probe.get("reason")), **probe)
-        result = engine.run(options)
+        else:
+            result = engine.run(options)
     except ConfigError as e:
         module.fail_json(msg="invalid option %s" % e)
     except MeasureError as e:
@@ -303,6 +301,10 @@ def main():
     except Exception as e:  # a bug of ours must still end in a readable failure
         module.fail_json(msg="sglang_bench crashed: %s: %s" % (type(e).__name__, e),
                          exception=traceback.format_exc())
+    if module.check_mode:
+        state = "ready" if probe["ready"] else "not ready"
+        module.exit_json(changed=False, msg="check mode: benchmark not run; server %s: %s"
+                         % (state, probe.get("reason")), **probe)
     if not module.params["per_request"]:
         result.pop("per_request", None)
     if not result["passed"]:

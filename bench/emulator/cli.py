@@ -1,0 +1,148 @@
+"""`python -m bench.emulator <argv of python -m sglang.launch_server>`."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shlex
+import signal
+import sys
+import warnings
+from typing import List
+
+from .args import build_parser, resolve
+from .knobs import KnobError, Knobs
+
+log = logging.getLogger("sglang.srt.entrypoints.http_server")
+sched_log = logging.getLogger("sglang.srt.managers.scheduler")
+uvicorn_log = logging.getLogger("uvicorn.error")
+
+
+def configure_logging(level: str, tp_size: int) -> None:
+    """srt/utils/common.py configure_logger: "[%(asctime)s{prefix}] %(message)s"."""
+    lvl = getattr(logging, str(level).upper(), logging.INFO)
+    fmt_date = "%Y-%m-%d %H:%M:%S"
+    root = logging.getLogger()
+    root.handlers[:] = []
+    h = logging.StreamHandler(sys.stderr)
+    h.setFormatter(logging.Formatter("[%(asctime)s] %(message)s", fmt_date))
+    root.addHandler(h)
+    root.setLevel(lvl)
+    prefix = " TP0" if tp_size > 1 else ""
+    sh = logging.StreamHandler(sys.stderr)
+    sh.setFormatter(logging.Formatter("[%(asctime)s" + prefix + "] %(message)s", fmt_date))
+    sched_log.handlers[:] = [sh]
+    sched_log.propagate = False
+    uh = logging.StreamHandler(sys.stderr)
+    uh.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))
+    uvicorn_log.handlers[:] = [uh]
+    uvicorn_log.propagate = False
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+
+
+def _server_args_repr(cfg) -> str:
+    skip = {"architectures"}
+    return "ServerArgs(" + ", ".join("%s=%r" % (k, v) for k, v in cfg.items()
+                                      if k not in skip) + ")"
+
+
+async def _sleep_or_stop(seconds: float, stop: asyncio.Event) -> bool:
+    """Sleep, unless asked to stop first. True if stop was requested."""
+    if seconds <= 0:
+        return stop.is_set()
+    try:
+        await asyncio.wait_for(stop.wait(), seconds)
+        return True
+    except asyncio.TimeoutError:
+        return False
+
+
+async def serve(cfg, knobs: Knobs, launch_command: str) -> int:
+    from aiohttp import web
+
+    from .server import EmulatorServer
+
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+    if cfg["node_rank"] != 0:
+        sched_log.info("Init torch distributed begin. (node_rank=%d of nnodes=%d, "
+                       "dist_init_addr=%s; this node serves no HTTP)",
+                       cfg["node_rank"], cfg["nnodes"], cfg["dist_init_addr"])
+        await stop.wait()
+        return 0
+
+    sched_log.info("Load weight begin. avail mem=47.09 GB")
+    if await _sleep_or_stop(knobs.load_seconds, stop):
+        return 0
+    sched_log.info("Load weight end. type=%s, dtype=torch.bfloat16, avail mem=21.45 GB, "
+                   "mem usage=25.64 GB.", cfg["architectures"][0])
+    server = EmulatorServer(cfg, knobs, launch_command)
+    sched = server.sched
+    sched_log.info("max_total_num_tokens=%d, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+                   "max_running_requests=%d, context_len=%d, available_gpu_mem=3.21 GB",
+                   sched.max_total_tokens, sched.max_running, cfg["context_length"])
+    app = server.build_app()
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
+    await runner.setup()
+    site = web.TCPSite(runner, cfg["host"], cfg["port"])
+    await site.start()
+    uvicorn_log.info("Started server process [%d]", os.getpid())
+    uvicorn_log.info("Waiting for application startup.")
+    uvicorn_log.info("Application startup complete.")
+    uvicorn_log.info("Uvicorn running on http://%s:%d (Press CTRL+C to quit)",
+                     cfg["host"], cfg["port"])
+    sched_task = asyncio.create_task(sched.run(), name="scheduler")
+
+    async def announce():
+        if not await _sleep_or_stop(knobs.warmup_seconds, stop):
+            log.info("The server is fired up and ready to roll!")
+
+    announce_task = asyncio.create_task(announce())
+    stopper = asyncio.create_task(stop.wait())
+    done, _ = await asyncio.wait({stopper, sched_task}, return_when=asyncio.FIRST_COMPLETED)
+    if sched_task in done and sched_task.exception() is not None:
+        log.error("Scheduler hit an exception: %r", sched_task.exception())
+        os._exit(1)
+    log.info("Received sigterm, shutting down gracefully.")
+    sched.stopping = True
+    sched_task.cancel()
+    announce_task.cancel()
+    for req in list(sched.running) + list(sched.waiting):
+        sched.abort(req)
+        if req.done is not None and not req.done.done():
+            req.done.set_result(None)
+        if req.waiter is not None and not req.waiter.done():
+            req.waiter.set_result(None)
+    try:
+        await asyncio.wait_for(runner.cleanup(), 3.0)
+    except (asyncio.TimeoutError, Exception):  # noqa: BLE001 - exiting anyway
+        pass
+    return 0
+
+
+def main(argv: List[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    warnings.warn(
+        "'python -m sglang.launch_server' is still supported, but "
+        "'sglang serve' is the recommended entrypoint.\n"
+        "  Example: sglang serve --model-path <model> [options]",
+        UserWarning, stacklevel=1)
+    ns = build_parser().parse_args(argv)  # exits 2 like SGLang's argparse
+    configure_logging(ns.log_level, ns.tp_size)
+    try:
+        knobs = Knobs.from_env()
+    except KnobError as exc:
+        sys.stderr.write("sglang emulator: %s\n" % exc)
+        return 2
+    # resolve_once(): raises ValueError / AssertionError / TypeError exactly like SGLang; left
+    # uncaught so the traceback and the exit status (1) match.
+    cfg = resolve(ns, knobs.architecture)
+    log.info("server_args=%s", _server_args_repr(cfg))
+    launch_command = "python3 -m sglang.launch_server " + " ".join(shlex.quote(a) for a in argv)
+    try:
+        return asyncio.run(serve(cfg, knobs, launch_command))
+    finally:
+        logging.shutdown()

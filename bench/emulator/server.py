@@ -1,0 +1,752 @@
+"""aiohttp front end speaking SGLang 0.5.23's HTTP API shapes.
+
+Shapes follow srt/entrypoints/http_server.py, openai/serving_chat.py, serving_completions.py,
+protocol.py, sse_utils.py and managers/tokenizer_manager.py `_handle_batch_output`.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from typing import Any, Dict, List
+
+from aiohttp import web
+
+from .args import SGLANG_VERSION
+from .knobs import KnobError, Knobs
+from .metrics import Metrics
+from .scheduler import (THINK_END, THINK_START, TOKEN_IDS_STR, VOCAB,
+                        VOCAB_ESC, Req, Scheduler, crash_now)
+
+logger = logging.getLogger("sglang.srt.entrypoints.http_server")
+
+OPEN_PREFIXES = ("/health", "/ready", "/metrics", "/_emulator/")
+HEALTH_CHECK_TIMEOUT = 20.0
+INLINE_WRITE_LIMIT = 256 * 1024
+CHAT_DEFAULT_MAX_TOKENS = 8192
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
+def _usage(prompt: int, completion: int, reasoning: int) -> Dict[str, Any]:
+    """UsageInfo.model_dump() as UsageProcessor.calculate_token_usage builds it."""
+    return {"prompt_tokens": prompt, "total_tokens": prompt + completion,
+            "completion_tokens": completion, "prompt_tokens_details": None,
+            "reasoning_tokens": reasoning,
+            "completion_tokens_details": ({"reasoning_tokens": reasoning} if reasoning else None)}
+
+
+def _openai_error(message: str, err_type: str = "BadRequestError", code: int = 400):
+    return web.json_response({"object": "error", "message": message, "type": err_type,
+                              "param": None, "code": code}, status=code, dumps=_dumps)
+
+
+class BadRequest(Exception):
+    pass
+
+
+def spec_details(req: Req, draft_tokens: int) -> Dict[str, Any] | None:
+    """tokenizer_manager._calculate_spec_decoding_metrics (only with verify steps)."""
+    if not req.verify_ct:
+        return None
+    proposed = req.verify_ct * (draft_tokens - 1)
+    if proposed <= 0:
+        return None
+    return {
+        "spec_accept_rate": req.correct / proposed,
+        "spec_accept_length": req.produced / req.verify_ct,
+        "spec_num_correct_drafts": req.correct,
+        "spec_num_proposed_drafts": proposed,
+        "spec_verify_ct": req.verify_ct,
+        "spec_correct_drafts_histogram": list(req.hist),
+    }
+
+
+def spec_tokens_details(details: Dict[str, Any]) -> Dict[str, Any]:
+    """protocol.SpecTokensDetails, field order as declared."""
+    return {
+        "spec_accept_rate": details["spec_accept_rate"],
+        "spec_accept_length": details["spec_accept_length"],
+        "spec_cap_length": 0.0, "spec_block_accept_length": 0.0,
+        "spec_num_correct_drafts": details["spec_num_correct_drafts"],
+        "spec_num_proposed_drafts": details["spec_num_proposed_drafts"],
+        "spec_verify_ct": details["spec_verify_ct"],
+        "spec_correct_drafts_histogram": details["spec_correct_drafts_histogram"],
+        "spec_cap_lens_histogram": [],
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Sinks: turn scheduler steps into the endpoint's bytes. One per request.
+# ---------------------------------------------------------------------------------------------
+class Sink:
+    def __init__(self, server: EmulatorServer, req: Req, stream: bool):
+        self.server = server
+        self.req = req
+        self.stream = stream
+        self.resp: web.StreamResponse | None = None
+        self.transport = None
+        self.created = int(time.time())
+
+    def wake(self) -> None:
+        w = self.req.waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    def terminal(self) -> bool:
+        r = self.req
+        return r.finish is not None or r.closed or r.fault == "truncate"
+
+    async def on_step(self, req: Req, start: int) -> None:
+        if self.stream:
+            data = self.render_step(req, start)
+            if req.finish is not None:
+                data += self.render_tail(req)
+            if data:
+                await self.write(data)
+        if self.terminal():
+            if req.done is not None and not req.done.done():
+                req.done.set_result(None)
+            self.wake()
+
+    async def write(self, data: bytes) -> None:
+        req = self.req
+        if req.backlog is None:
+            tr = self.transport
+            if tr is None or tr.is_closing():
+                self.server.sched.abort(req)
+                self.wake()
+                return
+            if tr.get_write_buffer_size() < INLINE_WRITE_LIMIT:
+                try:
+                    await self.resp.write(data)
+                except Exception:  # client went away mid-write
+                    self.server.sched.abort(req)
+                    self.wake()
+                return
+            req.backlog = []
+        req.backlog.append(data)
+        self.wake()
+
+    # meta / text helpers ------------------------------------------------------------------
+    def text_range(self, req: Req, a: int, b: int, escaped: bool = False) -> str:
+        table = VOCAB_ESC if escaped else VOCAB
+        return "".join([table[req.vocab_index(p)] for p in range(a, b)])
+
+    def render_step(self, req: Req, start: int) -> bytes:
+        raise NotImplementedError
+
+    def render_tail(self, req: Req) -> bytes:
+        return b""
+
+    def body(self) -> Dict[str, Any]:
+        raise NotImplementedError
+
+
+class GenerateSink(Sink):
+    """Native /generate: cumulative text and output_ids, meta_info per chunk."""
+
+    def __init__(self, server, req, stream):
+        super().__init__(server, req, stream)
+        self.esc_parts: List[str] = []
+        self.ids_parts: List[str] = []
+        self.esc_text = ""
+        self.ids_text = ""
+
+    def _advance(self, req: Req, start: int) -> None:
+        idx = [req.vocab_index(p) for p in range(start, req.produced)]
+        self.esc_text += "".join([VOCAB_ESC[i] for i in idx])
+        ids = ",".join([TOKEN_IDS_STR[i] for i in idx])
+        if ids:
+            self.ids_text = (self.ids_text + "," + ids) if self.ids_text else ids
+
+    def meta_json(self, req: Req) -> str:
+        fin = "null" if req.finish is None else _dumps(req.finish)
+        meta = ('{"id":%s,"finish_reason":%s,"prompt_tokens":%d,"weight_version":"default",'
+                '"num_retractions":0,"reasoning_tokens":%d,"completion_tokens":%d,'
+                '"cached_tokens":0' % (_dumps(req.rid), fin, req.prompt_tokens,
+                                       req.reasoning_tokens(), req.produced))
+        if req.finish is not None:
+            extra = {"e2e_latency": req.t_finish - req.t_arrival}
+            details = spec_details(req, self.server.sched.draft_tokens) \
+                if self.server.sched.spec else None
+            if details:
+                extra.update(details)
+            meta += "," + _dumps(extra)[1:-1]
+        return meta + "}"
+
+    def render_step(self, req: Req, start: int) -> bytes:
+        self._advance(req, start)
+        return ('data: {"text":"%s","output_ids":[%s],"meta_info":%s}\n\n'
+                % (self.esc_text, self.ids_text, self.meta_json(req))).encode()
+
+    def render_tail(self, req: Req) -> bytes:
+        return b"data: [DONE]\n\n"
+
+    def body(self) -> bytes:
+        self._advance(self.req, 0)
+        return ('{"text":"%s","output_ids":[%s],"meta_info":%s}'
+                % (self.esc_text, self.ids_text, self.meta_json(self.req))).encode()
+
+
+class CompletionSink(Sink):
+    def __init__(self, server, req, stream, model, include_usage, continuous, spec_details_on):
+        super().__init__(server, req, stream)
+        self.model = model
+        self.include_usage = include_usage
+        self.continuous = continuous
+        self.spec_details_on = spec_details_on
+
+    def _usage_now(self, req: Req) -> Dict[str, Any]:
+        return _usage(req.prompt_tokens, req.produced, req.reasoning_tokens())
+
+    def render_step(self, req: Req, start: int) -> bytes:
+        fin = req.finish
+        choice = {"index": 0, "text": self.text_range(req, start, req.produced),
+                  "logprobs": None, "finish_reason": fin["type"] if fin else None,
+                  "matched_stop": fin.get("matched") if fin else None}
+        chunk = {"id": req.rid, "object": "text_completion", "created": self.created,
+                 "model": self.model, "choices": [choice],
+                 "usage": self._usage_now(req) if self.continuous else None}
+        return ("data: " + _dumps(chunk) + "\n\n").encode()
+
+    def _sglext(self, req: Req) -> Dict[str, Any] | None:
+        if not self.spec_details_on or not self.server.sched.spec:
+            return None
+        details = spec_details(req, self.server.sched.draft_tokens)
+        return {"spec_tokens_details": spec_tokens_details(details)} if details else None
+
+    def render_tail(self, req: Req) -> bytes:
+        out = []
+        sglext = self._sglext(req)
+        if sglext:
+            out.append({"id": req.rid, "object": "text_completion", "created": self.created,
+                        "model": self.model, "choices": [], "usage": None, "sglext": sglext})
+        if self.include_usage:
+            usage = self._usage_now(req)  # model_dump_json(exclude_none=True)
+            usage = {k: v for k, v in usage.items() if v is not None}
+            out.append({"id": req.rid, "object": "text_completion", "created": self.created,
+                        "model": self.model, "choices": [], "usage": usage})
+        return ("".join("data: " + _dumps(c) + "\n\n" for c in out)
+                + "data: [DONE]\n\n").encode()
+
+    def body(self) -> Dict[str, Any]:
+        req = self.req
+        fin = req.finish or {}
+        out = {"id": req.rid, "object": "text_completion", "created": self.created,
+               "model": self.model,
+               "choices": [{"index": 0, "text": self.text_range(req, 0, req.produced),
+                            "logprobs": None, "finish_reason": fin.get("type"),
+                            "matched_stop": fin.get("matched")}],
+               "usage": self._usage_now(req), "metadata": {"weight_version": "default"}}
+        sglext = self._sglext(req)
+        if sglext:
+            out["sglext"] = sglext
+        return out
+
+
+class ChatSink(CompletionSink):
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.first = True
+
+    def split(self, req: Req, a: int, b: int):
+        reasoning, content = [], []
+        for p in range(a, b):
+            i = req.vocab_index(p)
+            if p < req.think_len:
+                if i not in (THINK_START, THINK_END):
+                    reasoning.append(VOCAB[i])
+            else:
+                content.append(VOCAB[i])
+        return "".join(reasoning), "".join(content)
+
+    def _chunk(self, req: Req, delta: Dict[str, Any], finish=None, matched=None,
+               usage=None) -> str:
+        d = {"reasoning_content": delta.get("reasoning_content")}
+        if "role" in delta:
+            d["role"] = delta["role"]
+        if "content" in delta:
+            d["content"] = delta["content"]
+        chunk = {"id": req.rid, "object": "chat.completion.chunk", "created": self.created,
+                 "model": self.model,
+                 "choices": [{"index": 0, "delta": d, "logprobs": None,
+                              "finish_reason": finish, "matched_stop": matched}]}
+        if usage is not None:
+            chunk["usage"] = usage
+        return "data: " + _dumps(chunk) + "\n\n"
+
+    def render_step(self, req: Req, start: int) -> bytes:
+        out = []
+        if self.first:
+            self.first = False
+            out.append(self._chunk(req, {"role": "assistant", "content": ""}))
+        reasoning, content = self.split(req, start, req.produced)
+        usage = self._usage_now(req) if self.continuous else None
+        if reasoning:
+            out.append(self._chunk(req, {"reasoning_content": reasoning}, usage=usage))
+        if content:
+            out.append(self._chunk(req, {"content": content}, usage=usage))
+        return "".join(out).encode()
+
+    def render_tail(self, req: Req) -> bytes:
+        fin = req.finish
+        out = [self._chunk(req, {}, finish=fin["type"], matched=fin.get("matched"))]
+        base = {"id": req.rid, "object": "chat.completion.chunk", "created": self.created,
+                "model": self.model, "choices": []}
+        sglext = self._sglext(req)
+        if sglext:
+            out.append("data: " + _dumps(dict(base, usage=None, sglext=sglext)) + "\n\n")
+        if self.include_usage:
+            out.append("data: " + _dumps(dict(base, usage=self._usage_now(req))) + "\n\n")
+        out.append("data: [DONE]\n\n")
+        return "".join(out).encode()
+
+    def body(self) -> Dict[str, Any]:
+        req = self.req
+        fin = req.finish or {}
+        reasoning, content = self.split(req, 0, req.produced)
+        out = {"id": req.rid, "object": "chat.completion", "created": self.created,
+               "model": self.model,
+               "choices": [{"index": 0,
+                            "message": {"role": "assistant", "content": content,
+                                        "reasoning_content": reasoning if req.think_len else None},
+                            "logprobs": None, "finish_reason": fin.get("type"),
+                            "matched_stop": fin.get("matched")}],
+               "usage": self._usage_now(req), "metadata": {"weight_version": "default"}}
+        sglext = self._sglext(req)
+        if sglext:
+            out["sglext"] = sglext
+        return out
+
+
+class HealthSink(Sink):
+    async def on_step(self, req, start):
+        if self.terminal() and req.done is not None and not req.done.done():
+            req.done.set_result(None)
+
+
+# ---------------------------------------------------------------------------------------------
+class EmulatorServer:
+    def __init__(self, cfg: Dict[str, Any], knobs: Knobs, launch_command: str):
+        self.cfg = cfg
+        self.knobs = knobs
+        self.launch_command = launch_command
+        self.metrics = Metrics(cfg["served_model_name"], cfg["enable_metrics"])
+        prefix = " TP0" if cfg["tp_size"] > 1 else ""
+        self.sched = Scheduler(cfg, knobs, self.metrics, prefix)
+        self.sched.crash_hook = crash_now
+        self.t_start = time.monotonic()
+        self.startup_time = time.time()
+        self.up_at = self.t_start + knobs.warmup_seconds
+        self.last_receive = 0.0
+        self.fault_counter = 0
+        self.crash_armed = True
+        self.sched.on_step_hooks.append(self._touch)
+
+    def _touch(self) -> None:
+        self.last_receive = time.monotonic()
+
+    def is_up(self) -> bool:
+        return time.monotonic() >= self.up_at
+
+    # -- app ---------------------------------------------------------------------------------
+    def build_app(self) -> web.Application:
+        app = web.Application(middlewares=[self.auth_middleware], client_max_size=64 * 2 ** 20)
+        r = app.router
+        r.add_get("/health", self.health)
+        r.add_get("/health_generate", self.health)
+        r.add_get("/ready", self.ready)
+        r.add_get("/v1/models", self.models)
+        r.add_get("/v1/models/{model:.*}", self.retrieve_model)
+        r.add_get("/model_info", self.model_info)
+        r.add_get("/get_model_info", self.get_model_info)
+        r.add_get("/server_info", self.server_info)
+        r.add_get("/get_server_info", self.get_server_info)
+        r.add_get("/metrics", self.metrics_endpoint)
+        r.add_route("POST", "/generate", self.generate)
+        r.add_route("PUT", "/generate", self.generate)
+        r.add_post("/v1/completions", self.completions)
+        r.add_post("/v1/chat/completions", self.chat)
+        r.add_get("/_emulator/stats", self.stats)
+        r.add_post("/_emulator/faults", self.faults)
+        r.add_get("/_emulator/faults", self.faults)
+        r.add_post("/_emulator/reset", self.reset)
+        return app
+
+    @web.middleware
+    async def auth_middleware(self, request: web.Request, handler):
+        key = self.cfg.get("api_key")
+        path = request.path
+        if key and request.method != "OPTIONS" and not path.startswith(OPEN_PREFIXES):
+            authz = request.headers.get("Authorization") or ""
+            parts = authz.split(" ", 1)
+            if len(parts) != 2 or parts[0].lower() != "bearer" or parts[1] != key:
+                return web.json_response({"error": "Unauthorized"}, status=401)
+        return await handler(request)
+
+    # -- readiness ---------------------------------------------------------------------------
+    async def ready(self, request):
+        return web.Response(status=200 if self.is_up() else 503)
+
+    async def health(self, request):
+        if not self.is_up():
+            return web.Response(status=503)
+        # health_generate: a 1-token request (log_metrics=False) through the scheduler; healthy
+        # as soon as *any* output arrives after the check started (SGLang polls once a second;
+        # we poll every SGLEMU_HEALTH_POLL_SECONDS).
+        tic = time.monotonic()
+        req = Req("HEALTH_CHECK_%s" % uuid.uuid4().hex, request.path, 1, 1, True,
+                  "health", False, False, health=True)
+        req.sink = HealthSink(self, req, False)
+        req.done = asyncio.get_running_loop().create_future()
+        self.sched.submit(req)
+        while time.monotonic() < tic + HEALTH_CHECK_TIMEOUT:
+            if req.done.done() or self.last_receive > tic:
+                return web.Response(status=200)
+            try:
+                await asyncio.wait_for(asyncio.shield(req.done), self.knobs.health_poll_seconds)
+            except asyncio.TimeoutError:
+                pass
+        logger.error("Health check failed. Server couldn't get a response from detokenizer for "
+                     "last %s seconds." % int(HEALTH_CHECK_TIMEOUT))
+        return web.Response(status=503)
+
+    # -- info --------------------------------------------------------------------------------
+    async def models(self, request):
+        name = self.cfg["served_model_name"]
+        return web.json_response({"object": "list", "data": [self._card(name)]}, dumps=_dumps)
+
+    def _card(self, name):
+        return {"id": name, "object": "model", "created": int(time.time()), "owned_by": "sglang",
+                "root": name, "parent": None, "max_model_len": self.cfg["context_length"]}
+
+    async def retrieve_model(self, request):
+        model = request.match_info["model"]
+        if model != self.cfg["served_model_name"]:
+            return web.json_response({"error": {
+                "message": f"The model '{model}' does not exist",
+                "type": "invalid_request_error", "param": "model",
+                "code": "model_not_found"}}, status=404, dumps=_dumps)
+        return web.json_response(self._card(model), dumps=_dumps)
+
+    async def model_info(self, request):
+        c = self.cfg
+        return web.json_response({
+            "model_path": c["model_path"], "served_model_name": c["served_model_name"],
+            "tokenizer_path": c["model_path"], "is_generation": True,
+            "preferred_sampling_params": None, "weight_version": "default",
+            "load_format": "auto", "reasoning_parser": c["reasoning_parser"],
+            "tool_call_parser": c["tool_call_parser"], "disaggregation_mode": "null",
+            "has_image_understanding": c["architectures"][0].endswith("ConditionalGeneration"),
+            "has_audio_understanding": False, "model_type": "qwen3_5",
+            "architectures": c["architectures"]}, dumps=_dumps)
+
+    async def get_model_info(self, request):
+        logger.warning("Endpoint '/get_model_info' is deprecated and will be removed in a future "
+                       "version. Please use '/model_info' instead.")
+        return await self.model_info(request)
+
+    def server_args_dict(self) -> Dict[str, Any]:
+        skip = {"architectures"}
+        return {k: v for k, v in self.cfg.items() if k not in skip}
+
+    async def server_info(self, request):
+        s = self.sched
+        state = dict(self.server_args_dict())
+        state.update({"world_size": self.cfg["tp_size"], "startup_time": self.startup_time,
+                      "effective_max_running_requests_per_dp": s.max_running,
+                      "last_gen_throughput": s.last_gen_throughput})
+        if s.spec and s.avg_spec_accept_length is not None:
+            state["avg_spec_accept_length"] = s.avg_spec_accept_length
+        info = dict(self.server_args_dict())
+        info.update({"launch_command": self.launch_command,
+                     "max_total_num_tokens": s.max_total_tokens,
+                     "max_req_input_len": self.cfg["context_length"] - 5,
+                     "kv_events": None, "startup_time": self.startup_time,
+                     "internal_states": [state], "version": SGLANG_VERSION,
+                     "frontend": "python"})
+        return web.json_response(info, dumps=_dumps)
+
+    async def get_server_info(self, request):
+        logger.warning("Endpoint '/get_server_info' is deprecated and will be removed in a future "
+                       "version. Please use '/server_info' instead.")
+        return await self.server_info(request)
+
+    async def metrics_endpoint(self, request):
+        if not self.cfg["enable_metrics"]:
+            return web.json_response({"detail": "Not Found"}, status=404)
+        return web.Response(text=self.metrics.render(),
+                            content_type="text/plain", charset="utf-8",
+                            headers={"X-Emulator": "sglemu"})
+
+    # -- emulator control --------------------------------------------------------------------
+    async def stats(self, request):
+        s = self.sched
+        include = request.query.get("requests", "1") != "0"
+        body = {
+            "configured": dict(s.configured(), server_args=self.server_args_dict(),
+                               knobs=self.knobs.as_dict()),
+            "totals": dict(s.totals, metrics_counters=self.metrics.counter_totals(),
+                           running=len(s.running), waiting=len(s.waiting),
+                           generation_requests_since_start=s.generation_requests_seen),
+            "now": time.monotonic(),
+        }
+        if include:
+            body["requests"] = [r.to_stats() for r in s.requests]
+        return web.json_response(body, dumps=_dumps)
+
+    async def faults(self, request):
+        if request.method == "POST":
+            try:
+                values = await request.json() if request.can_read_body else {}
+                if not isinstance(values, dict):
+                    raise KnobError("body must be a JSON object")
+                self.knobs.faults.update(values)
+            except (KnobError, ValueError) as exc:
+                return web.json_response({"error": str(exc)}, status=400)
+            self.fault_counter = 0
+            self.crash_armed = True
+            logger.info("emulator faults set: %s", self.knobs.faults.as_dict())
+        return web.json_response(self.knobs.faults.as_dict())
+
+    async def reset(self, request):
+        self.sched.reset_counters()
+        self.fault_counter = 0
+        self.crash_armed = True
+        return web.json_response({"reset": True})
+
+    # -- generation --------------------------------------------------------------------------
+    def prompt_tokens_of_text(self, text: str) -> int:
+        return max(1, int(round(len(text) / self.knobs.chars_per_token)))
+
+    def _admit(self, req: Req) -> str | None:
+        """Warmup marking and fault switches at arrival. Returns 'http500' if that fault hits."""
+        n = self.sched.new_request_number()
+        f = self.knobs.faults
+        req.warmup = n <= self.knobs.warmup_requests
+        req.exempt = req.warmup and not f.apply_to_warmup
+        if req.exempt:
+            return None
+        self.fault_counter += 1
+        if f.http500_every and self.fault_counter % f.http500_every == 0:
+            req.fault = "http500"
+            return "http500"
+        if f.crash_after_requests and self.crash_armed \
+                and self.fault_counter >= f.crash_after_requests:
+            self.crash_armed = False
+            req.extra["crash_at_first_token"] = True
+        return None
+
+    def _check_length(self, prompt_tokens: int, max_tokens: int) -> None:
+        ctx = self.cfg["context_length"]
+        if prompt_tokens >= ctx:
+            raise BadRequest(f"The input ({prompt_tokens} tokens) is longer than the model's "
+                             f"context length ({ctx} tokens).")
+        if max_tokens + prompt_tokens > ctx:
+            raise BadRequest(
+                f"Requested token count exceeds the model's maximum context length of {ctx} "
+                f"tokens. You requested a total of {max_tokens + prompt_tokens} tokens: "
+                f"{prompt_tokens} tokens from the input messages and {max_tokens} tokens for the "
+                "completion. Please reduce the number of tokens in the input messages or the "
+                "completion to fit within the limit.")
+
+    async def _run(self, request: web.Request, req: Req, sink: Sink, openai: bool):
+        req.sink = sink
+        loop = asyncio.get_running_loop()
+        req.done = loop.create_future()
+        if req.fault == "http500":
+            self.sched.submit(req)  # recorded, never scheduled
+            self.sched.waiting.remove(req)
+            req.finish = {"type": "abort", "message": "emulated HTTP 500",
+                          "status_code": 500, "err_type": None}
+            req.t_finish = time.monotonic()
+            msg = "Internal server error: emulated fault (SGLEMU_FAULT_HTTP500_EVERY)"
+            if openai:
+                return _openai_error(msg, "InternalServerError", 500)
+            return web.json_response({"error": {"message": msg}}, status=500, dumps=_dumps)
+        if not sink.stream:
+            self.sched.submit(req)
+            await req.done
+            if req.fault == "truncate":
+                self._cut(request)
+                return web.Response(status=500)  # never reaches the client
+            payload = sink.body()
+            if isinstance(payload, bytes):
+                return web.Response(body=payload, content_type="application/json")
+            return web.json_response(payload, dumps=_dumps)
+        resp = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream"})
+        resp.enable_chunked_encoding()
+        await resp.prepare(request)
+        sink.resp = resp
+        sink.transport = request.transport
+        self.sched.submit(req)
+        while True:
+            if req.backlog:
+                data = b"".join(req.backlog)
+                req.backlog.clear()
+                try:
+                    await resp.write(data)
+                except Exception:
+                    self.sched.abort(req)
+                    break
+                tr = request.transport
+                if not req.backlog and tr is not None and \
+                        tr.get_write_buffer_size() < INLINE_WRITE_LIMIT:
+                    req.backlog = None
+                continue
+            if sink.terminal():
+                break
+            req.waiter = loop.create_future()
+            try:
+                await req.waiter
+            finally:
+                req.waiter = None
+        if req.fault == "truncate" or req.closed:
+            self._cut(request)
+            return resp
+        try:
+            await resp.write_eof()
+        except Exception:
+            pass
+        return resp
+
+    @staticmethod
+    def _cut(request: web.Request) -> None:
+        """Close the connection abruptly: no terminating chunk, no [DONE]."""
+        tr = request.transport
+        if tr is not None:
+            tr.close()
+        raise asyncio.CancelledError()
+
+    async def _json(self, request) -> Dict[str, Any]:
+        try:
+            body = await request.json()
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise BadRequest("Invalid JSON body: %s" % exc) from None
+        if not isinstance(body, dict):
+            raise BadRequest("Request body must be a JSON object.")
+        return body
+
+    async def generate(self, request):
+        try:
+            body = await self._json(request)
+            sp = body.get("sampling_params") or {}
+            if not isinstance(sp, dict):
+                raise BadRequest("sampling_params must be an object")
+            text = body.get("text")
+            ids = body.get("input_ids")
+            if isinstance(text, list) or (ids and isinstance(ids[0], list)):
+                raise BadRequest("sglang emulator: batched /generate is not supported")
+            if text is None and ids is None:
+                raise BadRequest("Either text, input_ids or input_embeds should be provided.")
+            prompt_tokens = len(ids) if ids is not None else self.prompt_tokens_of_text(text)
+            max_new = sp.get("max_new_tokens", 128)
+            max_new = 128 if max_new is None else int(max_new)
+            self._check_length(prompt_tokens, max_new)
+        except (BadRequest, TypeError, ValueError) as exc:
+            return web.json_response({"error": {"message": str(exc)}}, status=400, dumps=_dumps)
+        stream = bool(body.get("stream", False))
+        rid = body.get("rid") or uuid.uuid4().hex
+        req = Req(str(rid), "/generate", prompt_tokens, max_new, bool(sp.get("ignore_eos")),
+                  text if text is not None else repr(ids), stream,
+                  reasoning=self.cfg["reasoning_parser"] is not None)
+        self._admit(req)
+        return await self._run(request, req, GenerateSink(self, req, stream), openai=False)
+
+    def _openai_common(self, body: Dict[str, Any]):
+        model = body.get("model", "default")
+        if not isinstance(model, str):
+            raise BadRequest("model must be a string")
+        served = self.cfg["served_model_name"]
+        if ":" in model and model != served:
+            adapter = model[len(served) + 1:] if model.startswith(served + ":") \
+                else model.split(":", 1)[1]
+            adapter = adapter.strip()
+            if adapter:
+                raise BadRequest(
+                    f"LoRA adapter '{adapter}' was requested, but LoRA is not enabled. Please "
+                    "launch the server with --enable-lora flag and preload adapters using "
+                    "--lora-paths or /load_lora_adapter endpoint.")
+        if int(body.get("n", 1) or 1) != 1:
+            raise BadRequest("sglang emulator: n > 1 is not supported")
+        so = body.get("stream_options") or {}
+        stream = bool(body.get("stream", False))
+        include_usage = bool(so.get("include_usage")) if stream else False
+        continuous = bool(so.get("continuous_usage_stats")) if stream else False
+        return model, stream, include_usage, continuous
+
+    async def completions(self, request):
+        try:
+            body = await self._json(request)
+            model, stream, include_usage, continuous = self._openai_common(body)
+            prompt = body.get("prompt")
+            if not prompt or (isinstance(prompt, list) and all(not p for p in prompt)):
+                raise BadRequest("Prompt cannot be empty")
+            if isinstance(prompt, list) and isinstance(prompt[0], (str, list)):
+                if len(prompt) != 1:
+                    raise BadRequest("sglang emulator: batched prompts are not supported")
+                prompt = prompt[0]
+            prompt_tokens = len(prompt) if isinstance(prompt, list) \
+                else self.prompt_tokens_of_text(str(prompt))
+            max_tokens = body.get("max_tokens", 16)
+            max_tokens = 16 if max_tokens is None else int(max_tokens)
+            if max_tokens <= 0:
+                raise BadRequest("max_tokens must be positive")
+            self._check_length(prompt_tokens, max_tokens)
+        except (BadRequest, TypeError, ValueError) as exc:
+            return _openai_error(str(exc))
+        rid = body.get("rid") or uuid.uuid4().hex
+        req = Req(str(rid), "/v1/completions", prompt_tokens, max_tokens,
+                  bool(body.get("ignore_eos")), repr(prompt), stream,
+                  reasoning=self.cfg["reasoning_parser"] is not None)
+        self._admit(req)
+        sink = CompletionSink(self, req, stream, model, include_usage, continuous,
+                              bool(body.get("return_spec_tokens_details")))
+        return await self._run(request, req, sink, openai=True)
+
+    async def chat(self, request):
+        try:
+            body = await self._json(request)
+            model, stream, include_usage, continuous = self._openai_common(body)
+            messages = body.get("messages")
+            if not isinstance(messages, list) or not messages:
+                raise BadRequest("messages must be a non-empty list")
+            chars, key = 0, []
+            for m in messages:
+                content = m.get("content") if isinstance(m, dict) else None
+                if isinstance(content, list):
+                    content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+                content = content or ""
+                chars += len(content)
+                key.append(content)
+            # ~4 chars per token plus the chat template's per-message framing
+            prompt_tokens = max(1, int(round(chars / self.knobs.chars_per_token))) \
+                + 4 * len(messages) + 3
+            max_tokens = body.get("max_completion_tokens")
+            if max_tokens is None:
+                max_tokens = body.get("max_tokens")
+            if max_tokens is None:
+                max_tokens = min(CHAT_DEFAULT_MAX_TOKENS,
+                                 self.cfg["context_length"] - prompt_tokens)
+            max_tokens = int(max_tokens)
+            if max_tokens <= 0:
+                raise BadRequest("max_tokens must be positive")
+            self._check_length(prompt_tokens, max_tokens)
+        except (BadRequest, TypeError, ValueError, AttributeError) as exc:
+            return _openai_error(str(exc))
+        thinking = self.cfg["reasoning_parser"] is not None
+        ctk = body.get("chat_template_kwargs") or {}
+        if isinstance(ctk, dict) and ctk.get("enable_thinking") is False:
+            thinking = False
+        rid = body.get("rid") or uuid.uuid4().hex
+        req = Req(str(rid), "/v1/chat/completions", prompt_tokens, max_tokens,
+                  bool(body.get("ignore_eos")), "\x00".join(key), stream, reasoning=thinking)
+        self._admit(req)
+        sink = ChatSink(self, req, stream, model, include_usage, continuous,
+                        bool(body.get("return_spec_tokens_details")))
+        return await self._run(request, req, sink, openai=True)
