@@ -152,3 +152,20 @@ def test_prompt_set_is_realistic_and_long_context_is_optional():
     assert len(prompt_cases(0)) == len(CODING_PROMPTS)
     name, text = prompt_cases(8000)[-1]
     assert name == "long_context_review" and 7000 * 4 < len(text) < 9000 * 4
+
+
+def test_role_chunk_marks_the_first_token_under_a_reasoning_parser():
+    """SGLang's first chat chunk (role, empty content) arrives with the prefill's token; with the
+    qwen3 parser that token (<think>) has no delta of its own, so the role chunk is its arrival."""
+    r = engine._Request("c", "measure", "c")
+    r.t_send = 0.5
+    engine._consume_openai(r, 1.0, {"choices": [{"delta": {"role": "assistant", "content": ""}}]})
+    engine._consume_openai(r, 1.1, {"choices": [{"delta": {"reasoning_content": "a b c"}}],
+                                    "usage": {"completion_tokens": 4}})
+    engine._consume_openai(r, 1.2, {"choices": [{"delta": {"content": "d e"},
+                                                 "finish_reason": "length"}],
+                                    "usage": {"completion_tokens": 7}})
+    engine._consume_openai(r, 1.21, {"choices": [], "usage": {"completion_tokens": 7}})
+    assert r.t_first == 1.0 and r.completion_tokens == 7
+    assert r.decode_tok_s() == pytest.approx(6 / 0.2)
+    assert r.as_dict(7)["ttft_s"] == pytest.approx(0.5)

@@ -224,6 +224,10 @@ def _consume_openai(rec, now, ev):
             text = True
         if ch.get("finish_reason") is not None:
             rec.finish = _finish_type(ch["finish_reason"])
+    if rec.t_first is None and any("role" in (ch.get("delta") or {}) for ch in choices):
+        # SGLang sends the role chunk when the first output (the prefill's token) arrives; under
+        # a reasoning parser that token (<think>) has no visible delta, so this is its arrival.
+        rec.on_tokens(now, 1)
     if usage and usage.get("completion_tokens") is not None:
         total = int(usage["completion_tokens"])
         if text or total > rec.tokens:
