@@ -97,13 +97,13 @@ def run(args):
             "AL", "errors", "client CPU s", "wall s")
     print("%4s %5s %7s %9s %9s %6s %9s %9s %6s %5s %6s %12s %7s" % head)
     for r in rows:
-        print("%4d %5d %7.1f %9.1f %9.1f %6.2f %9.0f %9.0f %6.2f %5.2f %6d %12.2f %7.1f" % (
-            r["concurrency"], r["requests"], r["configured_tok_s"], r["true_median_tok_s"], r["measured_median_tok_s"],
-            r["median_error_pct"], r["true_aggregate_tok_s"], r["measured_aggregate_tok_s"],
-            r["aggregate_error_pct"], r["accept_len"] or 0, r["errors"], r["client_cpu_s"],
-            r["wall_s"]))
+        print("%4d %5d %7.1f %9.1f %9.1f %6.2f %9.0f %9.0f %6.2f %5.2f %6d %12.2f %7.1f" % tuple(
+            r[k] or 0 for k in ("concurrency", "requests", "configured_tok_s", "true_median_tok_s",
+                                "measured_median_tok_s", "median_error_pct", "true_aggregate_tok_s",
+                                "measured_aggregate_tok_s", "aggregate_error_pct", "accept_len",
+                                "errors", "client_cpu_s", "wall_s")))
     print("config = the emulator's nominal per-stream decode tok/s (accept length x cycles/s); "
-          "true = its exact per-request counters (median) and its tokens / its own window;\n"
+          "true = its exact per-request counters\n(median) and its tokens / its own window; "
           "meas = this engine; err % = |meas - true| / true")
     print("goal: error <= 1%% up to C=16 and <= 2%% at C=256 with >= 20,000 tok/s aggregate "
           "(this machine: %d cores, emulator and client on the same cores)" % os.cpu_count())

@@ -1,0 +1,242 @@
+# -*- coding: utf-8 -*-
+"""Filters: an SGLang launch profile -> validated argv for the installed SGLang version.
+
+The unit template stays dumb: it joins what ``sglang_argv`` returns. Flag names per SGLang version
+live in one table (FLAGS) instead of version ``if`` branches in templates; ``sglang_profile_errors``
+refuses inconsistent profiles before any host changes, naming the variable and the rule (SGLang
+itself raises a bare AssertionError or TypeError for several of these, at start-up, minutes into
+a model load).
+"""
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: sglang_profile
+short_description: SGLang launch profile to argv, and profile validation
+description:
+  - C(sglang_argv) renders a profile (a dict of SGLang server settings) plus server settings to the
+    argv of the given SGLang version.
+  - C(sglang_profile_errors) returns the list of problems of a profile (empty when it is valid).
+  - C(systemd_exec_args) quotes an argv for a systemd C(ExecStart=) line.
+"""
+
+import re
+
+try:
+    from ansible.errors import AnsibleFilterError
+except ImportError:  # used without Ansible (tests, the bench CLI)
+    AnsibleFilterError = ValueError
+
+# Profile setting -> [(first SGLang version with this spelling, flag)], oldest first.
+# Checked in the released wheels: 0.5.10-0.5.13 have only --mamba-scheduler-strategy; 0.5.14-0.5.19
+# add --mamba-radix-cache-strategy and keep the old name as a deprecated alias; 0.5.23 rejects the
+# old name ("unrecognized arguments").
+FLAGS = {
+    "speculative_algorithm": [("0.5.10", "--speculative-algorithm")],
+    "speculative_num_steps": [("0.5.10", "--speculative-num-steps")],
+    "speculative_eagle_topk": [("0.5.10", "--speculative-eagle-topk")],
+    "speculative_num_draft_tokens": [("0.5.10", "--speculative-num-draft-tokens")],
+    "tp_size": [("0.5.10", "--tp-size")],
+    "mem_fraction_static": [("0.5.10", "--mem-fraction-static")],
+    "context_length": [("0.5.10", "--context-length")],
+    "max_running_requests": [("0.5.10", "--max-running-requests")],
+    "mamba_full_memory_ratio": [("0.5.10", "--mamba-full-memory-ratio")],
+    "mamba_cache_strategy": [("0.5.10", "--mamba-scheduler-strategy"),
+                             ("0.5.14", "--mamba-radix-cache-strategy")],
+    "reasoning_parser": [("0.5.10", "--reasoning-parser")],
+    "tool_call_parser": [("0.5.10", "--tool-call-parser")],
+}
+OLDEST = "0.5.10"
+
+# Server settings (not part of a profile), rendered after the profile.
+SERVER_FLAGS = {
+    "model_path": "--model-path",
+    "served_model_name": "--served-model-name",
+    "host": "--host",
+    "port": "--port",
+    "trust_remote_code": "--trust-remote-code",
+    "enable_metrics": "--enable-metrics",
+    "config": "--config",
+}
+
+SPEC_ALGORITHMS = ("NEXTN", "EAGLE", "EAGLE3", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO")
+MAMBA_STRATEGIES = ("auto", "no_buffer", "extra_buffer", "extra_buffer_lazy")
+MAMBA_TRACK_INTERVAL = 256  # SGLang's default; extra_buffer needs it >= draft tokens
+
+
+def version_tuple(version, var="sglang_version"):
+    m = re.match(r"^(\d+)\.(\d+)\.(\d+)(?:\.?post(\d+))?$", str(version).strip())
+    if not m:
+        raise AnsibleFilterError("%s: %r is not an SGLang release version such as 0.5.23"
+                                 % (var, version))
+    return tuple(int(x or 0) for x in m.groups())
+
+
+def flag_for(setting, version):
+    """The spelling of ``setting`` in SGLang ``version`` (the table's newest entry <= version)."""
+    v = version_tuple(version)
+    if v < version_tuple(OLDEST):
+        raise AnsibleFilterError("sglang_version: %s is older than %s, the oldest release the flag "
+                                 "table in plugins/filter/sglang_profile.py knows" % (version, OLDEST))
+    chosen = None
+    for since, flag in FLAGS[setting]:
+        if version_tuple(since) <= v:
+            chosen = flag
+    return chosen
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_num(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def sglang_profile_errors(profiles, name, gpu_count=None, min_accept_len=None,
+                          profiles_var="sglang_profiles", name_var="sglang_profile",
+                          gpu_var="nvidia_gpu_expected_count",
+                          accept_var="sglang_gate_min_accept_len"):
+    """Every problem of profile ``name`` in ``profiles``, each naming its variable. [] = valid."""
+    if not isinstance(profiles, dict) or not profiles:
+        return ["%s must be a non-empty mapping of profile name -> settings" % profiles_var]
+    if name not in profiles:
+        return ["%s: %r is not defined in %s (defined: %s)"
+                % (name_var, name, profiles_var, ", ".join(sorted(profiles)))]
+    p = profiles[name]
+    var = "%s.%s" % (profiles_var, name)
+    if not isinstance(p, dict):
+        return ["%s must be a mapping of SGLang settings, got %r" % (var, p)]
+    errors = []
+    for key in sorted(set(p) - set(FLAGS)):
+        errors.append("%s.%s: unknown setting (known: %s)" % (var, key, ", ".join(sorted(FLAGS))))
+
+    def int_at_least(key, minimum):
+        value = p.get(key)
+        if value is not None and (not _is_int(value) or value < minimum):
+            errors.append("%s.%s must be an integer >= %d, got %r" % (var, key, minimum, value))
+            return None
+        return value
+
+    algo = p.get("speculative_algorithm")
+    steps = int_at_least("speculative_num_steps", 1)
+    topk = int_at_least("speculative_eagle_topk", 1)
+    draft = int_at_least("speculative_num_draft_tokens", 2)
+    tp = int_at_least("tp_size", 1)
+    int_at_least("max_running_requests", 1)
+    ctx = p.get("context_length")
+    if ctx is not None and (not _is_int(ctx) or ctx < 1):
+        errors.append("%s.context_length must be a positive integer number of tokens, got %r"
+                      % (var, ctx))
+    for key in ("mem_fraction_static", "mamba_full_memory_ratio"):
+        value = p.get(key)
+        if value is not None and (not _is_num(value) or not 0 < value < 1):
+            errors.append("%s.%s must be a fraction strictly between 0 and 1, got %r"
+                          % (var, key, value))
+    strategy = p.get("mamba_cache_strategy")
+    if strategy is not None and strategy not in MAMBA_STRATEGIES:
+        errors.append("%s.mamba_cache_strategy must be one of %s, got %r"
+                      % (var, ", ".join(MAMBA_STRATEGIES), strategy))
+    for key in ("reasoning_parser", "tool_call_parser"):
+        value = p.get(key)
+        if value is not None and (not isinstance(value, str) or not value):
+            errors.append("%s.%s must be a parser name such as qwen3, got %r" % (var, key, value))
+
+    spec_keys = [k for k in ("speculative_num_steps", "speculative_eagle_topk",
+                             "speculative_num_draft_tokens") if p.get(k) is not None]
+    if algo is None:
+        if spec_keys:
+            errors.append("%s sets %s without speculative_algorithm: SGLang ignores them; set "
+                          "speculative_algorithm: NEXTN or remove them" % (var, ", ".join(spec_keys)))
+    elif algo not in SPEC_ALGORITHMS:
+        errors.append("%s.speculative_algorithm must be one of %s, got %r (SGLang fails at start-up "
+                      "with 'Unknown speculative algorithm name')"
+                      % (var, ", ".join(SPEC_ALGORITHMS), algo))
+    else:
+        missing = [k for k in ("speculative_num_steps", "speculative_eagle_topk",
+                               "speculative_num_draft_tokens") if p.get(k) is None]
+        if missing:
+            errors.append("%s: speculative_algorithm %s needs %s too (the seeds' launch with draft "
+                          "tokens but no steps died on SGLang's bare AssertionError; steps without "
+                          "topk is a TypeError)" % (var, algo, ", ".join("%s.%s" % (var, k)
+                                                                         for k in missing)))
+        if steps and topk == 1 and draft and draft != steps + 1:
+            errors.append("%s.speculative_num_draft_tokens must be speculative_num_steps + 1 = %d "
+                          "when speculative_eagle_topk is 1, got %d (SGLang silently overrides it)"
+                          % (var, steps + 1, draft))
+        if draft and strategy in ("extra_buffer", "extra_buffer_lazy") and \
+                draft > MAMBA_TRACK_INTERVAL:
+            errors.append("%s.speculative_num_draft_tokens (%d) must not exceed the mamba track "
+                          "interval (%d) with mamba_cache_strategy %s"
+                          % (var, draft, MAMBA_TRACK_INTERVAL, strategy))
+    if tp is not None and gpu_count is not None and _is_int(gpu_count) and tp > gpu_count:
+        errors.append("%s.tp_size (%d) exceeds the GPUs the host is expected to have (%s = %d)"
+                      % (var, tp, gpu_var, gpu_count))
+    if min_accept_len is not None:
+        ceiling = draft if (algo and draft) else 1
+        if not _is_num(min_accept_len) or min_accept_len < 0:
+            errors.append("%s must be a number >= 0, got %r" % (accept_var, min_accept_len))
+        elif min_accept_len > ceiling:
+            errors.append("%s (%s) cannot be met by profile %s: the accept length is at most %s "
+                          "(%s)" % (accept_var, min_accept_len, name, ceiling,
+                                    "speculative_num_draft_tokens" if algo else
+                                    "no speculative decoding"))
+    return errors
+
+
+def sglang_argv(profile, version, server=None):
+    """Argv (without the interpreter) for SGLang ``version``: profile flags in table order, then
+    the server settings. Booleans render as bare flags when true and are omitted when false."""
+    if not isinstance(profile, dict):
+        raise AnsibleFilterError("sglang_argv: the profile must be a mapping, got %r" % (profile,))
+    argv = []
+    for setting in FLAGS:
+        value = profile.get(setting)
+        if value is None:
+            continue
+        argv += [flag_for(setting, version), _text(value)]
+    unknown = sorted(set(profile) - set(FLAGS))
+    if unknown:
+        raise AnsibleFilterError("sglang_argv: unknown profile settings %s" % ", ".join(unknown))
+    for key, value in (server or {}).items():
+        if key not in SERVER_FLAGS:
+            raise AnsibleFilterError("sglang_argv: unknown server setting %r (known: %s)"
+                                     % (key, ", ".join(sorted(SERVER_FLAGS))))
+        if value is None or value is False or value == "":
+            continue
+        if value is True:
+            argv.append(SERVER_FLAGS[key])
+        else:
+            argv += [SERVER_FLAGS[key], _text(value)]
+    return argv
+
+
+def _text(value):
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+_SAFE = re.compile(r"^[A-Za-z0-9_@+=:,./-]+$")
+
+
+def systemd_exec_args(argv):
+    """Join argv for ExecStart=: safe words bare, others double-quoted with systemd's escapes."""
+    out = []
+    for arg in argv:
+        arg = str(arg)
+        if _SAFE.match(arg):
+            out.append(arg)
+        else:
+            escaped = arg.replace("\\", "\\\\").replace('"', '\\"').replace("$", "$$") \
+                .replace("%", "%%").replace("\n", "\\n")
+            out.append('"%s"' % escaped)
+    return " ".join(out)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {
+            "sglang_argv": sglang_argv,
+            "sglang_profile_errors": sglang_profile_errors,
+            "systemd_exec_args": systemd_exec_args,
+        }

@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# The embedded default deploy target: a systemd container standing in for a GPU host.
+#
+#   scripts/local-host.sh up       create/start it (idempotent; recreated when the image or port changed)
+#   scripts/local-host.sh down     remove it
+#   scripts/local-host.sh status   state, image, port, systemd state (exit 0 only when it runs)
+#   scripts/local-host.sh shell    a shell inside it (or: ... shell CMD ARGS... to run one command)
+#
+# Container LOCAL_HOST_NAME (default sglang-local), hostname ct-local, systemd as PID 1, port 30000
+# inside published on 127.0.0.1:LOCAL_HOST_PORT (default 30000). Ansible reaches it through the
+# containers.podman.podman connection (inventories/local/hosts.yml).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+NAME="${LOCAL_HOST_NAME:-sglang-local}"
+PORT="${LOCAL_HOST_PORT:-30000}"
+HOSTNAME_IN="ct-local"
+BOOT_TIMEOUT="${LOCAL_HOST_BOOT_TIMEOUT:-60}"
+IMAGE="localhost/sglang-deploy/debian12-systemd:latest"
+export CONTAINERS_CONF="${CONTAINERS_CONF:-$ROOT/.podman/containers.conf}"
+
+log() { printf '[local-host] %s\n' "$*" >&2; }
+die() { printf '[local-host] ERROR: %s\n' "$*" >&2; exit 1; }
+now() { date +%s.%N; }
+secs() { awk -v a="$1" -v b="$(now)" 'BEGIN{printf "%.1f", b - a}'; }
+
+case "$PORT" in '' | *[!0-9]*) die "LOCAL_HOST_PORT must be a port number, not '$PORT'" ;; esac
+
+have_podman() { command -v podman >/dev/null && [ -f "$CONTAINERS_CONF" ]; }
+exists() { podman container exists "$NAME"; }
+state() { podman container inspect --format '{{.State.Status}}' "$NAME" 2>/dev/null || echo absent; }
+label() { podman container inspect --format "{{index .Config.Labels \"$1\"}}" "$NAME" 2>/dev/null || true; }
+systemd_state() {  # the answer of `systemctl is-system-running` inside (empty when it cannot answer)
+    podman exec "$NAME" systemctl is-system-running 2>/dev/null || true
+}
+
+wait_booted() {
+    local t0 st="" deadline
+    t0="$(now)"
+    deadline=$(( $(date +%s) + BOOT_TIMEOUT ))
+    while :; do
+        st="$(systemd_state)"
+        case "$st" in
+            running | degraded) break ;;
+        esac
+        if [ "$(state)" != "running" ] || [ "$(date +%s)" -ge "$deadline" ]; then
+            log "container logs:"
+            podman logs --tail 200 "$NAME" >&2 || true
+            die "$NAME did not boot within ${BOOT_TIMEOUT} s (container: $(state), systemd: ${st:-no answer})"
+        fi
+        sleep 0.2
+    done
+    log "systemd in $NAME: $st ($(secs "$t0") s)"
+    if [ "$st" = "degraded" ]; then
+        log "failed units:"
+        podman exec "$NAME" systemctl --failed --no-legend --plain >&2 || true
+    fi
+}
+
+cmd_up() {
+    local t0 image_id setup_out
+    t0="$(now)"
+    # Always ask the set-up for the current image (0.3 s when everything is there): a changed
+    # package list gives a new image, and the container is then recreated from it.
+    setup_out="$("$ROOT/scripts/podman-setup.sh")" || die "scripts/podman-setup.sh failed"
+    IMAGE="$(sed -n 's/^SGLANG_DEPLOY_IMAGE=//p' <<<"$setup_out")"
+    [ -n "$IMAGE" ] || die "scripts/podman-setup.sh named no image"
+    image_id="$(podman image inspect --format '{{.Id}}' "$IMAGE")"
+
+    # Everything the container is created with; a change (image, port, options) recreates it.
+    local run_opts=(
+        --hostname "$HOSTNAME_IN"
+        --systemd=always
+        --publish "127.0.0.1:$PORT:30000"
+        # systemd's sandboxing (PrivateTmp, ProtectSystem, DynamicUser...) needs mount namespaces:
+        # without CAP_SYS_ADMIN systemd 252 silently skips most of it (and DynamicUser fails with
+        # 226/NAMESPACE), so a unit's hardening would go untested here.
+        --cap-add SYS_ADMIN
+    )
+    local spec
+    spec="$(printf '%s\n' "$image_id" "${run_opts[@]}" | sha256sum | cut -c1-16)"
+    if exists && [ "$(label sglang-deploy.spec)" != "$spec" ]; then
+        if [ "$(podman container inspect --format '{{.Image}}' "$NAME")" != "$image_id" ]; then
+            log "image changed ($IMAGE): recreating $NAME"
+        else
+            log "container options changed (now: ${run_opts[*]}): recreating $NAME"
+        fi
+        podman rm --force --time 10 "$NAME" >/dev/null
+    fi
+    if ! exists; then
+        log "creating $NAME from $IMAGE (hostname $HOSTNAME_IN, 127.0.0.1:$PORT -> 30000)"
+        podman run --detach --quiet --name "$NAME" "${run_opts[@]}" \
+            --label sglang-deploy.role=local-host \
+            --label "sglang-deploy.port=$PORT" \
+            --label "sglang-deploy.spec=$spec" \
+            "$IMAGE" /sbin/init >/dev/null || die "podman run failed"
+    elif [ "$(state)" != "running" ]; then
+        log "starting $NAME (was $(state))"
+        podman start "$NAME" >/dev/null || die "podman start $NAME failed"
+    else
+        log "$NAME already running"
+    fi
+    wait_booted
+    log "up in $(secs "$t0") s: ansible host ct-local (container $NAME), http://127.0.0.1:$PORT"
+}
+
+cmd_down() {
+    if have_podman && exists; then
+        podman rm --force --time 10 "$NAME" >/dev/null
+        log "removed $NAME"
+    else
+        log "$NAME does not exist"
+    fi
+}
+
+cmd_status() {
+    if ! have_podman || ! exists; then
+        echo "$NAME: absent"
+        return 3
+    fi
+    local st
+    st="$(state)"
+    echo "$NAME: $st"
+    echo "image: $(podman container inspect --format '{{.ImageName}}' "$NAME")"
+    echo "port: 127.0.0.1:$(label sglang-deploy.port) -> 30000"
+    if [ "$st" = "running" ]; then
+        echo "systemd: $(systemd_state)"
+        return 0
+    fi
+    return 3
+}
+
+cmd_shell() {
+    have_podman && [ "$(state)" = "running" ] || die "$NAME is not running: scripts/local-host.sh up"
+    local tty=()
+    [ -t 0 ] && [ -t 1 ] && tty=(--interactive --tty)
+    [ ! -t 0 ] && tty=(--interactive)
+    if [ "$#" -gt 0 ]; then
+        exec podman exec "${tty[@]}" "$NAME" "$@"
+    fi
+    exec podman exec "${tty[@]}" "$NAME" /bin/bash -l
+}
+
+usage() { echo "usage: $0 up|down|status|shell [CMD...]" >&2; exit 2; }
+
+[ "$#" -ge 1 ] || usage
+action="$1"
+shift
+case "$action" in
+    up) cmd_up ;;
+    down) cmd_down ;;
+    status) cmd_status ;;
+    shell) cmd_shell "$@" ;;
+    *) usage ;;
+esac

@@ -1,0 +1,125 @@
+"""The profile filter: profile -> argv per SGLang version, and each validation rule's message."""
+from __future__ import annotations
+
+import copy
+import importlib.util
+
+import pytest
+
+from conftest import ROOT
+
+_spec = importlib.util.spec_from_file_location("sglang_profile_filter",
+                                               ROOT / "plugins" / "filter" / "sglang_profile.py")
+f = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(f)
+
+GOOD = {
+    "nextn_3step": {"speculative_algorithm": "NEXTN", "speculative_num_steps": 3,
+                    "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4, "tp_size": 2,
+                    "mem_fraction_static": 0.88, "context_length": 131072,
+                    "max_running_requests": 16, "mamba_full_memory_ratio": 0.5,
+                    "mamba_cache_strategy": "extra_buffer", "reasoning_parser": "qwen3",
+                    "tool_call_parser": "qwen3_coder"},
+    "nextn_1step": {"speculative_algorithm": "NEXTN", "speculative_num_steps": 1,
+                    "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 2, "tp_size": 2,
+                    "mamba_cache_strategy": "extra_buffer"},
+    "no_spec": {"tp_size": 2},
+}
+SERVER = {"model_path": "/srv/models/Qwen3.6-27B", "served_model_name": "Qwen3.6-27B",
+          "host": "0.0.0.0", "port": 30000, "trust_remote_code": True, "enable_metrics": False}
+
+
+def test_3step_profile_renders_the_seeds_good_launch_for_0_5_23():
+    argv = f.sglang_argv(GOOD["nextn_3step"], "0.5.23", SERVER)
+    assert argv == [
+        "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3",
+        "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4", "--tp-size", "2",
+        "--mem-fraction-static", "0.88", "--context-length", "131072",
+        "--max-running-requests", "16", "--mamba-full-memory-ratio", "0.5",
+        "--mamba-radix-cache-strategy", "extra_buffer", "--reasoning-parser", "qwen3",
+        "--tool-call-parser", "qwen3_coder", "--model-path", "/srv/models/Qwen3.6-27B",
+        "--served-model-name", "Qwen3.6-27B", "--host", "0.0.0.0", "--port", "30000",
+        "--trust-remote-code"]
+
+
+@pytest.mark.parametrize("version, flag", [
+    ("0.5.10", "--mamba-scheduler-strategy"), ("0.5.13", "--mamba-scheduler-strategy"),
+    ("0.5.14", "--mamba-radix-cache-strategy"), ("0.5.23", "--mamba-radix-cache-strategy"),
+    ("0.5.6.post2", None), ("0.5.12.post1", "--mamba-scheduler-strategy")])
+def test_mamba_flag_spelling_follows_the_version_table(version, flag):
+    if flag is None:
+        with pytest.raises(f.AnsibleFilterError, match="older than 0.5.10"):
+            f.sglang_argv(GOOD["nextn_1step"], version)
+        return
+    argv = f.sglang_argv(GOOD["nextn_1step"], version)
+    assert argv[argv.index("extra_buffer") - 1] == flag
+
+
+def test_bad_version_string_names_the_variable():
+    with pytest.raises(f.AnsibleFilterError, match="sglang_version: 'latest' is not an SGLang release"):
+        f.sglang_argv(GOOD["no_spec"], "latest")
+
+
+def test_good_profiles_have_no_errors():
+    for name in GOOD:
+        assert f.sglang_profile_errors(GOOD, name, gpu_count=2, min_accept_len=None) == []
+    assert f.sglang_profile_errors(GOOD, "nextn_3step", 2, 2.8) == []
+
+
+def bad(name, **changes):
+    profiles = copy.deepcopy(GOOD)
+    for key, value in changes.items():
+        if value is None:
+            profiles[name].pop(key, None)
+        else:
+            profiles[name][key] = value
+    return profiles
+
+
+@pytest.mark.parametrize("profiles, name, kw, words", [
+    (GOOD, "nextn_4step", {}, "sglang_profile: 'nextn_4step' is not defined in sglang_profiles "
+                              "(defined: nextn_1step, nextn_3step, no_spec)"),
+    (bad("nextn_3step", speculative_num_steps=None, speculative_eagle_topk=None), "nextn_3step",
+     {}, "speculative_algorithm NEXTN needs sglang_profiles.nextn_3step.speculative_num_steps, "
+         "sglang_profiles.nextn_3step.speculative_eagle_topk too (the seeds' launch"),
+    (bad("nextn_3step", speculative_num_draft_tokens=5), "nextn_3step", {},
+     "speculative_num_draft_tokens must be speculative_num_steps + 1 = 4 when "
+     "speculative_eagle_topk is 1, got 5"),
+    (bad("nextn_3step", tp_size=4), "nextn_3step", {"gpu_count": 2},
+     "sglang_profiles.nextn_3step.tp_size (4) exceeds the GPUs the host is expected to have "
+     "(nvidia_gpu_expected_count = 2)"),
+    (bad("nextn_3step", mem_fraction_static=1.2), "nextn_3step", {},
+     "sglang_profiles.nextn_3step.mem_fraction_static must be a fraction strictly between 0 and 1"),
+    (bad("nextn_3step", mem_fraction_static=0), "nextn_3step", {}, "strictly between 0 and 1"),
+    (bad("nextn_3step", context_length="128k"), "nextn_3step", {},
+     "sglang_profiles.nextn_3step.context_length must be a positive integer number of tokens, "
+     "got '128k'"),
+    (bad("nextn_3step", context_length=131072.5), "nextn_3step", {}, "context_length must be"),
+    (GOOD, "nextn_3step", {"min_accept_len": 4.5},
+     "sglang_gate_min_accept_len (4.5) cannot be met by profile nextn_3step: the accept length is "
+     "at most 4 (speculative_num_draft_tokens)"),
+    (GOOD, "no_spec", {"min_accept_len": 2.8}, "at most 1 (no speculative decoding)"),
+    (bad("nextn_3step", speculative_algorithm="MTP"), "nextn_3step", {},
+     "speculative_algorithm must be one of NEXTN, EAGLE"),
+    (bad("nextn_3step", mamba_cache_strategy="fast"), "nextn_3step", {},
+     "mamba_cache_strategy must be one of auto, no_buffer, extra_buffer, extra_buffer_lazy"),
+    (bad("nextn_3step", mamba_scheduler_strategy="extra_buffer"), "nextn_3step", {},
+     "sglang_profiles.nextn_3step.mamba_scheduler_strategy: unknown setting"),
+    (bad("no_spec", speculative_num_steps=3), "no_spec", {},
+     "sets speculative_num_steps without speculative_algorithm"),
+    (bad("nextn_3step", max_running_requests=0), "nextn_3step", {},
+     "max_running_requests must be an integer >= 1, got 0"),
+    (bad("nextn_3step", speculative_num_steps=True), "nextn_3step", {},
+     "speculative_num_steps must be an integer >= 1, got True"),
+    ({}, "nextn_3step", {}, "sglang_profiles must be a non-empty mapping"),
+])
+def test_each_rule_names_the_variable(profiles, name, kw, words):
+    errors = f.sglang_profile_errors(profiles, name, **kw)
+    assert any(words in e for e in errors), errors
+
+
+def test_systemd_exec_args_quotes_only_what_needs_it():
+    assert f.systemd_exec_args(["/v/bin/python", "-m", "sglang.launch_server", "--port", "30000"]) \
+        == "/v/bin/python -m sglang.launch_server --port 30000"
+    assert f.systemd_exec_args(["--served-model-name", "my model", "100%", "$HOME"]) == \
+        '--served-model-name "my model" "100%%" "$$HOME"'
