@@ -5,8 +5,11 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements.sha256
+# Every podman call (scripts, Ansible's podman connection, Molecule) uses the repo's containers.conf
+# (runtime runc, default ulimits), written by scripts/podman-setup.sh.
+export CONTAINERS_CONF := $(CURDIR)/.podman/containers.conf
 
-.PHONY: venv demo test test-unit lint bench-engine clean
+.PHONY: venv demo test bench-engine clean podman local-host dist
 
 venv: $(STAMP)
 
@@ -16,12 +19,29 @@ $(STAMP): requirements.txt
 	$(PY) -m pip install --quiet -r requirements.txt
 	sha256sum requirements.txt > $(STAMP)
 
-# Main job (until the deploy exists): start the emulator locally and gate it with the bench CLI.
-demo: venv
+# Main job: the seeds' story on the local container (deploy 3-step -> gate passes; deploy 1-step
+# -> gate fails -> rollback; gate again -> passes), ending with a table of the three gate runs.
+demo: venv local-host dist
 	$(PY) scripts/demo.py
 
+# The emulator wheel the local inventory installs into the container's service venv.
+EMULATOR_WHEEL := dist/sglang_emulator-0.5.23-py3-none-any.whl
+dist: $(EMULATOR_WHEEL)
+$(EMULATOR_WHEEL): pyproject.toml $(wildcard bench/emulator/*.py) $(STAMP)
+	rm -f dist/sglang_emulator-*.whl
+	$(PY) -m pip wheel --quiet --no-deps --wheel-dir dist .
+
+# Host packages (podman, runc, mmdebstrap...), containers.conf and the Debian 12 systemd image.
+podman:
+	scripts/podman-setup.sh
+
+# The embedded default host: container sglang-local (Ansible host ct-local), systemd as PID 1,
+# port 30000 on 127.0.0.1:$${LOCAL_HOST_PORT:-30000}. Cheap when it already runs.
+local-host:
+	scripts/local-host.sh up
+
 # The whole test suite. pytest's exit code 5 (nothing collected) is a failure here too.
-test: venv
+test: venv local-host dist
 	$(PY) -m pytest -p no:cacheprovider tests
 
 # Benchmark of the benchmark: engine against the emulator at C = 1, 16, 64, 256.
@@ -29,4 +49,4 @@ bench-engine: venv
 	$(PY) -m bench selfcheck
 
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) dist build *.egg-info

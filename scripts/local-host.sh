@@ -44,8 +44,12 @@ wait_booted() {
             running | degraded) break ;;
         esac
         if [ "$(state)" != "running" ] || [ "$(date +%s)" -ge "$deadline" ]; then
-            log "container logs:"
-            podman logs --tail 200 "$NAME" >&2 || true
+            log "container logs (podman logs):"
+            podman logs --tail 100 "$NAME" >&2 || true
+            log "journal inside (systemd logs there, not to the console):"
+            podman exec "$NAME" journalctl --boot --no-pager --lines 100 >&2 || true
+            log "pending jobs:"
+            podman exec "$NAME" systemctl list-jobs --no-pager >&2 || true
             die "$NAME did not boot within ${BOOT_TIMEOUT} s (container: $(state), systemd: ${st:-no answer})"
         fi
         sleep 0.2
@@ -55,6 +59,20 @@ wait_booted() {
         log "failed units:"
         podman exec "$NAME" systemctl --failed --no-legend --plain >&2 || true
     fi
+}
+
+# The stand-in host's "pre-staged weights": the model directory the local inventory points
+# sglang_model_path at, with the config.json SGLang (and the emulator) read the architecture from.
+MODEL_DIR=/srv/models/Qwen3.6-27B
+stage_model() {
+    podman exec "$NAME" test -s "$MODEL_DIR/config.json" 9>&- && return 0
+    podman exec -i "$NAME" sh -c "mkdir -p '$MODEL_DIR' && cat > '$MODEL_DIR/config.json'" 9>&- <<'JSON' \
+        || die "could not stage the stand-in model in $NAME"
+{"architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5",
+ "num_hidden_layers": 64, "mtp_num_hidden_layers": 1, "torch_dtype": "bfloat16",
+ "note": "stand-in for the Qwen3.6-27B weights (scripts/local-host.sh): config only"}
+JSON
+    log "staged the stand-in model at $MODEL_DIR"
 }
 
 cmd_up() {
@@ -93,14 +111,15 @@ cmd_up() {
             --label sglang-deploy.role=local-host \
             --label "sglang-deploy.port=$PORT" \
             --label "sglang-deploy.spec=$spec" \
-            "$IMAGE" /sbin/init >/dev/null || die "podman run failed"
+            "$IMAGE" /sbin/init >/dev/null 9>&- || die "podman run failed"
     elif [ "$(state)" != "running" ]; then
         log "starting $NAME (was $(state))"
-        podman start "$NAME" >/dev/null || die "podman start $NAME failed"
+        podman start "$NAME" >/dev/null 9>&- || die "podman start $NAME failed"
     else
         log "$NAME already running"
     fi
     wait_booted
+    stage_model
     log "up in $(secs "$t0") s: ansible host ct-local (container $NAME), http://127.0.0.1:$PORT"
 }
 
@@ -146,6 +165,12 @@ usage() { echo "usage: $0 up|down|status|shell [CMD...]" >&2; exit 2; }
 [ "$#" -ge 1 ] || usage
 action="$1"
 shift
+if [ "$action" = up ] || [ "$action" = down ]; then
+    # One up/down at a time for this container (parallel make targets, tests).
+    mkdir -p "$ROOT/.podman"
+    exec 9>"$ROOT/.podman/local-host-$NAME.lock"
+    flock --timeout 900 9 || die "timed out waiting for another local-host.sh $action"
+fi
 case "$action" in
     up) cmd_up ;;
     down) cmd_down ;;

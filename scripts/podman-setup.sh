@@ -99,15 +99,21 @@ if [ ! -f "$CONF" ] || [ "$(cat "$CONF")" != "${conf_text%$'\n'}" ]; then
     mv "$CONF.tmp" "$CONF"
     log "wrote $CONF"
 fi
-podman info --format '{{.Host.OCIRuntime.Name}}' >/dev/null 2>"$CONF_DIR/podman-info.err" \
-    || die "podman does not run: $(cat "$CONF_DIR/podman-info.err")"
+runtime="$(podman info --format '{{.Host.OCIRuntime.Name}}' 2>&1)" || die "podman does not run: $runtime"
+[ "$runtime" = "runc" ] || die "podman uses OCI runtime '$runtime', expected runc (is $CONF used?)"
 step_done "containers.conf + podman info"
 
 # ---------------------------------------------------------------------------------------------
 # 3. Root filesystem
 # ---------------------------------------------------------------------------------------------
 mapfile -t SORTED < <(printf '%s\n' "${ROOTFS_PACKAGES[@]}" | LC_ALL=C sort -u)
-KEY="$(printf 'recipe=%s\nsuite=%s\npackages=%s\n' "$RECIPE" "$SUITE" "${SORTED[*]}" | sha256sum | cut -c1-12)"
+# This machine's own trust anchors (/usr/local/share/ca-certificates, e.g. an egress proxy's CA)
+# go into the image so apt, curl and pip in the container trust what the machine trusts; pip is
+# pointed at the system bundle (as the machine's pip.conf does), since a venv's pip otherwise
+# uses its own certifi bundle. The key changes with them.
+EXTRA_CA_DIR=/usr/local/share/ca-certificates
+CA_SUM="$(find "$EXTRA_CA_DIR" -name '*.crt' -type f 2>/dev/null | LC_ALL=C sort | xargs -r cat | sha256sum | cut -c1-12)"
+KEY="$(printf 'recipe=%s\nsuite=%s\npackages=%s\nca=%s\n' "$RECIPE" "$SUITE" "${SORTED[*]}" "$CA_SUM" | sha256sum | cut -c1-12)"
 IMAGE="$IMAGE_REPO:$KEY"
 TARBALL="$CACHE_DIR/debian12-$SUITE-systemd-$KEY.tar.zst"
 
@@ -165,13 +171,15 @@ build_rootfs() {
         || die "the apt sources have no entry for suite '$SUITE' itself (only: ${mirrors[*]})"
     [ "$(id -u)" -eq 0 ] || die "building the root filesystem needs root (mmdebstrap root mode)"
     mkdir -p "$CACHE_DIR"
-    local tmp="$TARBALL.tmp.$$.tar.zst" pkgs
+    local pkgs
+    TMP_TARBALL="$TARBALL.tmp.$$.tar.zst"
     pkgs="$(IFS=,; echo "${SORTED[*]}")"
     log "building the $SUITE rootfs with mmdebstrap (${#mirrors[@]} sources: ${mirrors[*]})"
     log "packages: $pkgs"
-    trap 'rm -f "$tmp"' EXIT
+    trap 'rm -f "$TMP_TARBALL"' EXIT
     # Docs, man pages and translations are left out (dpkg path-exclude, kept in the image so later
-    # installs stay small too); copyright files stay.
+    # installs stay small too); copyright files stay. The hook's $1 (the chroot) is mmdebstrap's.
+    # shellcheck disable=SC2016
     if ! mmdebstrap --variant=apt --mode=root --format=tar --quiet \
         --include="$pkgs" \
         --dpkgopt='path-exclude=/usr/share/man/*' \
@@ -181,12 +189,19 @@ build_rootfs() {
         --dpkgopt='path-exclude=/usr/share/doc/*' \
         --dpkgopt='path-include=/usr/share/doc/*/copyright' \
         --customize-hook='rm -f "$1/etc/machine-id" "$1/var/lib/dbus/machine-id"; : > "$1/etc/machine-id"' \
-        "$SUITE" "$tmp" "${mirrors[@]}" >&2; then
+        --customize-hook="if [ -d $EXTRA_CA_DIR ]; then find $EXTRA_CA_DIR -name '*.crt' -type f -exec cp {} \"\$1$EXTRA_CA_DIR/\" \\; ; fi; chroot \"\$1\" update-ca-certificates >/dev/null" \
+        --customize-hook='printf "[global]\ncert = /etc/ssl/certs/ca-certificates.crt\n" > "$1/etc/pip.conf"' \
+        "$SUITE" "$TMP_TARBALL" "${mirrors[@]}" >&2; then
         die "mmdebstrap failed (see above)"
     fi
-    mv "$tmp" "$TARBALL"
+    mv "$TMP_TARBALL" "$TARBALL"
     trap - EXIT
 }
+
+# One build/import at a time (make test, Molecule and a user may start this together).
+mkdir -p "$CACHE_DIR"
+exec 9>"$CACHE_DIR/.lock"
+flock --timeout 900 9 || die "timed out waiting for $CACHE_DIR/.lock (another podman-setup.sh run?)"
 
 if [ -s "$TARBALL" ]; then
     log "rootfs cached: $TARBALL"
@@ -207,7 +222,7 @@ else
         --change 'CMD ["/sbin/init"]' \
         --change 'STOPSIGNAL SIGRTMIN+3' \
         --message "sglang-deploy Debian 12 systemd rootfs ($KEY)" \
-        "$TARBALL" "$IMAGE" >/dev/null || die "podman import of $TARBALL failed"
+        "$TARBALL" "$IMAGE" >/dev/null 9>&- || die "podman import of $TARBALL failed"
 fi
 latest_id="$(podman image inspect --format '{{.Id}}' "$IMAGE_REPO:latest" 2>/dev/null || true)"
 image_id="$(podman image inspect --format '{{.Id}}' "$IMAGE")"

@@ -541,3 +541,20 @@ def test_long_context_lowers_acceptance(emulator):
     assert long_["accept_length"] < short["accept_length"] - 0.4
     assert emu.stats()["configured"]["expected_accept_length_32k_context"] == \
         pytest.approx(1.98, abs=0.01)  # 0.65 * p_i, 3 steps
+
+
+def test_config_file_supplies_the_api_key_like_sglang(emulator, tmp_path):
+    """SGLang's --config YAML (how the role passes the API key without putting it in argv)."""
+    cfg = tmp_path / "secrets.yaml"
+    cfg.write_text("api_key: from-config-file\n")
+    emu = emulator("nextn_3step", extra=["--config", str(cfg)])
+    import urllib.error
+    import urllib.request
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(emu.url + "/v1/models", timeout=5)
+    assert e.value.code == 401
+    req = urllib.request.Request(emu.url + "/v1/models",
+                                 headers={"Authorization": "Bearer from-config-file"})
+    with urllib.request.urlopen(req, timeout=5) as r:
+        assert r.status == 200
+    assert "from-config-file" not in " ".join(emu.proc.args)

@@ -113,7 +113,37 @@ def build_parser() -> argparse.ArgumentParser:
                    choices=["auto"] + REASONING_PARSER_NAMES)
     p.add_argument("--tool-call-parser", type=str, default=None,
                    choices=["auto"] + TOOL_CALL_PARSER_NAMES)
+    # srt/server_args.py: "Read CLI options from a config file. Must be a YAML file".
+    p.add_argument("--config", type=str, default=None)
     return p
+
+
+def merge_config(argv: List[str]) -> List[str]:
+    """SGLang's ConfigArgumentMerger: the YAML file's options go before the command line's (the
+    command line wins), keys spelled with underscores or dashes, true booleans as bare flags."""
+    if "--config" not in argv:
+        return argv
+    if argv.count("--config") > 1:
+        raise ValueError("Multiple config files specified! Only one allowed.")
+    i = argv.index("--config")
+    if i == len(argv) - 1:
+        raise ValueError("No config file specified after --config flag!")
+    import yaml  # SGLang needs PyYAML for --config too
+
+    with open(argv[i + 1]) as f:
+        data = yaml.safe_load(f) or {}
+    if not isinstance(data, dict):
+        raise ValueError("Config file must contain a dictionary at root level")
+    extra: List[str] = []
+    for key, value in data.items():
+        flag = "--" + str(key).replace("_", "-")
+        if value is True:
+            extra.append(flag)
+        elif value is False or value is None:
+            continue
+        else:
+            extra += [flag, str(value)]
+    return extra + argv[:i] + argv[i + 2:]
 
 
 def read_architecture(model_path: str, fallback: str) -> List[str]:

@@ -10,7 +10,7 @@ import sys
 import warnings
 from typing import List
 
-from .args import build_parser, resolve
+from .args import build_parser, merge_config, resolve
 from .knobs import KnobError, Knobs
 
 log = logging.getLogger("sglang.srt.entrypoints.http_server")
@@ -130,6 +130,7 @@ def main(argv: List[str] | None = None) -> int:
         "'sglang serve' is the recommended entrypoint.\n"
         "  Example: sglang serve --model-path <model> [options]",
         UserWarning, stacklevel=1)
+    argv = merge_config(argv)
     ns = build_parser().parse_args(argv)  # exits 2 like SGLang's argparse
     configure_logging(ns.log_level, ns.tp_size)
     try:

@@ -1,0 +1,119 @@
+"""Static checks of the Ansible side: every playbook's syntax with every inventory, ansible-lint's
+production profile, yamllint, argument_specs vs defaults, and render.yml's units."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import ROOT
+
+BIN = Path(sys.executable).parent
+PLAYBOOKS = ["deploy.yml"] + sorted("playbooks/" + p.name for p in (ROOT / "playbooks").glob("*.yml"))
+INVENTORIES = ["inventories/local", "inventories/production"]
+ROLES = sorted(p.name for p in (ROOT / "roles").iterdir() if (p / "defaults" / "main.yml").exists())
+
+
+def ansible(tool, *args, env=None):
+    e = dict(os.environ, ANSIBLE_NOCOLOR="1")
+    e.update(env or {})
+    return subprocess.run([str(BIN / tool), *args], cwd=str(ROOT), capture_output=True, text=True,
+                          env=e, timeout=300)
+
+
+@pytest.mark.parametrize("inventory", INVENTORIES)
+@pytest.mark.parametrize("playbook", PLAYBOOKS)
+def test_syntax(playbook, inventory):
+    p = ansible("ansible-playbook", "--syntax-check", "-i", inventory, playbook)
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_ansible_lint_production_profile_no_skips():
+    config = yaml.safe_load((ROOT / ".ansible-lint").read_text())
+    assert config["profile"] == "production"
+    assert not config.get("skip_list") and not config.get("warn_list")
+    noqa = subprocess.run(["grep", "-rn", "noqa", "roles", "playbooks", "deploy.yml",
+                           "inventories"], cwd=str(ROOT), capture_output=True, text=True)
+    assert noqa.stdout == "", "inline skips: " + noqa.stdout
+    p = ansible("ansible-lint")
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_yamllint():
+    p = ansible("yamllint", "--strict", ".")
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_argument_specs_match_defaults(role):
+    """Every default is specified with the same default value, and every option has a default."""
+    defaults = yaml.safe_load((ROOT / "roles" / role / "defaults" / "main.yml").read_text()) or {}
+    spec = yaml.safe_load((ROOT / "roles" / role / "meta" / "argument_specs.yml").read_text())
+    options = spec["argument_specs"]["main"]["options"]
+    assert set(defaults) == set(options), "only in defaults: %s; only in specs: %s" % (
+        sorted(set(defaults) - set(options)), sorted(set(options) - set(defaults)))
+    for name, opt in options.items():
+        assert opt.get("default") == defaults[name], name
+        assert opt.get("description"), name
+        assert name.startswith(role + "_"), "%s is not prefixed with the role name" % name
+
+
+def test_render_writes_every_hosts_unit_without_contacting_it(tmp_path):
+    out = tmp_path / "units"
+    for inventory in INVENTORIES:
+        # an unreachable connection proves no host is contacted
+        p = ansible("ansible-playbook", "-i", inventory, "playbooks/render.yml",
+                    "-e", "render_dir=%s" % out)
+        assert p.returncode == 0, p.stdout + p.stderr
+    prod = (out / "ct129.service").read_text()
+    assert "ExecStart=/opt/sglang/venv/bin/python -m sglang.launch_server --speculative-algorithm " \
+           "NEXTN --speculative-num-steps 3 --speculative-eagle-topk 1 " \
+           "--speculative-num-draft-tokens 4 --tp-size 2 --mem-fraction-static 0.88 " \
+           "--context-length 131072 --max-running-requests 16 --mamba-full-memory-ratio 0.5 " \
+           "--mamba-radix-cache-strategy extra_buffer --reasoning-parser qwen3 " \
+           "--tool-call-parser qwen3_coder --model-path /srv/models/Qwen3.6-27B " \
+           "--served-model-name Qwen3.6-27B --host 0.0.0.0 --port 30000 --trust-remote-code " \
+           "--enable-metrics\n" in prod
+    assert "TimeoutStartSec=1800" in prod and "Restart=on-failure" in prod
+    assert "After=network-online.target" in prod and "User=sglang" in prod
+    local = (out / "ct-local.service").read_text()
+    assert "-m bench.emulator --speculative-algorithm NEXTN" in local
+    # only the launched module and the container's limits differ from production
+    differ = [(a, b) for a, b in zip(prod.splitlines(), local.splitlines()) if a != b]
+    assert [a.split("=")[0] for a, _ in differ] == ["ExecStart", "LimitNOFILE"], differ
+
+
+def test_render_an_older_sglang_uses_the_old_mamba_flag(tmp_path):
+    p = ansible("ansible-playbook", "-i", "inventories/production", "playbooks/render.yml",
+                "-e", "render_dir=%s" % tmp_path, "-e", "sglang_version=0.5.12")
+    assert p.returncode == 0, p.stdout + p.stderr
+    unit = (tmp_path / "ct129.service").read_text()
+    assert "--mamba-scheduler-strategy extra_buffer" in unit and "radix" not in unit
+
+
+@pytest.mark.parametrize("extra, words", [
+    (["-e", "sglang_profile=nextn_2step"], "sglang_profile: 'nextn_2step' is not defined in "
+                                           "sglang_profiles"),
+    (["-e", '{"sglang_profiles": {"p": {"speculative_algorithm": "NEXTN", '
+            '"speculative_num_draft_tokens": 4}}, "sglang_profile": "p"}'],
+     "speculative_algorithm NEXTN needs sglang_profiles.p.speculative_num_steps"),
+    (["-e", '{"sglang_profiles": {"p": {"tp_size": 4}}, "sglang_profile": "p"}'],
+     "sglang_profiles.p.tp_size (4) exceeds the GPUs the host is expected to have "
+     "(sglang_gpu_count = 2)"),
+])
+def test_render_refuses_bad_profiles_naming_the_variable(tmp_path, extra, words):
+    p = ansible("ansible-playbook", "-i", "inventories/production", "playbooks/render.yml",
+                "-e", "render_dir=%s" % tmp_path, *extra)
+    assert p.returncode != 0 and words in " ".join((p.stdout + p.stderr).split())
+    assert not list(tmp_path.glob("*.service"))
+
+
+def test_role_readmes_list_the_argument_specs():
+    p = subprocess.run([sys.executable, "scripts/role_readme_vars.py", "--check",
+                        *("roles/" + r for r in ROLES)], cwd=str(ROOT), capture_output=True,
+                       text=True)
+    assert p.returncode == 0, p.stdout

@@ -1,0 +1,68 @@
+"""sglang_processes through `ansible localhost -m`: a hand-launched server holding the port is
+found (by its module and its port), reported, and stopped only when asked."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from conftest import ROOT, free_port
+
+BIN = Path(sys.executable).parent
+
+
+def module(args, check=False):
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1")
+    p = subprocess.run([str(BIN / "ansible"), "localhost", "-m", "sglang_processes", "-a", args]
+                       + (["--check"] if check else []), cwd=str(ROOT), capture_output=True,
+                       text=True, timeout=120, env=env)
+    return json.loads(p.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+
+
+def wait_listening(port):
+    import socket
+    for _ in range(100):
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+
+
+def test_stray_found_reported_and_stopped_on_request():
+    port = free_port()
+    stray = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind",
+                              "127.0.0.1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_listening(port)
+        args = "port=%d launch_module=http.server service=sglang-test" % port
+        r = module(args)
+        assert r["changed"] is False
+        found = [s for s in r["strays"] if s["pid"] == stray.pid]
+        assert found and sorted(found[0]["reasons"]) == ["launch_module", "port"]
+        r = module(args + " stop=true", check=True)
+        assert r["changed"] is True and stray.pid in r["stopped"] and stray.poll() is None
+        r = module(args + " stop=true stop_timeout=5")
+        assert r["changed"] is True and stray.pid in r["stopped"]
+        assert stray.wait(10) is not None
+    finally:
+        if stray.poll() is None:
+            stray.kill()
+
+
+def test_nothing_found_on_a_free_port():
+    r = module("port=%d launch_module=no.such.module service=sglang-test" % free_port())
+    assert r["strays"] == [] and r["changed"] is False
+
+
+def test_nvidia_smi_filter_parses_what_an_a6000_host_prints():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("f", ROOT / "plugins" / "filter" / "nvidia_smi.py")
+    f = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(f)
+    lines = ["0, NVIDIA RTX A6000, 49140, 580.95.05", "1, NVIDIA RTX A6000, 49140, 580.95.05", ""]
+    assert f.nvidia_smi_gpus(lines) == [
+        {"index": 0, "name": "NVIDIA RTX A6000", "memory_mib": 49140, "driver": "580.95.05"},
+        {"index": 1, "name": "NVIDIA RTX A6000", "memory_mib": 49140, "driver": "580.95.05"}]
