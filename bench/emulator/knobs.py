@@ -103,7 +103,9 @@ class Knobs:
         k.warmup_seconds = _get(env, "WARMUP_SECONDS", float, k.warmup_seconds)
         k.warmup_requests = _get(env, "WARMUP_REQUESTS", int, k.warmup_requests)
         k.warmup_factor = _get(env, "WARMUP_FACTOR", float, k.warmup_factor)
-        k.seed = _get(env, "SEED", int, k.seed)
+        # Unset: a new seed per start, like a real server's run-to-run variation (the seed is in
+        # /_emulator/stats `configured`); set SGLEMU_SEED for a reproducible run.
+        k.seed = _get(env, "SEED", int, int.from_bytes(os.urandom(4), "big"))
         k.speed_scale = _get(env, "SPEED_SCALE", float, k.speed_scale)
         k.batch_slowdown = _get(env, "BATCH_SLOWDOWN", float, k.batch_slowdown)
         k.prefill_tok_s = _get(env, "PREFILL_TOK_S", float, k.prefill_tok_s)

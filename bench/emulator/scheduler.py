@@ -249,6 +249,7 @@ class Scheduler:
             "decode_step_s_at_b1": self.cycle_s / k.speed_scale,
             "warmup_step_s_at_b1": self.cycle_s / k.speed_scale / k.warmup_factor,
             "speed_scale": k.speed_scale,
+            "seed": k.seed,
             "batch_slowdown": k.batch_slowdown,
             "prefill_tok_s": k.prefill_tok_s * k.speed_scale,
             "accept_probs": list(self.base_probs),
