@@ -24,6 +24,9 @@ class Emulator(EmulatorProcess):
 
     def __init__(self, args, env=None, wait=True):
         self.logfile = tempfile.TemporaryFile()
+        # Tests are reproducible: a fixed seed unless the test sets one (the emulator's own
+        # default is a new seed per start).
+        env = dict({"SGLEMU_SEED": "0"}, **(env or {}))
         EmulatorProcess.__init__(self, args, self.logfile, env=env)
         self.api_key = args[args.index("--api-key") + 1] if "--api-key" in args else None
         if wait:

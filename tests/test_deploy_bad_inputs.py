@@ -1,0 +1,132 @@
+"""Bad-input matrix: what a careless operator really types, each run for real against the local
+container with `ansible-playbook deploy.yml -e ...`. Every case must fail in the preflight, before
+any task changes the host (recap changed=0, the unit's checksum and the service's MainPID
+unchanged), with a message that names the variable and says what would be valid."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from hostutil import ensure_deployed, flat, needs_local_host, on_host, play, recap_changed
+
+pytestmark = needs_local_host
+
+P3 = {"speculative_algorithm": "NEXTN", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+      "speculative_num_draft_tokens": 4, "tp_size": 2, "mamba_cache_strategy": "extra_buffer"}
+
+
+def profile(**changes):
+    p = dict(P3)
+    for k, v in changes.items():
+        if v is None:
+            p.pop(k)
+        else:
+            p[k] = v
+    return {"sglang_profiles": {"mine": p}, "sglang_profile": "mine",
+            "sglang_gate_thresholds": {"mine": {"min_tok_s": 45, "min_accept_len": 2.8}}}
+
+
+# (case id, extra vars, words the message must contain: the variable and what is valid)
+CASES = [
+    ("unknown profile name", {"sglang_profile": "nextn_2step"},
+     ["sglang_profile: 'nextn_2step' is not defined in sglang_profiles",
+      "(defined: nextn_1step, nextn_3step, no_spec)"]),
+    ("seeds: draft tokens without steps",
+     profile(speculative_num_steps=None, speculative_eagle_topk=None),
+     ["speculative_algorithm NEXTN needs sglang_profiles.mine.speculative_num_steps",
+      "sglang_profiles.mine.speculative_eagle_topk too"]),
+    ("seeds: the old mamba flag as a setting",
+     dict(profile(mamba_cache_strategy=None), **{"sglang_profiles": {"mine": dict(
+         P3, mamba_scheduler_strategy="extra_buffer")}}),
+     ["sglang_profiles.mine.mamba_scheduler_strategy: unknown setting", "mamba_cache_strategy"]),
+    ("mamba strategy typo", profile(mamba_cache_strategy="extra-buffer"),
+     ["sglang_profiles.mine.mamba_cache_strategy must be one of auto, no_buffer, extra_buffer"]),
+    ("steps without topk", profile(speculative_eagle_topk=None),
+     ["needs sglang_profiles.mine.speculative_eagle_topk"]),
+    ("draft tokens != steps + 1", profile(speculative_num_draft_tokens=8),
+     ["sglang_profiles.mine.speculative_num_draft_tokens must be speculative_num_steps + 1 = 4"]),
+    ("unknown algorithm", profile(speculative_algorithm="MTP"),
+     ["sglang_profiles.mine.speculative_algorithm must be one of NEXTN"]),
+    ("tp larger than the GPUs", profile(tp_size=4),
+     ["sglang_profiles.mine.tp_size (4) exceeds the GPUs the host is expected to have "
+      "(sglang_gpu_count = 2)"]),
+    ("memory fraction as percent", profile(mem_fraction_static=88),
+     ["sglang_profiles.mine.mem_fraction_static must be a fraction strictly between 0 and 1"]),
+    ("context length as text", profile(context_length="128k"),
+     ["sglang_profiles.mine.context_length must be a positive integer number of tokens"]),
+    ("max running requests 0", profile(max_running_requests=0),
+     ["sglang_profiles.mine.max_running_requests must be an integer >= 1"]),
+    ("accept length above draft tokens",
+     dict(profile(), sglang_gate_thresholds={"mine": {"min_tok_s": 45, "min_accept_len": 4.5}}),
+     ["sglang_gate_thresholds.mine.min_accept_len (4.5) cannot be met by profile mine",
+      "at most 4"]),
+    ("no thresholds for the profile", {"sglang_profile": "no_spec", "sglang_gate_thresholds": {
+        "nextn_3step": {"min_tok_s": 45}}},
+     ["sglang_gate_thresholds has no entry for profile no_spec (sglang_profile)"]),
+    ("negative threshold", {"sglang_gate_thresholds": {"nextn_3step": {"min_tok_s": -45}}},
+     ["sglang_gate_thresholds.nextn_3step", "numbers >= 0"]),
+    ("threshold name typo", {"sglang_gate_thresholds": {"nextn_3step": {"min_toks": 45}}},
+     ["sglang_gate_thresholds.nextn_3step", "must map only min_tok_s, min_accept_len"]),
+    ("port out of range", {"sglang_port": 70000},
+     ["sglang_port = 70000 is not valid: a TCP port from 1 to 65535"]),
+    ("port as text", {"sglang_port": "http"}, ["sglang_port", "int"]),
+    ("relative model path", {"sglang_model_path": "models/Qwen3.6-27B"},
+     ["sglang_model_path = models/Qwen3.6-27B is not valid: an absolute path"]),
+    ("version 'latest'", {"sglang_version": "latest"},
+     ["sglang_version = latest is not valid: an SGLang release such as 0.5.23"]),
+    ("version with unknown CUDA runtime", {"sglang_version": "0.5.99"},
+     ["sglang_version 0.5.99 is not in sglang_cuda_runtime_by_version"]),
+    ("driver too old for the CUDA runtime", {"nvidia_gpu_driver_branch": "570"},
+     ["needs NVIDIA driver >= 580.65.06; nvidia_gpu_driver_branch is 570"]),
+    ("API key too short", {"sglang_api_key": "abc"},
+     ["sglang_api_key = (hidden) is not valid: empty, or at least 16 characters"]),
+    ("HF token not a token", {"sglang_hf_token": "my token"},
+     ["sglang_hf_token = (hidden) is not valid: empty, or a Hugging Face token (hf_...)"]),
+    ("no GPUs expected", {"nvidia_gpu_expected_count": 0},
+     ["nvidia_gpu_expected_count = 0 is not valid: the number of GPUs the host has (>= 1)"]),
+    ("GPU memory in GB", {"nvidia_gpu_expected_memory_mib": 48},
+     ["nvidia_gpu_expected_memory_mib = 48 is not valid: MiB per GPU"]),
+    ("zero measured requests", {"sglang_gate_requests": 0},
+     ["sglang_gate_requests = 0 is not valid: measured requests >= 1"]),
+    ("negative concurrency", {"sglang_gate_concurrency": -4},
+     ["sglang_gate_concurrency = -4 is not valid: concurrency >= 1"]),
+    ("one-token benchmark", {"sglang_gate_max_tokens": 1},
+     ["sglang_gate_max_tokens = 1 is not valid: >= 2 tokens"]),
+    ("benchmark API typo", {"sglang_gate_api": "openai"},
+     ["sglang_gate_api", "chat, completions, native"]),
+    ("launch module with a space", {"sglang_launch_module": "sglang launch_server"},
+     ["sglang_launch_module = sglang launch_server is not valid: a dotted Python module name"]),
+    ("service as root", {"sglang_user": "root"},
+     ["sglang_user = root is not valid: a non-root user name"]),
+    ("readiness timeout too short", {"sglang_ready_timeout": 5},
+     ["sglang_ready_timeout = 5 is not valid: seconds >= 30"]),
+]
+
+
+@pytest.fixture(scope="module")
+def deployed():
+    ensure_deployed()
+
+
+@pytest.mark.parametrize("case, extra, words", CASES, ids=[c[0] for c in CASES])
+def test_bad_input_is_refused_before_the_host_changes(deployed, case, extra, words):
+    unit = on_host("sha256sum /etc/systemd/system/sglang.service")
+    pid = on_host("systemctl show -p MainPID --value sglang")
+    p = play("deploy.yml", "-e", json.dumps(extra), timeout=300)
+    out = flat(p.stdout + p.stderr)
+    assert p.returncode != 0, out[-2000:]
+    for w in words:
+        assert w in out, "%r not in: %s" % (w, out[-2500:])
+    assert "Traceback" not in out
+    if "PLAY RECAP" in p.stdout:
+        assert recap_changed(p.stdout) == 0
+    assert on_host("sha256sum /etc/systemd/system/sglang.service") == unit
+    assert on_host("systemctl show -p MainPID --value sglang") == pid
+    for key in ("sglang_api_key", "sglang_hf_token"):
+        if key in extra:
+            assert extra[key] not in out, "the rejected secret was echoed"
+
+
+def test_the_matrix_is_large_enough():
+    assert len(CASES) >= 25
