@@ -3,6 +3,7 @@
 
     python scripts/role_readme_vars.py roles/sglang          # print the table
     python scripts/role_readme_vars.py --check roles/*       # exit 1 when a README is stale
+    python scripts/role_readme_vars.py --write roles/*       # regenerate the tables in place
 
 The table sits between the markers <!-- vars --> and <!-- /vars --> in roles/<role>/README.md.
 """
@@ -38,11 +39,20 @@ def current(role_dir):
     return text.split(START, 1)[1].split(END, 1)[0].strip()
 
 
+def write(role_dir):
+    path = Path(role_dir) / "README.md"
+    text = path.read_text()
+    head, rest = text.split(START, 1)
+    path.write_text(head + START + "\n" + table(role_dir) + "\n" + END + rest.split(END, 1)[1])
+
+
 def main(argv):
     check = "--check" in argv
     stale = []
-    for role_dir in [a for a in argv if a != "--check"]:
-        if check:
+    for role_dir in [a for a in argv if not a.startswith("--")]:
+        if "--write" in argv:
+            write(role_dir)
+        elif check:
             if current(role_dir) != table(role_dir):
                 stale.append(role_dir)
         else:

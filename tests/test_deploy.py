@@ -41,3 +41,17 @@ def test_bad_input_fails_before_the_host_changes():
     assert recap_changed(p.stdout) == 0
     assert on_host("sha256sum /etc/systemd/system/sglang.service") == unit
     assert on_host("systemctl show -p MainPID --value sglang") == pid
+
+
+def test_unit_exposure_score_is_low_and_gpus_stay_allowed(capsys):
+    """systemd-analyze security on the installed unit (systemd 252 in the container)."""
+    out = on_host("systemd-analyze security --no-pager sglang.service")
+    score = float(out.strip().splitlines()[-1].split(":")[1].split()[0])
+    with capsys.disabled():
+        print("\nsystemd-analyze security sglang.service: exposure %.1f" % score)
+    assert score <= 4.0, out
+    unit = on_host("systemctl show -p DeviceAllow,DevicePolicy,User,ReadWritePaths sglang")
+    for device in ("char-nvidia-frontend rw", "char-nvidia-uvm rw"):
+        assert device in unit
+    assert "User=sglang" in unit and "DevicePolicy=closed" in unit
+    assert "ReadWritePaths=/var/lib/sglang" in unit
