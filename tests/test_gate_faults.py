@@ -1,0 +1,97 @@
+"""Fault matrix for the gate: `ansible localhost -m sglang_bench` (a real Ansible run of the gate
+module) against the emulator's fault switches and real process faults. Each must end in a failed
+gate whose message says what happened, within its configured timeout: never a pass, a
+traceback or a hang."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, free_port
+
+BIN = Path(sys.executable).parent
+FAST = {"SGLEMU_SPEED_SCALE": "4"}
+GATE = "requests=3 warmup=1 max_tokens=96 min_tok_s=45 min_accept_len=2.8 " \
+       "connect_timeout=2 first_token_timeout=5 stall_timeout=2 run_timeout=40"
+
+
+def gate(url, extra=""):
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1")
+    t0 = time.monotonic()
+    p = subprocess.run([str(BIN / "ansible"), "localhost", "-m", "sglang_bench", "-a",
+                        "url=%s %s %s" % (url, GATE, extra)], cwd=str(ROOT), env=env,
+                       capture_output=True, text=True, timeout=120)
+    took = time.monotonic() - t0
+    res = json.loads(p.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    assert "Traceback" not in p.stdout + p.stderr
+    return p.returncode, res, took
+
+
+# (case, emulator profile, emulator env, extra module args, words in msg, seconds it may take)
+CASES = [
+    ("http 500 on some requests", "nextn_3step", {"SGLEMU_FAULT_HTTP500_EVERY": "2"}, "",
+     ["request(s) failed (allowed 0)", "x http_500"], 30),
+    ("truncated streams", "nextn_3step", {"SGLEMU_FAULT_TRUNCATE_AFTER_TOKENS": "20"}, "",
+     ["all 3 measured requests failed (3 x truncated)"], 30),
+    ("a stream that stalls", "nextn_3step", {"SGLEMU_FAULT_STALL_AFTER_TOKENS": "10",
+                                             "SGLEMU_FAULT_STALL_SECONDS": "30"}, "",
+     ["stream stalled: nothing for 2.0s (stall timeout)"], 25),
+    ("server killed mid-benchmark", "nextn_3step", {"SGLEMU_FAULT_CRASH_AFTER_REQUESTS": "2"}, "",
+     ["could not measure", "failed"], 30),
+    ("wrong model name", "nextn_3step", {}, "model=Qwen2-7B",
+     ["model 'Qwen2-7B' is not served", "offers: Qwen3.6-27B"], 15),
+    ("wrong api key", ["--api-key", "the-right-key-0123456789"], {}, "api_key=the-wrong-key-012345",
+     ["authentication failed", "the API key is wrong"], 15),
+    ("missing api key", ["--api-key", "the-right-key-0123456789"], {}, "",
+     ["authentication failed", "the API key is missing"], 15),
+    ("no speculative counters", "no_spec", {}, "",
+     ["accept length could not be measured (required >= 2.8)"], 40),
+    ("slow server", "nextn_1step", {"SGLEMU_SPEED_SCALE": "1"}, "",
+     ["decode tok/s (per-request median)", "< required 45.00", "accept length 1.", "< required 2.80"],
+     40),
+]
+
+
+@pytest.mark.parametrize("case, profile, env, extra, words, limit", CASES,
+                         ids=[c[0] for c in CASES])
+def test_fault_fails_the_gate_with_a_reason(emulator, case, profile, env, extra, words, limit):
+    if isinstance(profile, list):  # the 3-step profile plus extra server flags
+        from conftest import PROFILE_ARGS
+        emu = emulator(PROFILE_ARGS["nextn_3step"] + profile, env=dict(FAST, **env))
+    else:
+        emu = emulator(profile, env=dict(FAST, **env))
+    rc, res, took = gate(emu.url, extra)
+    assert rc != 0 and res["failed"] is True and res.get("passed") is not True
+    for w in words:
+        assert w in res["msg"], res["msg"]
+    assert took < limit, "took %.1f s" % took
+    assert "the-right-key" not in json.dumps(res)
+
+
+def test_server_not_listening():
+    rc, res, took = gate("http://127.0.0.1:%d" % free_port())
+    assert rc != 0 and "could not measure" in res["msg"] and "cannot connect" in res["msg"]
+    assert took < 15
+
+
+def test_port_open_but_503_fails_the_readiness_wait_in_time(emulator):
+    """The sglang role's readiness wait (tasks_from ready.yml) against a server whose port is open
+    but whose /health_generate answers 503 (warming up) past sglang_ready_timeout."""
+    emu = emulator("nextn_3step", env=dict(FAST, SGLEMU_WARMUP_SECONDS="300"), wait=False)
+    t0 = time.monotonic()
+    p = subprocess.run([str(BIN / "ansible-playbook"), "tests/playbooks/ready.yml", "-e",
+                        "sglang_port=%d" % emu.port, "-e", "sglang_ready_timeout=10"],
+                       cwd=str(ROOT), capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, ANSIBLE_NOCOLOR="1"))
+    took = time.monotonic() - t0
+    out = " ".join(p.stdout.split())
+    assert p.returncode != 0 and "Traceback" not in out
+    assert "was not ready within 10 s (sglang_ready_timeout): last status seen: " \
+           "/health_generate HTTP 503" in out, out[-2000:]
+    assert took < 40, took
