@@ -66,3 +66,15 @@ def test_nvidia_smi_filter_parses_what_an_a6000_host_prints():
     assert f.nvidia_smi_gpus(lines) == [
         {"index": 0, "name": "NVIDIA RTX A6000", "memory_mib": 49140, "driver": "580.95.05"},
         {"index": 1, "name": "NVIDIA RTX A6000", "memory_mib": 49140, "driver": "580.95.05"}]
+
+
+def test_redact_api_keys_masks_what_sglang_logs():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("r", ROOT / "plugins" / "filter" / "redact.py")
+    r = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(r)
+    lines = ["server_args=ServerArgs(port=1, api_key='k-123456789', x=2)",
+             "server_args={'api_key': 'k-123456789', 'port': 1}", "argv: --api-key k-123456789 --port 1"]
+    out = r.redact_api_keys(lines)
+    assert not any("k-123456789" in line for line in out)
+    assert out[0] == "server_args=ServerArgs(port=1, api_key=********', x=2)"
