@@ -29,7 +29,7 @@ def test_the_example_vault_decrypts_with_the_documented_password(tmp_path):
     pw = tmp_path / "pass"
     pw.write_text("sglang-deploy-example\n")
     p = subprocess.run([str(BIN / "ansible-vault"), "view", "--vault-password-file", str(pw),
-                        "inventories/production/vault.example.yml"], cwd=str(ROOT),
+                        "inventories/production/vault.example.vault"], cwd=str(ROOT),
                        capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     assert "vault_sglang_api_key:" in p.stdout and "vault_sglang_hf_token:" in p.stdout
