@@ -99,6 +99,8 @@ CASES = [
      ["sglang_launch_module = sglang launch_server is not valid: a dotted Python module name"]),
     ("service as root", {"sglang_user": "root"},
      ["sglang_user = root is not valid: a non-root user name"]),
+    ("firewall network without a prefix", {"sglang_allowed_networks": ["10.1.230.0"]},
+     ["sglang_allowed_networks", "is not valid: CIDR networks such as 10.1.230.0/24"]),
     ("readiness timeout too short", {"sglang_ready_timeout": 5},
      ["sglang_ready_timeout = 5 is not valid: seconds >= 30"]),
 ]

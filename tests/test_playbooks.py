@@ -117,3 +117,15 @@ def test_role_readmes_list_the_argument_specs():
                         *("roles/" + r for r in ROLES)], cwd=str(ROOT), capture_output=True,
                        text=True)
     assert p.returncode == 0, p.stdout
+
+
+def test_firewall_table_admits_only_the_listed_networks(tmp_path):
+    p = ansible("ansible-playbook", "tests/playbooks/firewall.yml", "-e", "render_dir=%s" % tmp_path,
+                "-e", '{"sglang_allowed_networks": ["10.1.230.0/24", "fd00::/8"], "sglang_port": 30000}')
+    assert p.returncode == 0, p.stdout + p.stderr
+    nft = (tmp_path / "sglang-firewall.nft").read_text()
+    rules = [ln.strip() for ln in nft.splitlines() if "dport" in ln]
+    assert rules == ['tcp dport 30000 iif "lo" accept',
+                     "tcp dport 30000 ip saddr 10.1.230.0/24 accept",
+                     "tcp dport 30000 ip6 saddr fd00::/8 accept",
+                     "tcp dport 30000 drop"]
