@@ -9,7 +9,7 @@ STAMP := $(VENV)/.requirements.sha256
 # (runtime runc, default ulimits), written by scripts/podman-setup.sh.
 export CONTAINERS_CONF := $(CURDIR)/.podman/containers.conf
 
-.PHONY: venv demo test bench-engine clean podman local-host dist
+.PHONY: venv demo test molecule bench-engine clean podman local-host dist
 
 venv: $(STAMP)
 
@@ -40,9 +40,16 @@ podman:
 local-host:
 	scripts/local-host.sh up
 
-# The whole test suite. pytest's exit code 5 (nothing collected) is a failure here too.
+# The whole test suite: pytest, then every Molecule scenario. pytest's exit code 5 (nothing
+# collected) is a failure here too.
 test: venv local-host dist
-	$(PY) -m pytest -p no:cacheprovider tests
+	$(PY) -m pytest -p no:cacheprovider tests && scripts/molecule-all.sh
+
+# Every Molecule scenario (molecule/*/), each in a systemd container of its own, from the image
+# scripts/podman-setup.sh builds; the time each took and a summary at the end.
+# `make molecule SCENARIOS="sglang nvidia_gpu"` runs only those.
+molecule: venv podman dist
+	scripts/molecule-all.sh $(SCENARIOS)
 
 # Benchmark of the benchmark: engine against the emulator at C = 1, 16, 64, 256.
 bench-engine: venv

@@ -1,0 +1,77 @@
+"""The sglang role alone: what it installed, the unit it rendered, the running service, and the
+restarts (none by the idempotence run, one per profile change in side_effect.yml)."""
+from __future__ import annotations
+
+from conftest import UNIT, assert_service_healthy, exec_start, main_pid
+
+VENV = "/opt/sglang/venv"
+
+
+def test_service_user_is_a_system_user_without_login(host):
+    user = host.user("sglang")
+    assert user.exists and user.uid < 1000
+    assert user.group == "sglang" and {"video", "render"} <= set(user.groups)
+    assert user.shell == "/usr/sbin/nologin" and user.home == "/var/lib/sglang"
+
+
+def test_directories(host):
+    for path, owner, group, mode in [
+        ("/opt/sglang", "root", "root", 0o755),
+        ("/etc/sglang", "root", "sglang", 0o750),
+        ("/var/lib/sglang", "sglang", "sglang", 0o750),
+        ("/srv/models", "sglang", "sglang", 0o755),
+    ]:
+        d = host.file(path)
+        assert d.is_directory and (d.user, d.group, d.mode) == (owner, group, mode), path
+
+
+def test_venv_holds_the_server_and_is_root_owned(host):
+    assert host.file(VENV + "/bin/python").user == "root"
+    assert host.file(VENV + "/lib").user == "root"
+    out = host.check_output(VENV + "/bin/python -m pip show sglang-emulator")
+    assert "Version: 0.5.23" in out
+    host.check_output(VENV + "/bin/python -c 'import bench.emulator, aiohttp, yaml'")
+    assert host.file("/opt/sglang/wheels/sglang_emulator-0.5.23-py3-none-any.whl").exists
+
+
+def test_environment_file_and_no_secrets_file(host):
+    env = host.file("/etc/sglang/sglang.env")
+    assert (env.user, env.group, env.mode) == ("root", "sglang", 0o640)
+    assert "HF_HUB_OFFLINE=1" in env.content_string.splitlines()
+    assert not host.file("/etc/sglang/sglang-secrets.yaml").exists  # no API key set
+
+
+def test_unit_is_the_rendered_profile(host, rendered_unit):
+    installed = host.file(UNIT).content_string
+    rendered = rendered_unit("nextn_3step")
+    assert installed == rendered
+    argv = exec_start(installed)
+    assert argv[:3] == [VENV + "/bin/python", "-m", "bench.emulator"]
+    assert argv[argv.index("--speculative-num-steps") + 1] == "3"
+    # systemd runs exactly that argv
+    shown = host.check_output("systemctl show --property ExecStart --value sglang")
+    assert "argv[]=%s ;" % " ".join(argv) in shown
+
+
+def test_service_runs_hardened_as_sglang_and_answers(host):
+    pid = assert_service_healthy(host)
+    assert "NoNewPrivs:\t1" in host.check_output("cat /proc/%d/status" % pid)
+    # The sandbox is in force (systemd needs the container's CAP_SYS_ADMIN for it): in the
+    # server's mount namespace / is read-only but the state directory (ProtectSystem=strict,
+    # ReadWritePaths) and /tmp is its own (PrivateTmp).
+    mounts = {}
+    for line in host.check_output("cat /proc/%d/mountinfo" % pid).splitlines():
+        fields = line.split()
+        mounts[fields[4]] = (fields[3], fields[5].split(","))  # mount point -> (root, options)
+    assert "ro" in mounts["/"][1]
+    assert "rw" in mounts["/var/lib/sglang"][1]
+    assert "systemd-private-" in mounts["/tmp"][0] and "-sglang.service-" in mounts["/tmp"][0]
+
+
+def test_no_restart_by_the_idempotence_run_and_one_per_profile_change(host):
+    def recorded(name):
+        return int(host.file("/var/tmp/molecule/mainpid." + name).content_string)
+
+    assert recorded("idempotence") == recorded("converge"), "the idempotence run restarted sglang"
+    assert recorded("side_effect") != recorded("converge"), "changing the profile did not restart sglang"
+    assert main_pid(host) == recorded("side_effect"), "sglang restarted after side_effect.yml"
