@@ -75,3 +75,12 @@ def test_no_restart_by_the_idempotence_run_and_one_per_profile_change(host):
     assert recorded("idempotence") == recorded("converge"), "the idempotence run restarted sglang"
     assert recorded("side_effect") != recorded("converge"), "changing the profile did not restart sglang"
     assert main_pid(host) == recorded("side_effect"), "sglang restarted after side_effect.yml"
+
+
+def test_unit_exposure_score_is_printed_and_at_most_4(host, capsys):
+    """systemd-analyze security on the installed, running unit (systemd 252 in the container)."""
+    out = host.check_output("systemd-analyze security --no-pager sglang.service")
+    score = float(out.strip().splitlines()[-1].split(":")[1].split()[0])
+    with capsys.disabled():
+        print("\nsystemd-analyze security sglang.service: overall exposure %.1f" % score)
+    assert score <= 4.0, out
