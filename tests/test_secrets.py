@@ -8,8 +8,6 @@ import json
 import secrets
 import subprocess
 
-import pytest
-
 from conftest import ROOT
 from hostutil import BIN, ensure_deployed, needs_local_host, on_host, play
 
@@ -73,5 +71,3 @@ def test_secrets_never_leak(tmp_path):
     assert on_host("sh -c 'test -e /etc/sglang/sglang-secrets.yaml && echo present || echo gone'") \
         == "gone"
 
-
-pytestmark = pytest.mark.filterwarnings("ignore")

@@ -236,13 +236,18 @@ class CompletionSink(Sink):
 
     def body(self) -> Dict[str, Any]:
         req = self.req
+        return self._response("text_completion",
+                              {"text": self.text_range(req, 0, req.produced)})
+
+    def _response(self, obj: str, choice: Dict[str, Any]) -> Dict[str, Any]:
+        """A non-streamed response: the envelope both OpenAI endpoints share around ``choice``."""
+        req = self.req
         fin = req.finish or {}
-        out = {"id": req.rid, "object": "text_completion", "created": self.created,
-               "model": self.model,
-               "choices": [{"index": 0, "text": self.text_range(req, 0, req.produced),
-                            "logprobs": None, "finish_reason": fin.get("type"),
-                            "matched_stop": fin.get("matched")}],
-               "usage": self._usage_now(req), "metadata": {"weight_version": "default"}}
+        choice = dict({"index": 0}, **choice, logprobs=None, finish_reason=fin.get("type"),
+                      matched_stop=fin.get("matched"))
+        out = {"id": req.rid, "object": obj, "created": self.created, "model": self.model,
+               "choices": [choice], "usage": self._usage_now(req),
+               "metadata": {"weight_version": "default"}}
         sglext = self._sglext(req)
         if sglext:
             out["sglext"] = sglext
@@ -308,20 +313,10 @@ class ChatSink(CompletionSink):
 
     def body(self) -> Dict[str, Any]:
         req = self.req
-        fin = req.finish or {}
         reasoning, content = self.split(req, 0, req.produced)
-        out = {"id": req.rid, "object": "chat.completion", "created": self.created,
-               "model": self.model,
-               "choices": [{"index": 0,
-                            "message": {"role": "assistant", "content": content,
-                                        "reasoning_content": reasoning if req.think_len else None},
-                            "logprobs": None, "finish_reason": fin.get("type"),
-                            "matched_stop": fin.get("matched")}],
-               "usage": self._usage_now(req), "metadata": {"weight_version": "default"}}
-        sglext = self._sglext(req)
-        if sglext:
-            out["sglext"] = sglext
-        return out
+        return self._response("chat.completion", {"message": {
+            "role": "assistant", "content": content,
+            "reasoning_content": reasoning if req.think_len else None}})
 
 
 class HealthSink(Sink):
