@@ -96,6 +96,13 @@ cmd_up() {
         --cap-add SYS_ADMIN
     )
     local spec
+    create() {
+        podman run --detach --quiet --name "$NAME" "${run_opts[@]}" \
+            --label sglang-deploy.role=local-host \
+            --label "sglang-deploy.port=$PORT" \
+            --label "sglang-deploy.spec=$spec" \
+            "$IMAGE" /sbin/init >/dev/null 9>&- || die "podman run failed"
+    }
     spec="$(printf '%s\n' "$image_id" "${run_opts[@]}" | sha256sum | cut -c1-16)"
     if exists && [ "$(label sglang-deploy.spec)" != "$spec" ]; then
         if [ "$(podman container inspect --format '{{.Image}}' "$NAME")" != "$image_id" ]; then
@@ -107,14 +114,20 @@ cmd_up() {
     fi
     if ! exists; then
         log "creating $NAME from $IMAGE (hostname $HOSTNAME_IN, 127.0.0.1:$PORT -> 30000)"
-        podman run --detach --quiet --name "$NAME" "${run_opts[@]}" \
-            --label sglang-deploy.role=local-host \
-            --label "sglang-deploy.port=$PORT" \
-            --label "sglang-deploy.spec=$spec" \
-            "$IMAGE" /sbin/init >/dev/null 9>&- || die "podman run failed"
+        create
     elif [ "$(state)" != "running" ]; then
         log "starting $NAME (was $(state))"
         podman start "$NAME" >/dev/null 9>&- || die "podman start $NAME failed"
+    elif ! podman exec "$NAME" true 2>/dev/null; then
+        # podman's record says running but the container's processes are gone (killed together
+        # with the session that started them, or a host restart): sync the record, then start.
+        log "$NAME is recorded as running but its processes are gone: restarting it"
+        podman stop --time 0 "$NAME" >/dev/null 2>&1 || true
+        if ! podman start "$NAME" >/dev/null 9>&-; then
+            log "podman start failed: recreating $NAME"
+            podman rm --force --time 0 "$NAME" >/dev/null
+            create
+        fi
     else
         log "$NAME already running"
     fi
