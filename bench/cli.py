@@ -20,8 +20,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
 
-from sglang_perf import engine  # noqa: E402  (needs the path above)
+from sglang_perf import capacity, engine, history  # noqa: E402  (needs the path above)
 from sglang_perf.client import ConfigError, MeasureError  # noqa: E402
+
+from bench import sizes  # noqa: E402
 
 EXIT_PASSED, EXIT_FAILED, EXIT_UNMEASURED = 0, 1, 2
 
@@ -70,6 +72,18 @@ def table(result):
     if srv.get("cumulative_accept_len") is not None:
         rows.append(("server cumulative AL", "%.2f (since start, warmup included; not used)"
                      % srv["cumulative_accept_len"]))
+    r = result.get("roofline")
+    if r:
+        rows.append(("roofline", capacity.roofline_line(r)))
+        if r["note"]:
+            rows.append(("", r["note"]))
+    g = result.get("regression")
+    if g:
+        b = g["baseline"]
+        rows.append(("vs last-known-good", "decode %s (was %s), accept length %s (was %s)%s" % (
+            _fmt(g["decode_tok_s_pct"], "+.1f") + "%", _fmt(b.get("decode_tok_s")),
+            _fmt(g["accept_len_pct"], "+.1f") + "%", _fmt(b.get("accept_len"), ".2f"),
+            "; %s run of %s" % (b["time"], b.get("profile")) if b.get("time") else "")))
     for note in result["notes"]:
         rows.append(("note", note))
     for f in result.get("failures", []):
@@ -116,18 +130,57 @@ def add_run_args(p):
     p.add_argument("--min-accept-len", type=float, help="required accept length")
     p.add_argument("--min-aggregate-tok-s", type=float, help="required aggregate tok/s")
     p.add_argument("--max-errors", type=int, default=0, help="failed requests tolerated (0)")
+    p.add_argument("--sizes", metavar="FILE", action="append",
+                   help="YAML with sglang_model_size / sglang_hardware for the roofline (repeatable, "
+                        "later files win; default: %s)" % ", ".join(str(f) for f in sizes.DEFAULT_SIZE_FILES))
+    p.add_argument("--no-roofline", action="store_true", help="do not compute the roofline")
+    p.add_argument("--baseline-history", metavar="FILE",
+                   help="a gate history (e.g. history/HOST.jsonl): compare with the newest passing "
+                        "run of --profile")
+    p.add_argument("--profile", help="the profile the server runs (for --baseline-history)")
+    p.add_argument("--max-regression-pct", type=float,
+                   help="fail when decode tok/s or accept length dropped more than this from the baseline")
     p.add_argument("--json", metavar="FILE", help="write the full result as JSON")
     p.add_argument("--quiet", action="store_true", help="no per-request progress lines")
 
 
+RUN_ONLY = ("validate_certs", "model_size", "hardware", "baseline")
+
+
 def options_from(args):
-    opts = {k: getattr(args, k) for k in engine.DEFAULTS if k != "validate_certs"}
+    """Engine options from the arguments; ValueError names a bad sizes or history file."""
+    opts = {k: getattr(args, k) for k in engine.DEFAULTS if k not in RUN_ONLY}
     opts["validate_certs"] = not args.insecure
+    if not args.no_roofline:
+        try:
+            opts["model_size"], opts["hardware"] = sizes.load_sizes(args.sizes or sizes.DEFAULT_SIZE_FILES)
+        except sizes.NoYAML:
+            if args.sizes:
+                raise
+            # a stdlib-only Python (the engine runs anywhere): measure without the roofline
+            sys.stderr.write("bench: PyYAML is not installed: no roofline (--no-roofline silences "
+                             "this)\n")
+    if args.baseline_history:
+        if not args.profile:
+            raise ValueError("--baseline-history needs --profile (whose last passing run is the baseline)")
+        try:
+            rec = history.last_passing(history.read(args.baseline_history), args.profile)
+        except OSError as e:
+            raise ValueError("cannot read --baseline-history %s: %s" % (args.baseline_history, e))
+        if rec is None:
+            sys.stderr.write("bench: no passing run of %s in %s: no baseline\n"
+                             % (args.profile, args.baseline_history))
+        else:
+            opts["baseline"] = history.baseline(rec)
     return opts
 
 
 def cmd_run(args):
-    opts = options_from(args)
+    try:
+        opts = options_from(args)
+    except ValueError as e:
+        sys.stderr.write("bench: %s\n" % e)
+        return EXIT_UNMEASURED
     try:
         if not args.quiet:
             sys.stderr.write("benchmarking %s: %d warmup + %d requests at C=%d, %d tokens each\n"
@@ -159,5 +212,8 @@ def main(argv=None):
     p_run.set_defaults(func=cmd_run)
     from bench import selfcheck
     selfcheck.add_parser(sub)
+    from bench import compare, history
+    history.add_parser(sub)
+    compare.add_parser(sub)
     args = parser.parse_args(argv)
     return args.func(args)

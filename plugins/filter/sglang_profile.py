@@ -17,6 +17,7 @@ description:
     argv of the given SGLang version.
   - C(sglang_profile_errors) returns the list of problems of a profile (empty when it is valid).
   - C(systemd_exec_args) quotes an argv for a systemd C(ExecStart=) line.
+  - C(sglang_drift) compares a running server's C(/server_info) with the intended profile.
 """
 
 import re
@@ -210,6 +211,99 @@ def sglang_argv(profile, version, server=None):
     return argv
 
 
+# How SGLang reports a setting after resolving it (ServerArgs post-init): NEXTN runs as EAGLE.
+SPEC_REPORTED_AS = {"NEXTN": "EAGLE"}
+# Server settings compared by the drift check (never api_key or config: secrets).
+DRIFT_SERVER_SETTINGS = ("model_path", "served_model_name", "port")
+SGLANG_SPEC_MAX_RUNNING_REQUESTS = 48  # SGLang's value when speculation runs and it is unset
+
+
+def _same(a, b):
+    if _is_num(a) and _is_num(b):
+        return abs(float(a) - float(b)) <= 1e-9 * max(1.0, abs(float(a)))
+    return a == b
+
+
+def _running_field(setting, info, version):
+    """The /server_info key of ``setting``: its spelling in the running version, else any known."""
+    names = []
+    try:
+        names.append(flag_for(setting, version))
+    except AnsibleFilterError:
+        pass
+    names += [flag for _, flag in reversed(FLAGS[setting])]
+    for flag in names:
+        field = flag.lstrip("-").replace("-", "_")
+        if field in info:
+            return field
+    return names[0].lstrip("-").replace("-", "_")
+
+
+def sglang_drift(server_info, profile, version, server=None):
+    """What a running SGLang reports at /server_info against the intended profile and server
+    settings, after SGLang's own normalisation (NEXTN reported as EAGLE; draft tokens = steps + 1
+    and max_running_requests = 48 when speculation leaves them unset). Returns differences (each
+    named, intended vs running), the settings the profile leaves to SGLang with the value it
+    chose, and one readable line per difference."""
+    if not isinstance(server_info, dict):
+        raise AnsibleFilterError("sglang_drift: /server_info did not return a JSON object: %r"
+                                 % (server_info,))
+    if not isinstance(profile, dict):
+        raise AnsibleFilterError("sglang_drift: the profile must be a mapping, got %r" % (profile,))
+    running_version = server_info.get("version") or version
+    try:
+        version_tuple(running_version)
+    except AnsibleFilterError:
+        running_version = version
+    algo = profile.get("speculative_algorithm")
+    steps, topk = profile.get("speculative_num_steps"), profile.get("speculative_eagle_topk")
+    differences, chosen, checked = [], [], 0
+    for setting in FLAGS:
+        field = _running_field(setting, server_info, running_version)
+        intended, note = profile.get(setting), ""
+        running = server_info.get(field)
+        if setting.startswith("speculative_") and setting != "speculative_algorithm" and not algo:
+            continue  # no speculation intended: speculative_algorithm itself says so
+        if setting == "speculative_algorithm":
+            if intended in SPEC_REPORTED_AS:
+                note = "%s is reported as %s" % (intended, SPEC_REPORTED_AS[intended])
+                intended = SPEC_REPORTED_AS[intended]
+            if isinstance(running, str):
+                running = SPEC_REPORTED_AS.get(running.upper(), running.upper())
+        elif intended is None and setting == "speculative_num_draft_tokens" and steps and topk in (None, 1):
+            intended, note = steps + 1, "unset: SGLang uses speculative_num_steps + 1"
+        elif intended is None and setting == "max_running_requests" and algo:
+            intended, note = SGLANG_SPEC_MAX_RUNNING_REQUESTS, "unset: SGLang uses 48 with speculation"
+        if intended is None and setting != "speculative_algorithm":
+            if field in server_info:
+                chosen.append({"setting": setting, "field": field, "running": running})
+            continue
+        checked += 1
+        if field not in server_info:
+            differences.append({"setting": setting, "field": field, "intended": intended,
+                                "running": None, "note": "not reported by the server"})
+        elif not _same(intended, running):
+            differences.append({"setting": setting, "field": field, "intended": intended,
+                                "running": running, "note": note})
+    for key in DRIFT_SERVER_SETTINGS:
+        intended = (server or {}).get(key)
+        if intended is None:
+            continue
+        checked += 1
+        running = server_info.get(key)
+        if key == "port" and running is not None:
+            intended, running = int(intended), int(running)
+        if not _same(intended, running):
+            differences.append({"setting": key, "field": key, "intended": intended,
+                                "running": running, "note": ""})
+    lines = ["%s: intended %s, running %s%s" % (
+        d["setting"], "none" if d["intended"] is None else d["intended"],
+        "none" if d["running"] is None else d["running"], " (%s)" % d["note"] if d["note"] else "")
+        for d in differences]
+    return {"differences": differences, "chosen_by_sglang": chosen, "checked": checked,
+            "running_version": server_info.get("version"), "lines": lines}
+
+
 def _text(value):
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -239,4 +333,5 @@ class FilterModule(object):
             "sglang_argv": sglang_argv,
             "sglang_profile_errors": sglang_profile_errors,
             "systemd_exec_args": systemd_exec_args,
+            "sglang_drift": sglang_drift,
         }

@@ -117,6 +117,33 @@ options:
     description: Include the per-request records in the result.
     type: bool
     default: true
+  model_size:
+    description:
+      - Size figures of the model (C(params_b), C(dtype_bytes), C(lm_head_params_b),
+        C(mtp_layer_params_b), ...; see C(plugins/module_utils/sglang_perf/capacity.py)). With
+        O(hardware), the result states the decode bandwidth roofline and the measured share of it.
+    type: dict
+  hardware:
+    description: The host's GPUs (C(gpu_count), C(gpu_bandwidth_gbs) per GPU, C(gpu_memory_gib)).
+    type: dict
+  baseline:
+    description:
+      - Figures to compare with (C(decode_tok_s), C(accept_len), optional C(time), C(profile));
+        the result's C(regression) gives the change in percent.
+    type: dict
+  baseline_history:
+    description:
+      - Path on the host of the gate history (JSON lines). When O(baseline) is not given, the
+        newest passing run of O(baseline_profile) in it is the baseline. A missing file means no
+        baseline (a first deploy).
+    type: path
+  baseline_profile:
+    description: The profile whose last passing run in O(baseline_history) is the baseline.
+    type: str
+  max_regression_pct:
+    description: Fail when decode tok/s or accept length dropped more than this percentage from
+      the baseline. Unset - changes are reported only.
+    type: float
 attributes:
   check_mode:
     support: full
@@ -242,6 +269,19 @@ per_request:
   returned: when the benchmark ran and O(per_request) is true
   type: list
   elements: dict
+roofline:
+  description: The decode bandwidth ceiling for the host and the server's speculative steps
+    (GPUs x bandwidth / bytes per verify cycle x accept length), with every input and the measured
+    share in percent.
+  returned: when the benchmark ran and O(model_size) and O(hardware) are given
+  type: dict
+  sample: {ceiling_tok_s: 73.4, share_pct: 74.1, bytes_per_cycle_gb: 65.74, cycles_per_s: 23.37}
+regression:
+  description: The baseline and the change of decode tok/s and accept length from it, in percent
+    (negative is a drop).
+  returned: when the benchmark ran and a baseline was given or found
+  type: dict
+  sample: {decode_tok_s_pct: -2.1, accept_len_pct: 0.4, baseline: {decode_tok_s: 55.4, accept_len: 3.13}}
 notes:
   description: Remarks about the run (excluded requests, missing counters, missing metrics).
   returned: when the benchmark ran
@@ -253,10 +293,11 @@ ready:
   type: bool
 """
 
+import os
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_perf import engine
+from ansible.module_utils.sglang_perf import engine, history
 from ansible.module_utils.sglang_perf.client import ConfigError, MeasureError
 
 D = engine.DEFAULTS  # one set of defaults for the module, the CLI and the engine
@@ -283,19 +324,40 @@ ARGUMENT_SPEC = dict(
     min_aggregate_tok_s=dict(type="float"),
     max_errors=dict(type="int", default=D["max_errors"]),
     per_request=dict(type="bool", default=True),
+    model_size=dict(type="dict"),
+    hardware=dict(type="dict"),
+    baseline=dict(type="dict"),
+    baseline_history=dict(type="path"),
+    baseline_profile=dict(type="str"),
+    max_regression_pct=dict(type="float"),
 )
+MODULE_ONLY = ("per_request", "baseline_history", "baseline_profile")
+
+
+def find_baseline(path, profile):
+    """The newest passing run of ``profile`` in the host's history; None without one."""
+    if not path or not os.path.exists(path):
+        return None
+    rec = history.last_passing(history.read(path), profile)
+    return history.baseline(rec) if rec else None
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    options = {k: v for k, v in module.params.items() if k != "per_request"}
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True,
+                           required_by={"baseline_history": "baseline_profile"})
+    options = {k: v for k, v in module.params.items() if k not in MODULE_ONLY}
     try:
+        if not options["baseline"]:
+            options["baseline"] = find_baseline(module.params["baseline_history"],
+                                                module.params["baseline_profile"])
         if module.check_mode:
             probe = engine.probe(options)
         else:
             result = engine.run(options)
     except ConfigError as e:
         module.fail_json(msg="invalid option %s" % e)
+    except (OSError, UnicodeDecodeError) as e:
+        module.fail_json(msg="cannot read baseline_history %s: %s" % (module.params["baseline_history"], e))
     except MeasureError as e:
         module.fail_json(msg="could not measure %s: %s" % (options["url"], e))
     except Exception as e:  # a bug of ours must still end in a readable failure
@@ -314,11 +376,13 @@ def main():
 
 def summary(result):
     al = result["accept_len"]
+    ctx = engine.context_line(result)
     return "passed: decode %.1f tok/s median (min %.1f, max %.1f), accept length %s, %.1f tok/s " \
-           "aggregate at C=%d, %d errors" % (
+           "aggregate at C=%d, %d errors%s" % (
                result["decode_tok_s"]["median"], result["decode_tok_s"]["min"],
                result["decode_tok_s"]["max"], "n/a" if al is None else "%.2f" % al,
-               result["aggregate_tok_s"], result["concurrency"], result["errors"])
+               result["aggregate_tok_s"], result["concurrency"], result["errors"],
+               "; " + ctx if ctx else "")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import time
 import uuid
 from collections import Counter, deque
 
+from . import capacity, history
 from . import metrics as prom
 from .client import ConfigError, Endpoint, MeasureError, RequestError, SSEStream
 from .prompts import prompt_cases
@@ -47,6 +48,13 @@ DEFAULTS = {
     "min_accept_len": None,
     "min_aggregate_tok_s": None,
     "max_errors": 0,
+    # What the hardware allows (capacity.py): with both, the result carries the roofline.
+    "model_size": None,
+    "hardware": None,
+    # Regression check: {decode_tok_s, accept_len[, time, profile]} of the last-known-good run of
+    # the same profile; max_regression_pct fails the gate on a larger drop of either figure.
+    "baseline": None,
+    "max_regression_pct": None,
 }
 
 
@@ -102,6 +110,20 @@ def validate(options):
     if cfg["metrics"] not in METRICS_MODES:
         raise ConfigError("metrics", "must be one of %s, got %r"
                           % (", ".join(METRICS_MODES), cfg["metrics"]))
+    cfg["max_regression_pct"] = _number(cfg, "max_regression_pct", float, 0.0, optional=True)
+    for name in ("model_size", "hardware", "baseline"):
+        if cfg[name] is not None and not isinstance(cfg[name], dict):
+            raise ConfigError(name, "must be a dict, got %r" % (cfg[name],))
+    if cfg["model_size"] or cfg["hardware"]:
+        try:  # refuse bad size figures before any request, naming the key
+            capacity.roofline(cfg["model_size"] or {}, cfg["hardware"] or {})
+        except capacity.CapacityError as e:
+            raise ConfigError("model_size" if str(e).startswith("model") else "hardware", str(e))
+    if cfg["baseline"]:
+        for key in ("decode_tok_s", "accept_len"):
+            value = cfg["baseline"].get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                raise ConfigError("baseline", "%s must be a number, got %r" % (key, value))
     if cfg["model"] is not None and not str(cfg["model"]).strip():
         raise ConfigError("model", "must not be empty (omit it to use the served model)")
     return cfg
@@ -522,6 +544,19 @@ def _result(cfg, ep, model, server, warm, meas, wall, before, after):
                      "concurrency" % (cfg["requests"], cfg["concurrency"]))
     if before is None and cfg["metrics"] == "auto":
         notes.append("/metrics not exposed (start SGLang with --enable-metrics for a cross-check)")
+    if cfg["model_size"] and cfg["hardware"]:
+        steps = server.get("speculative_num_steps") if server.get("speculative_algorithm") else 0
+        result["roofline"] = capacity.roofline(cfg["model_size"], cfg["hardware"], steps or 0,
+                                               acc["accept_len"], result["decode_tok_s"]["median"])
+    if cfg["baseline"]:
+        b = cfg["baseline"]
+        result["regression"] = {
+            "baseline": b,
+            "decode_tok_s_pct": history.change_pct(result["decode_tok_s"]["median"],
+                                                   b.get("decode_tok_s")),
+            "accept_len_pct": history.change_pct(acc["accept_len"], b.get("accept_len")),
+            "max_regression_pct": cfg["max_regression_pct"],
+        }
     evaluate(result, cfg)
     return result
 
@@ -547,6 +582,17 @@ def evaluate(result, cfg):
     below("min_accept_len", "accept length", result["accept_len"], cfg["min_accept_len"])
     below("min_aggregate_tok_s", "aggregate tok/s at C=%d" % cfg["concurrency"],
           result["aggregate_tok_s"], cfg["min_aggregate_tok_s"])
+    reg = result.get("regression")
+    if reg and cfg["max_regression_pct"] is not None:
+        for key, label in (("decode_tok_s", "decode tok/s"), ("accept_len", "accept length")):
+            pct = reg[key + "_pct"]
+            if pct is not None and -pct > cfg["max_regression_pct"]:
+                failures.append({
+                    "threshold": "max_regression_pct", "measured": pct,
+                    "required": -cfg["max_regression_pct"],
+                    "message": "%s dropped %.1f%% from the last-known-good %.2f (%s) (allowed %g%%)"
+                               % (label, -pct, reg["baseline"][key],
+                                  reg["baseline"].get("time") or "baseline", cfg["max_regression_pct"])})
     if cfg["metrics"] == "always" and result["metrics"] is None:
         failures.append({"threshold": "metrics", "measured": None, "required": "always",
                          "message": "metrics=always but the server exposes no /metrics "
@@ -564,6 +610,24 @@ def evaluate(result, cfg):
     return failures
 
 
+def context_line(result):
+    """Roofline share and change from the baseline, for one-line summaries ('' without them)."""
+    parts = []
+    r = result.get("roofline")
+    if r:
+        parts.append("roofline %.1f tok/s%s" % (r["ceiling_tok_s"], "" if r["share_pct"] is None
+                                                 else " (measured %.0f%% of it)" % r["share_pct"]))
+    g = result.get("regression")
+    if g:
+        parts.append("vs last-known-good%s: decode %s, accept length %s" % (
+            " (%s)" % g["baseline"]["time"] if g["baseline"].get("time") else "",
+            "n/a" if g["decode_tok_s_pct"] is None else "%+.1f%%" % g["decode_tok_s_pct"],
+            "n/a" if g["accept_len_pct"] is None else "%+.1f%%" % g["accept_len_pct"]))
+    return "; ".join(parts)
+
+
 def failure_message(result):
     """One line naming every failed threshold, measured vs required."""
-    return "gate failed: " + "; ".join(f["message"] for f in result["failures"])
+    ctx = context_line(result)
+    return "gate failed: " + "; ".join(f["message"] for f in result["failures"]) + (
+        " [%s]" % ctx if ctx else "")

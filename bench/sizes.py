@@ -1,0 +1,116 @@
+"""The model and hardware size figures for the roofline, read from the inventory's YAML files.
+
+    model, hardware = load_sizes()                 # DEFAULT_SIZE_FILES
+    model, hardware = load_sizes(["a.yml", "b.yml"])
+
+Each file is read as raw YAML (no Jinja, no Ansible variable precedence beyond "later files
+override earlier ones"). A file may hold ``sglang_model_size`` and/or ``sglang_hardware`` (the
+inventory's names) or ``model`` and/or ``hardware`` (a small stand-alone sizes file). A later
+file's dict replaces an earlier one's as a whole, as Ansible's default ``hash_behaviour=replace``
+does, and a later ``null`` unsets it. Every problem raises ValueError naming the file.
+
+PyYAML reads the files when it is installed (the controller's venv). Without it (the stdlib-only
+Python the bench CLI also runs under) a small reader takes the two blocks out of the file: a
+top-level key followed by indented ``name: number`` lines, or ``null`` / ``~`` / ``{}``; anything
+else in those blocks is refused with the file and line named, the rest of the file is not read.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+try:
+    import yaml
+except ImportError:  # stdlib-only Python: load_file raises NoYAML
+    yaml = None
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT / "plugins" / "module_utils") not in sys.path:
+    sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
+
+from sglang_perf.capacity import HARDWARE_KEYS, MODEL_KEYS  # noqa: E402  (needs the path above)
+
+DEFAULT_SIZE_FILES = [
+    ROOT / "roles" / "sglang" / "defaults" / "main.yml",
+    ROOT / "inventories" / "production" / "group_vars" / "sglang_servers" / "main.yml",
+]
+
+# what -> (accepted top-level keys, the figures capacity.py knows)
+class NoYAML(ValueError):
+    """The sizes cannot be read: PyYAML is missing (a stdlib-only Python)."""
+
+
+SECTIONS = {
+    "model": (("sglang_model_size", "model"), MODEL_KEYS),
+    "hardware": (("sglang_hardware", "hardware"), HARDWARE_KEYS),
+}
+
+
+def _figures(path, key, value, known):
+    if not isinstance(value, dict):
+        raise ValueError("%s: %s must be a mapping of numbers (%s), got %r"
+                         % (path, key, ", ".join(known), value))
+    out = {}
+    for name, v in value.items():
+        if name not in known:
+            raise ValueError("%s: %s.%s is not a size figure (known: %s)"
+                             % (path, key, name, ", ".join(known)))
+        if v is None:
+            continue
+        if isinstance(v, str) and ("{{" in v or "{%" in v):
+            raise ValueError("%s: %s.%s is a Jinja template (%r); sizes are read as raw YAML, "
+                             "write the number" % (path, key, name, v))
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ValueError("%s: %s.%s must be a number, got %r" % (path, key, name, v))
+        out[name] = v
+    return out
+
+
+def load_file(path):
+    """{"model": dict or None, "hardware": dict or None} for the sections ``path`` sets
+    (a key absent from the file is absent from the result)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError("%s: size file not found" % path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError("%s: cannot read: %s" % (path, e))
+    if yaml is None:
+        raise NoYAML("%s: PyYAML is not installed (the repo's venv has it; or pass --no-roofline)"
+                     % path)
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ValueError("%s: not valid YAML: %s" % (path, " ".join(str(e).split())))
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ValueError("%s: expected a YAML mapping at the top level, got %s"
+                         % (path, type(data).__name__))
+    found = {}
+    for what, (keys, known) in SECTIONS.items():
+        present = [k for k in keys if k in data]
+        if len(present) > 1:
+            raise ValueError("%s: sets both %s; keep one" % (path, " and ".join(present)))
+        if present:
+            value = data[present[0]]
+            found[what] = None if value is None else _figures(path, present[0], value, known)
+    return found
+
+
+def load_sizes(paths=None):
+    """(model, hardware) from ``paths`` (default DEFAULT_SIZE_FILES), later files overriding
+    earlier ones. Raises ValueError naming the file on a missing file, a templated or
+    non-numeric value, or when no file sets one of the two."""
+    paths = [Path(p) for p in (DEFAULT_SIZE_FILES if paths is None else paths)]
+    if not paths:
+        raise ValueError("no size file given")
+    merged = {"model": None, "hardware": None}
+    for path in paths:
+        merged.update(load_file(path))
+    for what, (keys, _known) in SECTIONS.items():
+        if not merged[what]:
+            raise ValueError("no size file sets %s (or %s): read %s"
+                             % (keys[0], keys[1], ", ".join(str(p) for p in paths)))
+    return merged["model"], merged["hardware"]
