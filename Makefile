@@ -9,7 +9,7 @@ STAMP := $(VENV)/.requirements.sha256
 # (runtime runc, default ulimits), written by scripts/podman-setup.sh.
 export CONTAINERS_CONF := $(CURDIR)/.podman/containers.conf
 
-.PHONY: venv demo test molecule bench-engine clean podman local-host dist
+.PHONY: venv demo test molecule bench-engine clean podman local-host dist contract crosscheck
 
 venv: $(STAMP)
 
@@ -50,6 +50,12 @@ test: venv local-host dist
 # `make molecule SCENARIOS="sglang nvidia_gpu"` runs only those.
 molecule: venv podman dist
 	scripts/molecule-all.sh $(SCENARIOS)
+
+# Contract tier alone: rendered units and the emulator against SGLang's own parser (its venv is
+# built and cached by scripts/contract-venv.sh). The version-bump drill, before any host:
+#   make contract SGLANG_VERSION=0.5.24
+contract: venv
+	SGLANG_VERSION=$(SGLANG_VERSION) $(PY) -m pytest -p no:cacheprovider tests/test_contract.py
 
 # Benchmark of the benchmark: engine against the emulator at C = 1, 16, 64, 256.
 bench-engine: venv

@@ -546,7 +546,7 @@ def test_long_context_lowers_acceptance(emulator):
 def test_config_file_supplies_the_api_key_like_sglang(emulator, tmp_path):
     """SGLang's --config YAML (how the role passes the API key without putting it in argv)."""
     cfg = tmp_path / "secrets.yaml"
-    cfg.write_text("api_key: from-config-file\n")
+    cfg.write_text("api-key: from-config-file\n")
     emu = emulator("nextn_3step", extra=["--config", str(cfg)])
     import urllib.error
     import urllib.request
@@ -558,3 +558,13 @@ def test_config_file_supplies_the_api_key_like_sglang(emulator, tmp_path):
     with urllib.request.urlopen(req, timeout=5) as r:
         assert r.status == 200
     assert "from-config-file" not in " ".join(emu.proc.args)
+
+
+def test_config_file_keys_are_flags_as_written_like_sglang(emulator, tmp_path):
+    """SGLang 0.5.23 makes --api_key of an api_key key, and argparse rejects it (the contract
+    tier checks the same file against SGLang's own parser)."""
+    cfg = tmp_path / "secrets.yaml"
+    cfg.write_text("api_key: from-config-file\n")
+    emu = emulator("nextn_3step", extra=["--config", str(cfg)], wait=False)
+    assert emu.proc.wait(30) == 2
+    assert "unrecognized arguments: --api_key from-config-file" in emu.output()

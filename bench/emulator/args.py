@@ -118,9 +118,12 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def merge_config(argv: List[str]) -> List[str]:
-    """SGLang's ConfigArgumentMerger: the YAML file's options go before the command line's (the
-    command line wins), keys spelled with underscores or dashes, true booleans as bare flags."""
+def merge_config(argv: List[str], parser: argparse.ArgumentParser) -> List[str]:
+    """SGLang's ConfigArgumentMerger (srt/utils/server_args_config_parser.py): the YAML file's
+    options go before the command line's (the command line wins); each key becomes ``--<key>``
+    exactly as written (``api_key`` gives ``--api_key``, which argparse rejects: the key must be
+    spelled ``api-key``); store_true flags are bare when true and left out when false, other
+    booleans ``--key true|false``; lists ``--key a b``; everything else ``--key str(value)``."""
     if "--config" not in argv:
         return argv
     if argv.count("--config") > 1:
@@ -134,13 +137,21 @@ def merge_config(argv: List[str]) -> List[str]:
         data = yaml.safe_load(f) or {}
     if not isinstance(data, dict):
         raise ValueError("Config file must contain a dictionary at root level")
+    store_true = {opt[2:].replace("-", "_") for a in parser._actions
+                  if isinstance(a, argparse._StoreTrueAction) for opt in a.option_strings
+                  if opt.startswith("--")}
     extra: List[str] = []
     for key, value in data.items():
-        flag = "--" + str(key).replace("_", "-")
-        if value is True:
-            extra.append(flag)
-        elif value is False or value is None:
-            continue
+        flag = "--%s" % key
+        if isinstance(value, bool):
+            if str(key).replace("-", "_") in store_true:
+                extra += [flag] if value else []
+            else:
+                extra += [flag, str(value).lower()]
+        elif isinstance(value, list):
+            extra += [flag] + [str(v) for v in value] if value else []
+        elif isinstance(value, dict):
+            extra += [flag, json.dumps(value)]
         else:
             extra += [flag, str(value)]
     return extra + argv[:i] + argv[i + 2:]

@@ -130,7 +130,7 @@ def main(argv: List[str] | None = None) -> int:
         "'sglang serve' is the recommended entrypoint.\n"
         "  Example: sglang serve --model-path <model> [options]",
         UserWarning, stacklevel=1)
-    argv = merge_config(argv)
+    argv = merge_config(argv, build_parser())
     ns = build_parser().parse_args(argv)  # exits 2 like SGLang's argparse
     configure_logging(ns.log_level, ns.tp_size)
     try:

@@ -1,0 +1,227 @@
+"""Contract tier: our unit files and our emulator held against SGLang's own argument parser.
+
+SGLang is installed --no-deps in its own venv (scripts/contract-venv.sh, cached); the parser runs
+there (tests/contract/sglang_parse.py: prepare_server_args, what `python -m sglang.launch_server`
+calls). SGLANG_VERSION=X (the version-bump drill) renders the units for release X and parses them
+with X's parser, before any host is touched.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import ROOT
+from hostutil import play
+
+sys.path.insert(0, str(ROOT / "plugins" / "filter"))
+import sglang_profile as flt  # noqa: E402
+
+from bench.emulator.args import build_parser, merge_config  # noqa: E402
+from bench.profiles import MODEL_ARGS, PROFILE_ARGS  # noqa: E402
+
+DEFAULTS = yaml.safe_load((ROOT / "roles/sglang/defaults/main.yml").read_text())
+VERSION = os.environ.get("SGLANG_VERSION") or DEFAULTS["sglang_version"]
+OLD_VERSION = os.environ.get("SGLANG_OLD_VERSION", "0.5.19")
+PROFILES = sorted(DEFAULTS["sglang_profiles"])
+KEY = "contract-test-key-0123456789"
+
+
+@pytest.fixture(scope="module")
+def contract():
+    env = dict(os.environ, SGLANG_VERSION=VERSION, SGLANG_OLD_VERSION=OLD_VERSION)
+    p = subprocess.run([str(ROOT / "scripts/contract-venv.sh")], capture_output=True, text=True,
+                       env=env, timeout=3600)
+    assert p.returncode == 0, "scripts/contract-venv.sh failed:\n" + p.stderr[-3000:]
+    out = dict(line.split("=", 1) for line in p.stdout.splitlines() if "=" in line)
+    return out["CONTRACT_PYTHON"], out["CONTRACT_OLD_PATH"], out["CONTRACT_WHEELS"]
+
+
+def sglang_parse(contract, argvs, old=False):
+    """SGLang's verdict on each argv: {"ok": bool, "error": str, "fields": {...}}."""
+    python, old_path, _ = contract
+    # the older release imports torchvision at module level (never installed here): stubbed
+    env = dict(os.environ, PYTHONPATH=old_path if old else "",
+               SGLANG_PARSE_STUB_MODULES="torchvision" if old else "")
+    p = subprocess.run([python, str(ROOT / "tests/contract/sglang_parse.py")], input=json.dumps(argvs),
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    out = json.loads(p.stdout)
+    assert out["version"] == (OLD_VERSION if old else VERSION), out["version"]
+    return out["results"]
+
+
+def emulator_parse(argv):
+    parser = build_parser()
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            parser.parse_args(merge_config(list(argv), parser))
+    except SystemExit:
+        return {"ok": False, "error": err.getvalue().strip().splitlines()[-1]}
+    except (ValueError, OSError) as e:
+        return {"ok": False, "error": str(e)}
+    return {"ok": True}
+
+
+def exec_argv(unit_text):
+    """The SGLang arguments of a unit's ExecStart (after `python -m <module>`)."""
+    line = [ln for ln in unit_text.splitlines() if ln.startswith("ExecStart=")][0]
+    words = shlex.split(line[len("ExecStart="):].replace("$$", "$").replace("%%", "%"))
+    assert words[1] == "-m", words
+    return words[3:]
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    """Every unit render.yml renders: both inventories x every profile (production also with an
+    API key, i.e. with --config) for SGLANG_VERSION."""
+    units = {}
+    for inventory in ("local", "production"):
+        for profile in PROFILES:
+            for key in ([None, KEY] if inventory == "production" else [None]):
+                d = tmp_path_factory.mktemp("units")
+                extra = {"sglang_profile": profile, "sglang_version": VERSION}
+                if key:
+                    extra["sglang_api_key"] = key
+                p = play("-i", "inventories/%s" % inventory, "playbooks/render.yml",
+                         "-e", "render_dir=%s" % d, "-e", json.dumps(extra))
+                assert p.returncode == 0, p.stdout[-3000:]
+                for unit in sorted(d.glob("*.service")):
+                    name = "%s/%s/%s%s" % (inventory, unit.stem, profile, "+api-key" if key else "")
+                    units[name] = unit.read_text()
+    assert len(units) == 9
+    return units
+
+
+def with_secrets_file(argv, tmp_path):
+    """--config points at the host's secrets file: replace it with one written as the role writes
+    it (roles/sglang/tasks/service.yml: {'api-key': sglang_api_key} | to_nice_yaml)."""
+    if "--config" not in argv:
+        return argv
+    task = (ROOT / "roles/sglang/tasks/service.yml").read_text()
+    assert "{{ {'api-key': sglang_api_key} | to_nice_yaml }}" in task
+    cfg = tmp_path / "secrets.yaml"
+    cfg.write_text(yaml.safe_dump({"api-key": KEY}, default_flow_style=False))
+    argv = list(argv)
+    argv[argv.index("--config") + 1] = str(cfg)
+    return argv
+
+
+def test_every_rendered_unit_is_accepted_by_sglangs_parser(contract, rendered, tmp_path):
+    names = sorted(rendered)
+    argvs = [with_secrets_file(exec_argv(rendered[n]), tmp_path) for n in names]
+    results = sglang_parse(contract, argvs)
+    rejected = ["%s: %s" % (n, r["error"]) for n, r in zip(names, results) if not r["ok"]]
+    assert not rejected, "SGLang %s rejects rendered units:\n" % VERSION + "\n".join(rejected)
+    by_name = dict(zip(names, results))
+    for n, r in by_name.items():
+        profile = DEFAULTS["sglang_profiles"][n.rsplit("/", 1)[1].split("+")[0]]
+        assert r["fields"]["speculative_num_steps"] == profile.get("speculative_num_steps"), n
+        assert r["fields"]["tp_size"] == profile["tp_size"], n
+        # the key reaches SGLang through the --config file, and only there
+        assert r["fields"]["api_key"] == (KEY if n.endswith("+api-key") else None), n
+        assert KEY not in rendered[n]
+
+
+def test_the_seeds_mistakes_are_what_sglang_rejects(contract):
+    """The old mamba flag crashed the seeds' server: 0.5.23's parser rejects it, and our filter
+    never renders it for 0.5.23."""
+    hand = MODEL_ARGS + ["--mamba-scheduler-strategy", "extra_buffer"]
+    r = sglang_parse(contract, [hand])[0]
+    assert not r["ok"] and "unrecognized arguments: --mamba-scheduler-strategy" in r["error"]
+    assert "--mamba-scheduler-strategy" not in flt.sglang_argv(
+        DEFAULTS["sglang_profiles"]["nextn_3step"], VERSION)
+
+
+# Every flag our profiles and server settings use, with good values, then the ways an operator
+# gets them wrong. The emulator must agree with SGLang on each: accept what it accepts (for our
+# flags) and never accept what it rejects.
+FLAG_CASES = [
+    ("profile " + name, MODEL_ARGS + args) for name, args in sorted(PROFILE_ARGS.items())
+] + [
+    ("server flags", MODEL_ARGS + ["--host", "0.0.0.0", "--port", "30001", "--enable-metrics",
+                                   "--api-key", KEY, "--context-length", "131072"]),
+    ("multi-node flags", MODEL_ARGS + ["--nnodes", "2", "--node-rank", "1",
+                                       "--dist-init-addr", "10.0.0.1:5000"]),
+    ("tensor-parallel-size alias", ["--model-path", "/m", "--tensor-parallel-size", "2"]),
+    ("model alias", ["--model", "/m"]),
+    ("old mamba flag", MODEL_ARGS + ["--mamba-scheduler-strategy", "extra_buffer"]),
+    ("steps not an integer", MODEL_ARGS + ["--speculative-num-steps", "three"]),
+    ("tp not an integer", MODEL_ARGS + ["--tp-size", "2.5"]),
+    ("fraction not a number", MODEL_ARGS + ["--mem-fraction-static", "high"]),
+    ("max running not an integer", MODEL_ARGS + ["--max-running-requests", "many"]),
+    ("port not a number", MODEL_ARGS + ["--port", "http"]),
+    ("context 128k", MODEL_ARGS + ["--context-length", "128k"]),
+    ("unknown mamba strategy", MODEL_ARGS + ["--mamba-radix-cache-strategy", "bogus"]),
+    ("unknown reasoning parser", MODEL_ARGS + ["--reasoning-parser", "nope"]),
+    ("unknown tool-call parser", MODEL_ARGS + ["--tool-call-parser", "nope"]),
+    ("store_true flag with a value", MODEL_ARGS + ["--enable-metrics", "true"]),
+    ("abbreviated flag (argparse prefix)", MODEL_ARGS + ["--speculative-num-step", "3"]),
+    ("unknown flag", MODEL_ARGS + ["--no-such-flag", "1"]),
+    ("missing value", MODEL_ARGS + ["--speculative-num-steps"]),
+    ("no model path", ["--tp-size", "2"]),
+    ("underscore flag", MODEL_ARGS + ["--api_key", KEY]),
+]
+
+
+def test_the_emulator_accepts_exactly_what_sglang_accepts(contract, tmp_path):
+    cfg_ok, cfg_bad = tmp_path / "ok.yaml", tmp_path / "bad.yaml"
+    cfg_ok.write_text("api-key: %s\nenable-metrics: true\n" % KEY)
+    cfg_bad.write_text("api_key: %s\n" % KEY)
+    cases = FLAG_CASES + [("--config with api-key", MODEL_ARGS + ["--config", str(cfg_ok)]),
+                          ("--config with api_key", MODEL_ARGS + ["--config", str(cfg_bad)])]
+    verdicts = sglang_parse(contract, [argv for _, argv in cases])
+    disagree = []
+    for (name, argv), s in zip(cases, verdicts):
+        e = emulator_parse(argv)
+        if e["ok"] != s["ok"]:
+            disagree.append("%s: SGLang %s, emulator %s" % (
+                name, "accepts" if s["ok"] else "rejects (%s)" % s["error"],
+                "accepts" if e["ok"] else "rejects (%s)" % e["error"]))
+    assert not disagree, "\n".join(disagree)
+    ours = {name: s for (name, _), s in zip(cases, verdicts)}
+    for name in ["profile " + p for p in PROFILE_ARGS] + ["server flags", "--config with api-key"]:
+        assert ours[name]["ok"], (name, ours[name])  # our flags: both accept
+    assert not ours["old mamba flag"]["ok"] and not ours["--config with api_key"]["ok"]
+
+
+def test_the_flag_table_holds_for_the_older_release_it_claims(contract):
+    """FLAGS says 0.5.14-0.5.19 know both mamba spellings (the old one a deprecated alias):
+    render every profile for OLD_VERSION and parse it with that release's own parser, and the
+    old spelling too."""
+    assert flt.version_tuple(OLD_VERSION) >= flt.version_tuple(flt.OLDEST)
+    names = PROFILES
+    argvs = [MODEL_ARGS + flt.sglang_argv(DEFAULTS["sglang_profiles"][n], OLD_VERSION) for n in names]
+    old_spelling = MODEL_ARGS + ["--mamba-scheduler-strategy", "extra_buffer"]
+    results = sglang_parse(contract, argvs + [old_spelling], old=True)
+    rejected = ["%s: %s" % (n, r["error"]) for n, r in zip(names + ["old spelling"], results)
+                if not r["ok"]]
+    assert not rejected, "SGLang %s rejects:\n" % OLD_VERSION + "\n".join(rejected)
+    assert flt.flag_for("mamba_cache_strategy", OLD_VERSION) == "--mamba-radix-cache-strategy"
+    assert "--mamba-radix-cache-strategy" in argvs[names.index("nextn_3step")]
+
+
+def test_the_flag_tables_oldest_rows_match_the_013_source(contract):
+    """0.5.10-0.5.13 know only --mamba-scheduler-strategy. 0.5.13 cannot be imported without a
+    real torchvision (its processors register with transformers' AutoImageProcessor), so its
+    server_args.py is read from the wheel: the flag the table renders is defined there, the
+    newer spelling is not."""
+    import zipfile
+    wheel = sorted(Path(contract[2]).glob("sglang-0.5.13-*.whl"))
+    assert wheel, "scripts/contract-venv.sh downloads the 0.5.13 wheel into %s" % contract[2]
+    with zipfile.ZipFile(wheel[0]) as z:
+        source = z.read("sglang/srt/server_args.py").decode()
+    assert flt.flag_for("mamba_cache_strategy", "0.5.13") == "--mamba-scheduler-strategy"
+    assert '"--mamba-scheduler-strategy"' in source
+    assert "--mamba-radix-cache-strategy" not in source
+    for setting in flt.FLAGS:
+        assert '"%s"' % flt.flag_for(setting, "0.5.13") in source, setting
