@@ -13,7 +13,8 @@ from hostutil import ensure_deployed, flat, needs_local_host, on_host, play, rec
 pytestmark = needs_local_host
 
 P3 = {"speculative_algorithm": "NEXTN", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
-      "speculative_num_draft_tokens": 4, "tp_size": 2, "mamba_cache_strategy": "extra_buffer"}
+      "speculative_num_draft_tokens": 4, "tp_size": 2, "mamba_cache_strategy": "extra_buffer",
+      "context_length": 131072}
 
 
 def profile(**changes):
@@ -57,6 +58,12 @@ CASES = [
      ["sglang_profiles.mine.context_length must be a positive integer number of tokens"]),
     ("max running requests 0", profile(max_running_requests=0),
      ["sglang_profiles.mine.max_running_requests must be an integer >= 1"]),
+    ("profile that does not fit in GPU memory", profile(mem_fraction_static=0.5),
+     ["profile mine does not fit in GPU memory: the weights (28.64 GiB incl. 2.76 GiB MTP) do "
+      "not fit in 24.00 GiB (48 GiB x mem fraction 0.50)"]),
+    ("the seeds' hand launch: context the KV cache cannot hold", profile(context_length=None),
+     ["fewer than context_length 262144 x 1 request(s) = 262144",
+      "budget 42.24 GiB = 48 GiB x mem fraction 0.88 (assumed)"]),
     ("accept length above draft tokens",
      dict(profile(), sglang_gate_thresholds={"mine": {"min_tok_s": 45, "min_accept_len": 4.5}}),
      ["sglang_gate_thresholds.mine.min_accept_len (4.5) cannot be met by profile mine",
