@@ -57,6 +57,11 @@ molecule: venv podman dist
 contract: venv
 	SGLANG_VERSION=$(SGLANG_VERSION) $(PY) -m pytest -p no:cacheprovider tests/test_contract.py
 
+# Independent client cross-check: SGLang's own sglang.benchmark.serving and `bench run` against one
+# emulator (3-step), C = 1 and 4, side by side with the emulator's exact counters (out/crosscheck/).
+crosscheck: venv
+	$(PY) -m bench.crosscheck
+
 # Benchmark of the benchmark: engine against the emulator at C = 1, 16, 64, 256.
 bench-engine: venv
 	$(PY) -m bench selfcheck

@@ -115,6 +115,8 @@ def truth_of(records):
         # prefill time is prompt_tokens / SGLEMU_PREFILL_TOK_S, part of every TTFT
         "prompt_tokens": statistics.mean(r["prompt_tokens"] for r in done)
         if all("prompt_tokens" in r for r in done) else None,
+        "prompt_tokens_range": [min(r.get("prompt_tokens") or 0 for r in done),
+                                max(r.get("prompt_tokens") or 0 for r in done)],
     }
 
 
@@ -283,12 +285,16 @@ def measured_records(records, rids=None, warmup=0):
     return gen[warmup:], gen[:warmup]
 
 
+RECORD_KEYS = ("rid", "endpoint", "prompt_tokens", "completion_tokens", "reasoning_tokens", "verify_ct",
+               "t_arrival", "t_admit", "t_first_token", "t_last_token", "decode_tok_s",
+               "finish_reason")
+
 CLIENTS = (
-    # tool, label, how
-    ("bench_serving", "sglang", "native /generate"),
-    ("bench_serving", "oai", None),
-    ("bench run", "chat", "/v1/chat/completions"),
-    ("bench run", "native", "/generate"),
+    # tool, backend ("oai": --oai-backend)
+    ("bench_serving", "sglang"),
+    ("bench_serving", "oai"),
+    ("bench run", "chat"),
+    ("bench run", "native"),
 )
 
 
@@ -301,6 +307,13 @@ def one_run(ctx, tool, label, conc, requests):
         tool_fig, raw, errors = run_bench_serving(ctx, backend, conc, requests, tag)
         stats = http_json(ctx["url"] + "/_emulator/stats")
         meas, warm = measured_records(stats["requests"], warmup=ctx["args"].warmup)
+        # its warmup requests ask for min(output_len, 32) tokens (serving.py benchmark())
+        want = min(ctx["args"].max_tokens, 32)
+        if any(r["max_tokens"] != want for r in warm) or \
+                any(r["max_tokens"] != ctx["args"].max_tokens for r in meas):
+            raise StepFailed("crosscheck", "cannot tell %s's warmup from its measured requests in "
+                             "the emulator's records (max_tokens %s)" % (
+                                 tag, [r["max_tokens"] for r in warm + meas]))
         al_source = ("/server_info internal_states[0].avg_spec_accept_length: cumulative since "
                      "server start, every request (warmups, other runs) included")
     else:
@@ -322,6 +335,7 @@ def one_run(ctx, tool, label, conc, requests):
                             "completion_tokens": r["completion_tokens"]} for r in warm],
         "errors": errors, "seconds": time.monotonic() - t0,
         "emulator_endpoints": sorted(set(r["endpoint"] for r in meas)),
+        "emulator_records": [{k: r.get(k) for k in RECORD_KEYS} for r in meas],
         "raw": raw,
     }
     return row
@@ -341,7 +355,8 @@ def table(rows):
     for r in rows:
         t, e = r["tool_fig"], r["truth"]
         cells = [row_name(r), str(r["concurrency"]), "%s / %s" % (t.get("completed"), e["n"]),
-                 _f(e.get("prompt_tokens"), ".0f")]
+                 "%s (%s-%s)" % ((_f(e.get("prompt_tokens"), ".0f"),) + tuple(e.get("prompt_tokens_range")
+                                                                              or ("-", "-")))]
         cells += [cell(t.get(k), e.get(k), spec) for k, _, spec in METRICS]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -388,7 +403,7 @@ def notes(rows, ctx):
         "arrival); decode = median of (tokens - 1) / (last token - first token); TTFT = median of "
         "first token - arrival (server side); accept length = tokens / verify steps; duration = "
         "last token - first arrival.",
-        "- prompt tok = mean prompt tokens as the emulator counted them (text: chars / 4; chat: "
+        "- prompt tok = mean (min-max) prompt tokens as the emulator counted them (text: chars / 4; chat: "
         "+ template framing); its prefill (prompt / 3000 tok/s) is part of every TTFT.",
         "- bench_serving decode tok/s = 1000 / median TPOT ms (TPOT = (latency - ttft) / "
         "(output_len - 1) per request); bench run decode tok/s = its per-request median.",
@@ -497,7 +512,7 @@ def main(argv=None):
                                   if not r.get("health"))
         for conc in args.levels:
             requests = args.requests or max(4, 2 * conc)
-            for tool, label, _ in CLIENTS:
+            for tool, label in CLIENTS:
                 sys.stderr.write("crosscheck: C=%d %s %s (%d requests) ...\n"
                                  % (conc, tool, args.oai_backend if label == "oai" else label,
                                     requests))

@@ -37,6 +37,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
+sys.path.insert(0, str(ROOT))  # bench.sglang_stubs
 
 from sglang_perf.prompts import _long_body, prompt_cases  # noqa: E402  (stdlib only)
 
@@ -94,7 +95,6 @@ def make(out_dir, vocab_size=2000):
 def install_stubs():
     """triton -> SGLang's own stub (as on Apple silicon); datasets -> a module that refuses."""
     import importlib.util
-    import platform
     import types
 
     if importlib.util.find_spec("datasets") is None and "datasets" not in sys.modules:
@@ -105,26 +105,10 @@ def install_stubs():
                                "(the cross-check uses --dataset-name random-ids only)")
         mod.load_dataset = load_dataset
         sys.modules["datasets"] = mod
-    if importlib.util.find_spec("triton") is not None:
-        return
-    spec = importlib.util.find_spec("sglang")
-    path = Path(spec.origin).parent / "_platform_stubs.py"
-    stubs_spec = importlib.util.spec_from_file_location("sglang_platform_stubs", str(path))
-    stubs = importlib.util.module_from_spec(stubs_spec)
-    sys.modules[stubs_spec.name] = stubs  # its dataclasses look themselves up there
-    stubs_spec.loader.exec_module(stubs)
-    import torch
+    if importlib.util.find_spec("triton") is None:
+        from bench.sglang_stubs import install_triton_stub
 
-    saved = (sys.platform, platform.machine, torch.backends.mps.is_available,
-             stubs._patch_non_blocking)
-    sys.platform, platform.machine = "darwin", (lambda: "arm64")
-    torch.backends.mps.is_available = lambda: True
-    stubs._patch_non_blocking = lambda: None  # MPS-only tensor patches: not wanted here
-    try:
-        stubs.install_platform_stubs()
-    finally:
-        (sys.platform, platform.machine, torch.backends.mps.is_available,
-         stubs._patch_non_blocking) = saved
+        install_triton_stub()
 
 
 def stub_disaggregation_utils():
