@@ -97,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mamba-full-memory-ratio", type=float, default=None)
     p.add_argument("--dist-init-addr", "--nccl-init-addr", type=str, default=None,
                    dest="dist_init_addr")
+    p.add_argument("--dist-timeout", type=int, default=None)
     p.add_argument("--nnodes", type=int, default=1)
     p.add_argument("--node-rank", type=int, default=0)
     p.add_argument("--tp-size", "--tensor-parallel-size", type=int, default=1, dest="tp_size")
@@ -178,6 +179,9 @@ def resolve(ns: argparse.Namespace, architecture_fallback: str) -> Dict[str, Any
     args["architectures"] = archs
     if args["served_model_name"] is None:
         args["served_model_name"] = args["model_path"]
+
+    # ---- validation_hook.check_server_args (pp_size is 1 here)
+    assert args["tp_size"] % args["nnodes"] == 0, "tp_size must be divisible by number of nodes"
 
     # ---- speculative_hook.handle_speculative_decoding
     algo = args["speculative_algorithm"]

@@ -11,6 +11,7 @@ import warnings
 from typing import List
 
 from .args import build_parser, merge_config, resolve
+from .distributed import DistError, Group
 from .knobs import KnobError, Knobs
 
 log = logging.getLogger("sglang.srt.entrypoints.http_server")
@@ -67,12 +68,17 @@ async def serve(cfg, knobs: Knobs, launch_command: str) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
 
-    if cfg["node_rank"] != 0:
-        sched_log.info("Init torch distributed begin. (node_rank=%d of nnodes=%d, "
-                       "dist_init_addr=%s; this node serves no HTTP)",
-                       cfg["node_rank"], cfg["nnodes"], cfg["dist_init_addr"])
-        await stop.wait()
-        return 0
+    group = None
+    if cfg["nnodes"] > 1:
+        group = Group(cfg)
+        try:
+            if cfg["node_rank"] != 0:
+                return await serve_follower(cfg, knobs, group, stop)
+            if not await group.host(stop):
+                return 0
+        except DistError as exc:
+            sched_log.error("%s", exc)
+            return 1
 
     sched_log.info("Load weight begin. avail mem=47.09 GB")
     if await _sleep_or_stop(knobs.load_seconds, stop):
@@ -102,10 +108,20 @@ async def serve(cfg, knobs: Knobs, launch_command: str) -> int:
 
     announce_task = asyncio.create_task(announce())
     stopper = asyncio.create_task(stop.wait())
-    done, _ = await asyncio.wait({stopper, sched_task}, return_when=asyncio.FIRST_COMPLETED)
+    watched = {stopper, sched_task}
+    peers_task = asyncio.create_task(group.watch()) if group else None
+    if peers_task is not None:
+        watched.add(peers_task)
+    done, _ = await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
     if sched_task in done and sched_task.exception() is not None:
         log.error("Scheduler hit an exception: %r", sched_task.exception())
         os._exit(1)
+    if peers_task is not None and peers_task in done:
+        log.error("Scheduler hit an exception: %s", peers_task.exception() or "peer gone")
+        os._exit(1)
+    if peers_task is not None:
+        peers_task.cancel()
+        await group.broadcast_shutdown()
     log.info("Received sigterm, shutting down gracefully.")
     sched.stopping = True
     sched_task.cancel()
@@ -120,6 +136,53 @@ async def serve(cfg, knobs: Knobs, launch_command: str) -> int:
         await asyncio.wait_for(runner.cleanup(), 3.0)
     except (asyncio.TimeoutError, Exception):  # noqa: BLE001 - exiting anyway
         pass
+    return 0
+
+
+async def serve_follower(cfg, knobs: Knobs, group: Group, stop: asyncio.Event) -> int:
+    """A node with --node-rank >= 1: join the group, load, then only the dummy health server
+    (srt/utils/common.py launch_dummy_health_check_server) until rank 0 shuts the group down."""
+    from aiohttp import web
+
+    if not await group.join(stop):
+        return 0
+    sched_log.info("Load weight begin. avail mem=47.09 GB")
+    if await _sleep_or_stop(knobs.load_seconds, stop):
+        group.close()
+        return 0
+    sched_log.info("Load weight end. type=%s, dtype=torch.bfloat16", cfg["architectures"][0])
+
+    async def ok(_request):
+        return web.Response(status=200)
+
+    app = web.Application()
+    for path in ("/ping", "/health", "/health_generate"):
+        app.router.add_get(path, ok)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
+    await runner.setup()
+    await web.TCPSite(runner, cfg["host"], cfg["port"]).start()
+    uvicorn_log.info("Uvicorn running on http://%s:%d (dummy health check server of node_rank %d)",
+                     cfg["host"], cfg["port"], cfg["node_rank"])
+
+    async def note_sigterm():
+        await stop.wait()
+        sched_log.warning("SIGTERM received on node_rank %d; waiting for the rank-0 ShutdownReq "
+                          "broadcast to stop the schedulers.", cfg["node_rank"])
+
+    noter = asyncio.create_task(note_sigterm())
+    try:
+        await group.watch()
+    except DistError as exc:
+        sched_log.error("Scheduler hit an exception: %s", exc)
+        return 1
+    finally:
+        noter.cancel()
+        group.close()
+        try:
+            await asyncio.wait_for(runner.cleanup(), 3.0)
+        except (asyncio.TimeoutError, Exception):  # noqa: BLE001 - exiting anyway
+            pass
+    sched_log.info("node_rank %d: shutdown broadcast by rank 0, exiting.", cfg["node_rank"])
     return 0
 
 
