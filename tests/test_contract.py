@@ -132,6 +132,28 @@ def test_every_rendered_unit_is_accepted_by_sglangs_parser(contract, rendered, t
         assert KEY not in rendered[n]
 
 
+def test_multinode_units_are_what_sglang_parses(contract, tmp_path):
+    """A two-host deployment (production settings, tensor parallel 2 over 2 hosts): render.yml's
+    units, parsed by SGLang 0.5.23, carry the node count, each node's rank and rank 0's address."""
+    fleet = tmp_path / "fleet.yml"
+    fleet.write_text(yaml.safe_dump({"all": {"children": {"sglang_servers": {"children": {"pair": {
+        "hosts": {"gpu-b": {"ansible_host": "10.1.230.173"}, "gpu-a": {"ansible_host": "10.1.230.172"}},
+        "vars": {"sglang_multinode_group": "pair"}}}}}}}, sort_keys=False))
+    out = tmp_path / "units"
+    p = play("-i", "inventories/production", "-i", str(fleet), "playbooks/render.yml", "--limit", "pair",
+             "-e", "render_dir=%s" % out, "-e", json.dumps({"sglang_version": VERSION}))
+    assert p.returncode == 0, p.stdout[-3000:]
+    names = ["gpu-b", "gpu-a"]  # inventory order: gpu-b is rank 0
+    units = [(out / ("%s.service" % n)).read_text() for n in names]
+    results = sglang_parse(contract, [exec_argv(u) for u in units])
+    for rank, (name, unit, r) in enumerate(zip(names, units, results)):
+        assert r["ok"], (name, r)
+        assert (r["fields"]["nnodes"], r["fields"]["node_rank"]) == (2, rank), name
+        assert r["fields"]["dist_init_addr"] == "10.1.230.173:20000", name
+        assert r["fields"]["tp_size"] == 2 and r["fields"]["tp_size"] % r["fields"]["nnodes"] == 0
+        assert ("Restart=always" if rank else "Restart=on-failure") in unit.splitlines()
+
+
 def test_the_seeds_mistakes_are_what_sglang_rejects(contract):
     """The old mamba flag crashed the seeds' server: 0.5.23's parser rejects it, and our filter
     never renders it for 0.5.23."""

@@ -110,6 +110,16 @@ CASES = [
      ["sglang_allowed_networks", "is not valid: CIDR networks such as 10.1.230.0/24"]),
     ("readiness timeout too short", {"sglang_ready_timeout": 5},
      ["sglang_ready_timeout = 5 is not valid: seconds >= 30"]),
+    # fleets: the rollout's batch sizes and multi-node groups that cannot work
+    ("rollout batch of 0%", {"sglang_rollout_batch": "0%"},
+     ["sglang_rollout_batch must be a number of hosts >= 1 or a percentage such as 25%"]),
+    ("negative canary", {"sglang_rollout_canary": -1},
+     ["sglang_rollout_canary must be a number of hosts >= 0 (0: no canary), got -1"]),
+    ("multi-node group that does not exist", {"sglang_multinode_group": "qwen_pair"},
+     ["sglang_multinode_group: 'qwen_pair' is not an inventory group"]),
+    ("multi-node group of one host", {"sglang_multinode_group": "sglang_servers"},
+     ["multi-node deployment sglang_servers (hosts ct-local): a multi-node deployment needs at least 2 "
+      "hosts"]),
 ]
 
 

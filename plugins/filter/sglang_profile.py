@@ -57,6 +57,10 @@ SERVER_FLAGS = {
     "trust_remote_code": "--trust-remote-code",
     "enable_metrics": "--enable-metrics",
     "config": "--config",
+    # multi-node deployments only (plugins/filter/sglang_fleet.py sglang_topology)
+    "nnodes": "--nnodes",
+    "node_rank": "--node-rank",
+    "dist_init_addr": "--dist-init-addr",
 }
 
 SPEC_ALGORITHMS = ("NEXTN", "EAGLE", "EAGLE3", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO")
@@ -96,8 +100,10 @@ def _is_num(value):
 def sglang_profile_errors(profiles, name, gpu_count=None, min_accept_len=None,
                           profiles_var="sglang_profiles", name_var="sglang_profile",
                           gpu_var="nvidia_gpu_expected_count",
-                          accept_var="sglang_gate_min_accept_len"):
-    """Every problem of profile ``name`` in ``profiles``, each naming its variable. [] = valid."""
+                          accept_var="sglang_gate_min_accept_len", nnodes=1, group=None):
+    """Every problem of profile ``name`` in ``profiles``, each naming its variable. [] = valid.
+    ``nnodes`` > 1: the profile serves one model over that many hosts (tensor parallel across
+    them, ``group`` naming the deployment)."""
     if not isinstance(profiles, dict) or not profiles:
         return ["%s must be a non-empty mapping of profile name -> settings" % profiles_var]
     if name not in profiles:
@@ -169,9 +175,19 @@ def sglang_profile_errors(profiles, name, gpu_count=None, min_accept_len=None,
             errors.append("%s.speculative_num_draft_tokens (%d) must not exceed the mamba track "
                           "interval (%d) with mamba_cache_strategy %s"
                           % (var, draft, MAMBA_TRACK_INTERVAL, strategy))
-    if tp is not None and gpu_count is not None and _is_int(gpu_count) and tp > gpu_count:
+    nodes = nnodes if _is_int(nnodes) and nnodes > 1 else 1
+    if nodes > 1 and "tp_size" in p and tp is not None and tp % nodes:
+        errors.append("%s.tp_size (%d) must be divisible by the %d nodes of multi-node deployment %s "
+                      "(SGLang asserts 'tp_size must be divisible by number of nodes')"
+                      % (var, tp, nodes, group))
+    elif nodes > 1 and p.get("tp_size") is None:
+        errors.append("%s sets no tp_size: multi-node deployment %s spreads tensor parallelism over "
+                      "its %d nodes, so tp_size must be a multiple of %d" % (var, group, nodes, nodes))
+    elif tp is not None and gpu_count is not None and _is_int(gpu_count) and tp // nodes > gpu_count:
         errors.append("%s.tp_size (%d) exceeds the GPUs the host is expected to have (%s = %d)"
-                      % (var, tp, gpu_var, gpu_count))
+                      % (var, tp, gpu_var, gpu_count) if nodes == 1 else
+                      "%s.tp_size (%d) over %d nodes puts %d GPUs on each node, more than %s = %d"
+                      % (var, tp, nodes, tp // nodes, gpu_var, gpu_count))
     if min_accept_len is not None:
         ceiling = draft if (algo and draft) else 1
         if not _is_num(min_accept_len) or min_accept_len < 0:

@@ -35,7 +35,8 @@ def parse(argv):
         return {"ok": False, "error": "%s: %s" % (type(e).__name__, e)}
     fields = {}
     for key in ("speculative_algorithm", "speculative_num_steps", "speculative_num_draft_tokens",
-                "speculative_eagle_topk", "tp_size", "api_key", "port", "context_length"):
+                "speculative_eagle_topk", "tp_size", "api_key", "port", "context_length",
+                "nnodes", "node_rank", "dist_init_addr"):
         value = getattr(args, key, None)
         fields[key] = value if value is None or isinstance(value, (int, float, str, bool)) else str(value)
     return {"ok": True, "fields": fields}
