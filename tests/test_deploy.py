@@ -31,6 +31,32 @@ def test_deploy_passes_the_gate_and_records_it(tmp_path):
     assert on_host("cat /var/lib/sglang/last-known-good/sglang.service") == rendered.rstrip("\n")
 
 
+def test_the_rollout_summary_table_closes_the_run():
+    p = play("deploy.yml")
+    assert p.returncode == 0, p.stdout[-4000:]
+    table = p.stdout[p.stdout.index("SGLANG ROLLOUT SUMMARY"):]
+    row = [ln for ln in table.splitlines() if ln.startswith("| %s " % HOST)]
+    assert len(row) == 1, table
+    cells = [c.strip() for c in row[0].strip("|").split("|")]
+    assert cells[0] == HOST and cells[1] == "nextn_3step" and float(cells[2]) >= 45 and float(cells[3]) >= 2.8
+    assert cells[4:] == ["passed", "no", "no"]
+    assert "Rollout complete: every host passed its gate." in table
+
+
+def test_check_mode_changes_nothing_and_runs_no_benchmark():
+    unit = on_host("sha256sum /etc/systemd/system/sglang.service")
+    pid = on_host("systemctl show -p MainPID --value sglang")
+    history = on_host("sha256sum /var/lib/sglang/gate-history.jsonl")
+    p = play("deploy.yml", "--check", "-e", "sglang_profile=nextn_1step")
+    out = flat(p.stdout)
+    assert p.returncode == 0, p.stdout[-4000:]
+    assert "check mode: benchmark not run; server ready" in out
+    assert "| check mode |" in out
+    assert on_host("sha256sum /etc/systemd/system/sglang.service") == unit
+    assert on_host("systemctl show -p MainPID --value sglang") == pid
+    assert on_host("sha256sum /var/lib/sglang/gate-history.jsonl") == history
+
+
 def test_bad_input_fails_before_the_host_changes():
     unit = on_host("sha256sum /etc/systemd/system/sglang.service")
     pid = on_host("systemctl show -p MainPID --value sglang")

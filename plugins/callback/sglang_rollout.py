@@ -5,8 +5,8 @@ A rollout that stops at a failing host ends the whole run (max_fail_percentage 0
 playbook), so no later play could print a summary: this callback collects what the plays record -
 the preflight's plan (``sglang_rollout_plan``) and every host's outcome (``sglang_gate_outcome``,
 set by roles/sglang_gate/tasks/outcome.yml) - and prints one table when the run ends, however it
-ends. Hosts of the plan that ran no task of the rollout play are "untouched": their unit and
-service were not looked at, let alone changed.
+ends. Hosts of the plan that ran no task of the rollout play are "untouched": only the read-only
+preflight ran on them; their unit and service were not changed.
 """
 from __future__ import annotations
 
