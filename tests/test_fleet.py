@@ -3,7 +3,10 @@ own serial arithmetic), the profile's multi-node rules, the multi-node argv, the
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from ansible.utils.helpers import pct_to_int
@@ -316,3 +319,36 @@ def test_callback_says_when_the_rollout_never_started_and_stays_quiet_elsewhere(
         c.plan = {"batches": [["a"]], "serial": [1]}
         c.v2_playbook_on_stats(None)
         assert c._display.lines == expected
+
+
+def test_an_unreachable_host_stops_the_rollout(tmp_path):
+    """roles/sglang_gate/tasks/batch_guard.yml in a real rolling play: h3 (ssh to a closed
+    loopback port) is unreachable in batch 2; Ansible's max_fail_percentage alone would go on to
+    batch 3 (h4), the guard fails h2 and the run stops there."""
+    py = sys.executable
+    (tmp_path / "inv.yml").write_text(
+        "all:\n  children:\n    g:\n      hosts:\n"
+        "        h1: {ansible_connection: local, ansible_python_interpreter: %s}\n"
+        "        h2: {ansible_connection: local, ansible_python_interpreter: %s}\n"
+        "        h3: {ansible_connection: ssh, ansible_host: 127.0.0.1, ansible_port: 1,\n"
+        "             ansible_ssh_common_args: '-o ConnectTimeout=5'}\n"
+        "        h4: {ansible_connection: local, ansible_python_interpreter: %s}\n" % (py, py, py))
+    (tmp_path / "play.yml").write_text(
+        "- hosts: g\n  gather_facts: false\n  tasks:\n"
+        "    - ansible.builtin.set_fact:\n"
+        "        sglang_rollout_plan: {batches: [[h1], [h2, h3], [h4]]}\n"
+        "      run_once: true\n"
+        "- hosts: g\n  gather_facts: false\n  serial: [1, 2]\n  max_fail_percentage: 0\n  tasks:\n"
+        "    - ansible.builtin.ping:\n"
+        "    - ansible.builtin.import_tasks: %s\n" % (ROOT / "roles/sglang_gate/tasks/batch_guard.yml"))
+    p = subprocess.run(
+        [str(Path(py).parent / "ansible-playbook"), "-i", str(tmp_path / "inv.yml"),
+         str(tmp_path / "play.yml")],
+        cwd=str(tmp_path), capture_output=True, text=True, timeout=120,
+        env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_HOST_KEY_CHECKING="0"),
+    )
+    out = " ".join(p.stdout.split())
+    assert p.returncode != 0, p.stdout[-2000:]
+    assert "h3 of this rollout batch became unreachable: the rollout stops here (h2 itself passed)" in out
+    recap = p.stdout[p.stdout.index("PLAY RECAP"):]
+    assert "h4" not in recap and "h1 " in recap
