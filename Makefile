@@ -9,7 +9,8 @@ STAMP := $(VENV)/.requirements.sha256
 # (runtime runc, default ulimits), written by scripts/podman-setup.sh.
 export CONTAINERS_CONF := $(CURDIR)/.podman/containers.conf
 
-.PHONY: venv demo test molecule bench-engine clean podman local-host dist contract crosscheck
+.PHONY: venv demo test check molecule molecule-changed bench-engine clean podman local-host dist contract \
+	crosscheck
 
 venv: $(STAMP)
 
@@ -40,16 +41,32 @@ podman:
 local-host:
 	scripts/local-host.sh up
 
-# The whole test suite: pytest, then every Molecule scenario. pytest's exit code 5 (nothing
-# collected) is a failure here too.
-test: venv local-host dist
-	$(PY) -m pytest -p no:cacheprovider tests && scripts/molecule-all.sh
+# The whole test suite (scripts/suite.py): set-up, pytest (every tier, --no-skips, in xdist
+# workers), every Molecule scenario (several at a time); phase times at the end. pytest's exit
+# code 5 (nothing collected) is a failure here too. PYTEST_JOBS / MOLECULE_JOBS override the jobs.
+test:
+	$(PYTHON) scripts/suite.py
 
-# Every Molecule scenario (molecule/*/), each in a systemd container of its own, from the image
-# scripts/podman-setup.sh builds; the time each took and a summary at the end.
+# The inner loop, under 3 minutes: lint (inside pytest: ruff, yamllint, ansible-lint, the
+# workflow's schema, the pre-commit hooks) and every test that needs neither the local container
+# nor the contract venv. `pytest -m "not container and not contract"` selects the same set.
+CHECK_JOBS ?= 4
+check: venv
+	$(PY) -m pytest -p no:cacheprovider -n $(CHECK_JOBS) --no-skips -m "not container and not contract" tests
+
+# Every Molecule scenario (molecule/*/), each in systemd containers of its own, from the image
+# scripts/podman-setup.sh builds, MOLECULE_JOBS at a time; the time each took and a summary.
 # `make molecule SCENARIOS="sglang nvidia_gpu"` runs only those.
 molecule: venv podman dist
-	scripts/molecule-all.sh $(SCENARIOS)
+	$(PY) scripts/molecule_run.py $(SCENARIOS)
+
+# Only the scenarios that exercise what changed since BASE (default HEAD: uncommitted and
+# untracked files), by the one mapping molecule/scenarios.yml.  make molecule-changed BASE=main~3
+BASE ?= HEAD
+molecule-changed: venv
+	@scenarios="$$($(PY) scripts/molecule_changed.py --base '$(BASE)')" || exit 2; \
+	if [ -z "$$scenarios" ]; then echo "molecule-changed: nothing to run"; \
+	else $(MAKE) --no-print-directory molecule SCENARIOS="$$(echo $$scenarios)"; fi
 
 # Contract tier alone: rendered units and the emulator against SGLang's own parser (its venv is
 # built and cached by scripts/contract-venv.sh). The version-bump drill, before any host:

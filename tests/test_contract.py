@@ -28,6 +28,8 @@ import sglang_profile as flt  # noqa: E402
 from bench.emulator.args import build_parser, merge_config  # noqa: E402
 from bench.profiles import MODEL_ARGS, PROFILE_ARGS  # noqa: E402
 
+pytestmark = pytest.mark.contract
+
 DEFAULTS = yaml.safe_load((ROOT / "roles/sglang/defaults/main.yml").read_text())
 VERSION = os.environ.get("SGLANG_VERSION") or DEFAULTS["sglang_version"]
 OLD_VERSION = os.environ.get("SGLANG_OLD_VERSION", "0.5.19")

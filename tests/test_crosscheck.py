@@ -55,6 +55,7 @@ def contract_python():
     return out["CONTRACT_PYTHON"]
 
 
+@pytest.mark.contract
 def test_tokenizer_maker_output_loads_like_bench_serving_loads_it(contract_python, tmp_path):
     tokdir = tmp_path / "tok"
     p = subprocess.run([contract_python, str(cc.CONTRACT_SCRIPT), "tokenizer", str(tokdir)],

@@ -307,15 +307,28 @@ class _Play(object):
         return {"sglang_rollout_stage": self.stage} if self.stage else {}
 
 
+class _Result(object):
+    _result = {}
+    _task = None
+
+    class _host(object):
+        @staticmethod
+        def get_name():
+            return "a"
+
+
 def test_callback_says_when_the_rollout_never_started_and_stays_quiet_elsewhere():
-    for plays, expected in (
-        (["preflight"], ["== SGLANG ROLLOUT SUMMARY", cb.NOT_STARTED]),
-        ([None], []),  # another playbook: nothing
+    for plays, preflight_fails, expected in (
+        (["preflight"], True, ["== SGLANG ROLLOUT SUMMARY", cb.NOT_STARTED]),
+        (["preflight"], False, ["== SGLANG ROLLOUT SUMMARY", cb.PREFLIGHT_ONLY]),
+        ([None], True, []),  # another playbook: nothing
     ):
         c = cb.CallbackModule()
         c._display = _Display()
         for stage in plays:
             c.v2_playbook_on_play_start(_Play(stage))
+        if preflight_fails:
+            c.v2_runner_on_failed(_Result())
         c.plan = {"batches": [["a"]], "serial": [1]}
         c.v2_playbook_on_stats(None)
         assert c._display.lines == expected

@@ -20,6 +20,8 @@ from conftest import ROOT
 ANSIBLE = str(Path(sys.executable).parent / "ansible")
 LOCAL_HOST = str(ROOT / "scripts" / "local-host.sh")
 CONTAINERS_CONF = str(ROOT / ".podman" / "containers.conf")
+# The container tier, but these tests bring the container up themselves.
+pytestmark = pytest.mark.container(starts_it=True)
 
 
 def _podman_unavailable():

@@ -85,6 +85,7 @@ def resume_hint(rows):
 
 
 NOT_STARTED = "Rollout not started: the preflight refused it (errors above); no host was changed."
+PREFLIGHT_ONLY = "Preflight passed on every host (playbooks/preflight.yml alone): nothing was deployed."
 
 
 class CallbackModule(CallbackBase):
@@ -102,6 +103,7 @@ class CallbackModule(CallbackBase):
         self.stage = None
         self.rollout_started = False
         self.preflight_seen = False
+        self.preflight_failed = False
 
     def v2_playbook_on_play_start(self, play):
         try:
@@ -128,12 +130,15 @@ class CallbackModule(CallbackBase):
 
     def v2_runner_on_failed(self, result, ignore_errors=False):
         self._seen(result)
+        if not ignore_errors and self.stage == "preflight":
+            self.preflight_failed = True
         if not ignore_errors and self.stage == "rollout":
             task = result._task.get_name() if result._task else "?"
             self.failed.setdefault(result._host.get_name(), "at '%s'" % task)
 
     def v2_runner_on_unreachable(self, result):
         self._seen(result)
+        self.preflight_failed = self.preflight_failed or self.stage == "preflight"
         if self.stage == "rollout":
             self.failed.setdefault(result._host.get_name(), "unreachable")
 
@@ -141,7 +146,7 @@ class CallbackModule(CallbackBase):
         if not self.rollout_started:
             if self.preflight_seen:
                 self._display.banner("SGLANG ROLLOUT SUMMARY")
-                self._display.display(NOT_STARTED)
+                self._display.display(NOT_STARTED if self.preflight_failed else PREFLIGHT_ONLY)
             return
         if not self.plan:
             return
