@@ -37,9 +37,10 @@ podman:
 	scripts/podman-setup.sh
 
 # The embedded default host: container sglang-local (Ansible host ct-local), systemd as PID 1,
-# port 30000 on 127.0.0.1:$${LOCAL_HOST_PORT:-30000}. Cheap when it already runs.
+# port 30000 on 127.0.0.1:30000; and the container tier's three more (sglang-local-2 to -4: the
+# test files run side by side). Cheap when they already run.
 local-host:
-	scripts/local-host.sh up
+	scripts/local-host.sh up-all
 
 # The whole test suite (scripts/suite.py): set-up, pytest (every tier, --no-skips, in xdist
 # workers), every Molecule scenario (several at a time); phase times at the end. pytest's exit

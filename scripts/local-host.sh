@@ -5,6 +5,8 @@
 #   scripts/local-host.sh down     remove it
 #   scripts/local-host.sh status   state, image, port, systemd state (exit 0 only when it runs)
 #   scripts/local-host.sh shell    a shell inside it (or: ... shell CMD ARGS... to run one command)
+#   scripts/local-host.sh up-all   up for every container of the test suite's container tier
+#   scripts/local-host.sh hosts    those containers, one "name port" line each
 #
 # Container LOCAL_HOST_NAME (default sglang-local), hostname ct-local, systemd as PID 1, port 30000
 # inside published on 127.0.0.1:LOCAL_HOST_PORT (default 30000). Ansible reaches it through the
@@ -17,6 +19,9 @@ PORT="${LOCAL_HOST_PORT:-30000}"
 HOSTNAME_IN="ct-local"
 BOOT_TIMEOUT="${LOCAL_HOST_BOOT_TIMEOUT:-60}"
 IMAGE="localhost/sglang-deploy/debian12-systemd:latest"
+# The container tier's hosts (tests/conftest.py reads `hosts`): the embedded default and three more,
+# so the tier's test files run side by side, each file on one of them (all hostname ct-local).
+TEST_HOSTS=("sglang-local 30000" "sglang-local-2 30002" "sglang-local-3 30003" "sglang-local-4 30004")
 export CONTAINERS_CONF="${CONTAINERS_CONF:-$ROOT/.podman/containers.conf}"
 
 log() { printf '[local-host] %s\n' "$*" >&2; }
@@ -173,11 +178,20 @@ cmd_shell() {
     exec podman exec "${tty[@]}" "$NAME" /bin/bash -l
 }
 
-usage() { echo "usage: $0 up|down|status|shell [CMD...]" >&2; exit 2; }
+usage() { echo "usage: $0 up|down|status|shell [CMD...]|up-all|hosts" >&2; exit 2; }
 
 [ "$#" -ge 1 ] || usage
 action="$1"
 shift
+case "$action" in
+    hosts) printf '%s\n' "${TEST_HOSTS[@]}"; exit 0 ;;
+    up-all)
+        for h in "${TEST_HOSTS[@]}"; do
+            read -r n p <<<"$h"
+            LOCAL_HOST_NAME="$n" LOCAL_HOST_PORT="$p" "$0" up || exit 1
+        done
+        exit 0 ;;
+esac
 if [ "$action" = up ] || [ "$action" = down ]; then
     # One up/down at a time for this container (parallel make targets, tests).
     mkdir -p "$ROOT/.podman"

@@ -27,38 +27,91 @@ def pytest_addoption(parser):
                      help="fail the run when any test was skipped (make test: every tier must run)")
 
 
+DEFAULT_HOST = "sglang-local"
 _local_host = {}
 
 
-def local_host_problem():
-    """Why the local container cannot serve a `container` test, or None (asked once per process)."""
-    if "problem" not in _local_host:
-        name = os.environ.get("LOCAL_HOST_NAME", "sglang-local")
-        p = subprocess.run([str(ROOT / "scripts" / "local-host.sh"), "status"], cwd=str(ROOT),
+def local_hosts():
+    """The container tier's containers, {name: published port} (scripts/local-host.sh hosts)."""
+    if "hosts" not in _local_host:
+        out = subprocess.run([str(ROOT / "scripts" / "local-host.sh"), "hosts"], capture_output=True,
+                             text=True, check=True).stdout
+        _local_host["hosts"] = {n: p for n, p in (ln.split() for ln in out.splitlines() if ln.strip())}
+    return _local_host["hosts"]
+
+
+def local_host_problem(name):
+    """Why the local container ``name`` cannot serve a `container` test, or None (asked once)."""
+    if name not in _local_host:
+        env = dict(os.environ, LOCAL_HOST_NAME=name)
+        p = subprocess.run([str(ROOT / "scripts" / "local-host.sh"), "status"], cwd=str(ROOT), env=env,
                            capture_output=True, text=True)
-        _local_host["problem"] = None if p.returncode == 0 else (
+        said = (p.stdout + p.stderr).strip()
+        _local_host[name] = None if p.returncode == 0 else (
             "this test needs the local container %s, which is not running (%s): run `make local-host` "
             "(make test starts it), or leave the container tier out: pytest -m 'not container'"
-            % (name, (p.stdout + p.stderr).strip().splitlines()[0] if (p.stdout + p.stderr).strip()
-               else "exit %d" % p.returncode))
-    return _local_host["problem"]
+            % (name, said.splitlines()[0] if said else "exit %d" % p.returncode))
+    return _local_host[name]
+
+
+# The container tier's files and the container each runs on (scripts/local-host.sh hosts), so the
+# files run side by side, each against its own host; a file not listed runs on DEFAULT_HOST. The
+# longest-running first: pytest and the xdist workers start them in this order.
+CONTAINER_FILES = {
+    "test_history_drift_host.py": "sglang-local-2",
+    "test_secrets.py": "sglang-local-3",
+    "test_service_faults.py": "sglang-local-4",
+    "test_local_host.py": DEFAULT_HOST,
+    "test_deploy.py": DEFAULT_HOST,
+    "test_deploy_bad_inputs.py": DEFAULT_HOST,
+}
+
+
+def container_host(item):
+    """The container a `container` test runs against, or None for the other tiers."""
+    if item.get_closest_marker("container") is None:
+        return None
+    return CONTAINER_FILES.get(item.path.name, DEFAULT_HOST)
 
 
 def pytest_collection_modifyitems(items):
-    """Under xdist (--dist loadgroup) each tier that shares one resource stays on one worker, in
-    file order: the container tier (one local container, tests that build on each other's
-    deploys) and the contract tier (one venv build)."""
-    for item in items:
-        for tier in ("container", "contract"):
-            if item.get_closest_marker(tier):
-                item.add_marker(pytest.mark.xdist_group(tier))
-                break
+    """The container tier first, in CONTAINER_FILES order (its files take the longest)."""
+    order = {name: i for i, name in enumerate(CONTAINER_FILES)}
+    items.sort(key=lambda item: order.get(item.path.name, len(order)) if container_host(item) else len(order))
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """xdist scheduling by tier: each container's files go to one worker, in file order (their
+    tests build on each other's deploys); every other module is a unit of its own. (xdist 3.8's
+    --dist loadgroup does not group under pytest 9: it renames item._nodeid, which pytest 9 no
+    longer reads.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class TierScheduling(LoadScopeScheduling):
+        def __init__(self, config, log=None):
+            LoadScopeScheduling.__init__(self, config, log)
+            config.option.loadscopereorder = False  # keep the collection's order (above)
+
+        def _split_scope(self, nodeid):
+            path = nodeid.split("::", 1)[0]
+            name = path.rsplit("/", 1)[-1]
+            return "container:" + CONTAINER_FILES[name] if name in CONTAINER_FILES else path
+
+    return TierScheduling(config, log)
 
 
 def pytest_runtest_setup(item):
-    marker = item.get_closest_marker("container")
-    if marker is not None and not marker.kwargs.get("starts_it"):
-        problem = local_host_problem()
+    host = container_host(item)
+    if host is None:
+        return
+    hosts = local_hosts()
+    if host not in hosts:
+        pytest.fail("container %s is not one of scripts/local-host.sh hosts: %s" % (host, ", ".join(hosts)),
+                    pytrace=False)
+    # Everything the test starts (ansible, local-host.sh, podman) talks to this container.
+    os.environ.update(LOCAL_HOST_NAME=host, LOCAL_HOST_PORT=hosts[host])
+    if not item.get_closest_marker("container").kwargs.get("starts_it"):
+        problem = local_host_problem(host)
         if problem:
             pytest.fail(problem, pytrace=False)
 
