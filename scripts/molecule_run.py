@@ -34,7 +34,7 @@ TIMES = LOG_DIR / "times.json"  # the last run's time per scenario: the slowest 
 # Before any run here (a fresh clone): the order of the times measured on the CI machine kind.
 FIRST_RUN_ORDER = ["fleet_canary", "multinode", "deploy_rollback", "stray_process", "deploy_pass", "sglang",
                    "nvidia_gpu"]
-DEFAULT_JOBS = 3
+DEFAULT_JOBS = 2
 TAIL_LINES = 60
 
 
