@@ -51,8 +51,9 @@ def test_the_enabled_service_comes_back_after_a_container_restart():
 def test_a_unit_that_never_becomes_ready_is_rolled_back():
     lkg = on_host("sha256sum %s/sglang.service" % LKG).split()[0]
     history = on_host("wc -l /var/lib/sglang/gate-history.jsonl").split()[0]
+    # a new unit (LimitNOFILE 19999) and environment (a server that never finishes loading)
     p = play("deploy.yml", "-e", json.dumps({"sglang_environment": {"SGLEMU_LOAD_SECONDS": "600"},
-                                             "sglang_ready_timeout": 30}))
+                                             "sglang_limit_nofile": 19999, "sglang_ready_timeout": 30}))
     out = flat(p.stdout)
     assert p.returncode != 0
     assert "was not ready within 30 s (sglang_ready_timeout): last status seen: port 30000 " \
@@ -61,8 +62,9 @@ def test_a_unit_that_never_becomes_ready_is_rolled_back():
     assert on_host("sha256sum %s" % UNIT).split()[0] == lkg
     assert "SGLEMU_LOAD_SECONDS" not in on_host("cat /etc/sglang/sglang.env")
     assert on_host("systemctl is-active sglang") == "active"
-    # the previous unit files are kept beside the unit
-    assert on_host("sh -c 'ls /etc/systemd/system/ | grep -c \"^sglang.service.*~$\"'") != "0"
+    # the unit that failed is kept beside the restored one (the role's backup of a replaced unit;
+    # this test's own change, so it holds on a container no other test has deployed to)
+    assert on_host("sh -c 'grep -l \"^LimitNOFILE=19999$\" /etc/systemd/system/sglang.service.*~'")
     # the failed deploy never reached the gate: history unchanged
     assert on_host("wc -l /var/lib/sglang/gate-history.jsonl").split()[0] == history
 
