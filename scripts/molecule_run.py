@@ -58,13 +58,18 @@ def setup_problems(env):
     return problems
 
 
+def last_times():
+    """The last run's time per scenario ({} before the first run)."""
+    try:
+        return json.loads(TIMES.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
 def order(names):
     """Slowest first (by the last run's times, when there are any), so the longest scenario does
     not start last and stretch the wall time."""
-    try:
-        last = json.loads(TIMES.read_text())
-    except (OSError, ValueError):
-        last = {}
+    last = last_times()
     if not last:
         rank = {n: i for i, n in enumerate(FIRST_RUN_ORDER)}
         return sorted(names, key=lambda n: rank.get(n, len(rank)))
@@ -162,10 +167,7 @@ def main(argv=None):
     jobs = min(args.jobs, len(names))
     say("%d scenario(s), %d at a time: %s" % (len(names), jobs, " ".join(names)))
     results, wall = run(names, jobs, env)
-    try:
-        last = json.loads(TIMES.read_text())
-    except (OSError, ValueError):
-        last = {}
+    last = last_times()
     last.update({n: round(t) for n, (_, t) in results.items()})
     TIMES.write_text(json.dumps(last, indent=1, sort_keys=True) + "\n")
     return 1 if summary(names, results, wall, jobs) else 0

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import DEFAULT_HOST, ROOT
 
 BIN = Path(sys.executable).parent
 HOST = "ct-local"
@@ -33,7 +33,7 @@ def play(*args, timeout=900, env=None, gate="plumbing"):
     pre = ["-e", PLUMBING_GATE] if gate == "plumbing" else []
     # each container's controller copy of the gate history apart from the others' (and from the
     # user's history/ directory); a test's own -e still wins
-    history = ROOT / "out" / "test-history" / os.environ.get("LOCAL_HOST_NAME", "sglang-local")
+    history = ROOT / "out" / "test-history" / os.environ.get("LOCAL_HOST_NAME", DEFAULT_HOST)
     pre += ["-e", "sglang_gate_controller_history_dir=%s" % history]
     return subprocess.run([str(BIN / "ansible-playbook"), *pre, *args], cwd=str(ROOT), env=e,
                           capture_output=True, text=True, timeout=timeout)
