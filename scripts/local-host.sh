@@ -10,7 +10,7 @@
 #
 # Container LOCAL_HOST_NAME (default sglang-local), hostname ct-local, systemd as PID 1, port 30000
 # inside published on 127.0.0.1:LOCAL_HOST_PORT (default 30000). Ansible reaches it through the
-# containers.podman.podman connection (inventories/local/hosts.yml).
+# podman_nsenter connection (inventories/local/hosts.yml).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -77,7 +77,9 @@ def test_warmup_requests_are_discarded(emulator):
     assert cold["decode_tok_s"]["min"] < 0.6 * cold["decode_tok_s"]["max"]
     emu = emulator("nextn_3step", env=FAST)
     warm = engine.run({"url": emu.url, "requests": 4, "warmup": 2, "max_tokens": 128})
-    assert warm["decode_tok_s"]["min"] > 0.85 * warm["decode_tok_s"]["max"]
+    # warmup requests run at 0.4x: 0.7 leaves room for a loaded machine's jitter (0.85 once
+    # failed at 0.849 in the parallel suite) and still tells a 0.4x request apart
+    assert warm["decode_tok_s"]["min"] > 0.7 * warm["decode_tok_s"]["max"]
     server_al = warm["server"]  # cumulative figure is reported, labelled, and not used
     assert "cumulative_accept_len" in server_al
 

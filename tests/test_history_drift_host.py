@@ -39,13 +39,18 @@ def test_gate_copies_the_history_to_the_controller_with_roofline_and_change(tmp_
 def test_a_slower_deploy_of_the_same_profile_fails_on_max_regression_and_rolls_back():
     ensure_deployed()
     unit = on_host("sha256sum /etc/systemd/system/sglang.service")
-    p = play("deploy.yml", "-e", json.dumps({"sglang_environment": {"SGLEMU_SPEED_SCALE": "0.85"},
-                                            "sglang_gate_max_regression_pct": 5}))
+    # 0.6x the speed: about -40% from the baseline, far outside the plumbing gate's run-to-run
+    # spread under the suite's load (0.85x once measured only -4.8% against a baseline taken at a
+    # busy moment). The speed threshold is lowered so the regression is the only failing figure.
+    p = play("deploy.yml", "-e", json.dumps({
+        "sglang_environment": {"SGLEMU_SPEED_SCALE": "0.6"}, "sglang_gate_max_regression_pct": 5,
+        "sglang_gate_thresholds": {"nextn_3step": {"min_tok_s": 10, "min_accept_len": 2.8}}}))
     out = flat(p.stdout)
     assert p.returncode != 0
     assert re.search(r"decode tok/s dropped \d+\.\d% from the last-known-good \d+\.\d\d \(\S+\) "
                      r"\(allowed 5%\)", out), out[-3000:]
     assert "Rolled back to the last-known-good unit" in out
+    assert "decode tok/s (per-request median)" not in out  # only the regression failed
     assert "SGLEMU_SPEED_SCALE" not in on_host("cat /etc/sglang/sglang.env")
     assert on_host("sha256sum /etc/systemd/system/sglang.service") == unit
     assert on_host("systemctl is-active sglang") == "active"
