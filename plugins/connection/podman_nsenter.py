@@ -1,10 +1,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """podman_nsenter: run tasks in a local, rootful podman container by entering its namespaces.
 
-Why: the collection's containers.podman.podman connection runs `podman exec` five times a task (no
-pipelining), and one `podman exec` costs about 0.18 CPU-seconds on the 2-core test machine (the
-podman binary's start-up, runc, conmon), against 0.004 for nsenter. A deploy is about 140 tasks:
-the transport cost more CPU than the tasks themselves and the test suite was CPU-bound on it.
+Why not the collection's containers.podman.podman: its `podman exec` calls (five a task, no
+pipelining) made the test suite CPU-bound; the figures are in the README's "Test suite".
 """
 from __future__ import annotations
 
