@@ -45,11 +45,15 @@ def table(result):
         ("model / api", "%s / %s" % (result["model"], result["api"])),
         ("requests", "%d measured at C=%d, %d warmup, %d tokens each"
          % (result["requests"], result["concurrency"], result["warmup"], result["max_tokens"])),
+        ("prompt tokens", "median %s (the server's count; %s)" % (
+            _fmt(result["prompt_tokens"]["median"], ".0f"),
+            "target %d" % result["prompt_tokens"]["target"] if result["prompt_tokens"]["target"]
+            else result["prompts"] + " prompts")),
         ("decode tok/s", "median %s  min %s  max %s  spread %s%%  (n=%d)"
          % (_fmt(d["median"]), _fmt(d["min"]), _fmt(d["max"]), _fmt(d["spread_pct"]), d["n"])),
         ("accept length", _fmt(result["accept_len"], ".2f") + (
-            "  by case: " + ", ".join("%s %.2f" % kv for kv in result["accept_len_by_case"].items())
-            if len(result["accept_len_by_case"]) > 1 else "")),
+            "  by prompt: " + ", ".join("%s %.2f" % kv for kv in result["accept_len_by_prompt"].items())
+            if len(result["accept_len_by_prompt"]) > 1 else "")),
     ]
     if result.get("accept_by_position"):
         rows.append(("accepted at draft pos", "  ".join(
@@ -93,15 +97,17 @@ def table(result):
     return "\n".join("%-*s  %s" % (width, k, v) for k, v in rows)
 
 
-def _progress(stream):
+def progress_printer(stream):
+    """A line per finished request: phase, prompt, the server's prompt tokens, tokens, decode
+    tok/s, accept length, TTFT (bench run, bench gate, bench calibrate)."""
     def report(rec):
         if rec.error:
             line = "  %-7s %-20s ERROR %s: %s" % (rec.phase, rec.case, rec.error[0], rec.error[1])
         else:
             al = (rec.completion_tokens / rec.verify_ct) if rec.verify_ct else None
-            line = "  %-7s %-20s %5d tok  %6s tok/s  accept %s  ttft %.2fs" % (
-                rec.phase, rec.case, rec.completion_tokens or 0, _fmt(rec.decode_tok_s()),
-                _fmt(al, ".2f"), rec.t_first - rec.t_send)
+            line = "  %-7s %-20s prompt %6s  %5d tok  %6s tok/s  accept %s  ttft %.2fs" % (
+                rec.phase, rec.case, rec.prompt_tokens or "-", rec.completion_tokens or 0,
+                _fmt(rec.decode_tok_s()), _fmt(al, ".2f"), rec.t_first - rec.t_send)
         stream.write(line + "\n")
         stream.flush()
     return report
@@ -119,7 +125,10 @@ def add_run_args(p):
     p.add_argument("--max-tokens", type=int, default=engine.DEFAULTS["max_tokens"])
     p.add_argument("--warmup-max-tokens", type=int, default=engine.DEFAULTS["warmup_max_tokens"])
     p.add_argument("--temperature", type=float, default=engine.DEFAULTS["temperature"])
-    p.add_argument("--long-context-tokens", type=int, default=0)
+    p.add_argument("--prompts", choices=engine.promptset.PROMPT_SOURCES, default="coding",
+                   help="coding prompts, or a long_context repository slice of --prompt-tokens")
+    p.add_argument("--prompt-tokens", type=int, help="prompt length of --prompts long_context")
+    p.add_argument("--max-ttft-s", type=float, help="allowed median time to first token")
     for name in ("connect", "first-token", "stall", "run"):
         key = name.replace("-", "_") + "_timeout"
         p.add_argument("--%s-timeout" % name, type=float, default=engine.DEFAULTS[key],
@@ -144,7 +153,7 @@ def add_run_args(p):
     p.add_argument("--quiet", action="store_true", help="no per-request progress lines")
 
 
-RUN_ONLY = ("validate_certs", "model_size", "hardware", "baseline")
+RUN_ONLY = ("validate_certs", "model_size", "hardware", "baseline", "chars_per_token", "case")
 
 
 def options_from(args):
@@ -186,7 +195,7 @@ def cmd_run(args):
             sys.stderr.write("benchmarking %s: %d warmup + %d requests at C=%d, %d tokens each\n"
                              % (args.url, args.warmup, args.requests, args.concurrency,
                                 args.max_tokens))
-        result = engine.run(opts, progress=None if args.quiet else _progress(sys.stderr))
+        result = engine.run(opts, progress=None if args.quiet else progress_printer(sys.stderr))
     except ConfigError as e:
         sys.stderr.write("bench: invalid option --%s: %s\n" % (e.option.replace("_", "-"),
                                                                e.message))
@@ -212,7 +221,9 @@ def main(argv=None):
     p_run.set_defaults(func=cmd_run)
     from bench import selfcheck
     selfcheck.add_parser(sub)
-    from bench import compare, history
+    from bench import compare, gate, history
+    gate.add_parser(sub)
+    gate.add_calibrate_parser(sub)
     history.add_parser(sub)
     compare.add_parser(sub)
     args = parser.parse_args(argv)

@@ -50,7 +50,7 @@ DEFAULT_OUT = ROOT / "out" / "compare"
 
 ROW_KEYS = ("profile", "url", "concurrency", "requests", "decode_tok_s_median", "decode_tok_s_min",
             "decode_tok_s_max", "aggregate_tok_s", "accept_len", "ttft_p50_s", "errors",
-            "spec_steps", "error")
+            "spec_steps", "accept_by_position", "error")
 NUMERIC_KEYS = ("decode_tok_s_median", "decode_tok_s_min", "decode_tok_s_max", "aggregate_tok_s",
                 "accept_len", "ttft_p50_s")
 # metric name -> (row key, words used in the statements)
@@ -76,6 +76,7 @@ def _row(profile, url, level, requests, result=None, error=None):
     row.update(decode_tok_s_median=d.get("median"), decode_tok_s_min=d.get("min"),
                decode_tok_s_max=d.get("max"), aggregate_tok_s=result.get("aggregate_tok_s"),
                accept_len=result.get("accept_len"),
+               accept_by_position=result.get("accept_by_position"),
                ttft_p50_s=(result.get("ttft_s") or {}).get("p50"), errors=result.get("errors"),
                spec_steps=int(srv.get("speculative_num_steps") or 0)
                if srv.get("speculative_algorithm") else 0)
@@ -259,22 +260,30 @@ def _md(text):
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def positions(values):
+    """Share of verify steps that accepted at least 1, 2, ... drafts, as '75/72/69%'."""
+    if not values:
+        return "-"
+    return "/".join("%.0f" % (100 * v) for v in values) + "%"
+
+
 def markdown_table(rows):
     head = ("profile", "C", "requests", "decode tok/s median (min-max)", "aggregate tok/s",
-            "accept length", "TTFT p50 s", "roofline ceiling tok/s (share)", "errors")
+            "accept length", "accepted by draft position", "TTFT p50 s",
+            "roofline ceiling tok/s (share)", "errors")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         roof = r.get("roofline")
         if r.get("error") is not None:
             cells = [r["profile"], r["concurrency"], _fmt(r.get("requests"), "d"), "-", "-", "-",
-                     "-", "-", "not measured: " + _md(r["error"])]
+                     "-", "-", "-", "not measured: " + _md(r["error"])]
         else:
             decode = _fmt(r.get("decode_tok_s_median"))
             if r.get("decode_tok_s_min") is not None and r.get("decode_tok_s_max") is not None:
                 decode += " (%.1f-%.1f)" % (r["decode_tok_s_min"], r["decode_tok_s_max"])
             cells = [r["profile"], r["concurrency"], _fmt(r.get("requests"), "d"), decode,
                      _fmt(r.get("aggregate_tok_s")), _fmt(r.get("accept_len"), ".2f"),
-                     _fmt(r.get("ttft_p50_s"), ".3f"),
+                     positions(r.get("accept_by_position")), _fmt(r.get("ttft_p50_s"), ".3f"),
                      "-" if not roof else "%.1f (%s)" % (
                          roof["ceiling_tok_s"], "-" if roof["share_pct"] is None
                          else "%.1f%%" % roof["share_pct"]),
@@ -581,6 +590,12 @@ def load_rows(path):
         row["spec_steps"] = _int(raw.get("spec_steps"), where + ": spec_steps") or 0
         for key in NUMERIC_KEYS:
             row[key] = _number(raw.get(key), "%s: %s" % (where, key))
+        pos = raw.get("accept_by_position")
+        if pos not in (None, "") and (not isinstance(pos, list) or any(
+                _number(v, where) is None or not 0 <= v <= 1 for v in pos)):
+            raise InputError("%s: accept_by_position must be a list of shares from 0 to 1, got %r"
+                             % (where, pos))
+        row["accept_by_position"] = pos or None
         err = raw.get("error")
         row["error"] = None if err in (None, "", False) else str(err)
         rows.append(row)

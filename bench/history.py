@@ -76,12 +76,6 @@ def _num(value):
     return float(value)
 
 
-def _passed(value):
-    if isinstance(value, str):
-        return value.strip().lower() in ("true", "yes", "1")
-    return bool(value)
-
-
 def read(path, warn=None):
     """The runs in ``path``, file order, each a dict with the figures the table needs plus the
     original record under "raw". ``warn(message)`` gets one message per skipped line (not a JSON
@@ -116,8 +110,13 @@ def read(path, warn=None):
             "decode": _num(shared.median_of(raw)), "decode_min": _num(decode.get("min")),
             "decode_max": _num(decode.get("max")), "accept_len": _num(raw.get("accept_len")),
             "aggregate": _num(raw.get("aggregate_tok_s")), "share_pct": _num(roof.get("share_pct")),
-            "passed": _passed(raw.get("passed")), "action": str(raw.get("action") or "-"),
-            "min_tok_s": _num(thresholds.get("min_tok_s")),
+            "passed": shared.passed(raw),
+            # the decision's reason; records before the decision module kept it in "action"
+            "action": str(raw.get("reason") or raw.get("action") or "-"),
+            "by_position": raw.get("accept_by_position"),
+            "cases": [c for c in raw.get("cases") or [] if isinstance(c, dict)],
+            "min_tok_s": _num(thresholds.get("min_tok_s")
+                              or ((raw.get("cases") or [{}])[0].get("thresholds") or {}).get("min_tok_s")),
             "raw": raw,
         })
     if not runs:
@@ -147,6 +146,23 @@ def _f(value, spec=".1f", suffix=""):
     return "-" if value is None else format(value, spec) + suffix
 
 
+def _positions(values):
+    if not isinstance(values, list) or not values:
+        return "-"
+    return "/".join("%.0f" % (100 * v) for v in values if _num(v) is not None) + "%"
+
+
+def case_line(c):
+    """One case of a run: its figures, per-position acceptance and verdict."""
+    d = c.get("decode_tok_s") if isinstance(c.get("decode_tok_s"), dict) else {}
+    pt = c.get("prompt_tokens") if isinstance(c.get("prompt_tokens"), dict) else {}
+    return "%-14s C=%-2s decode %s tok/s  accept %s  by position %s  aggregate %s%s  %s" % (
+        c.get("case"), c.get("concurrency"), _f(_num(d.get("median"))), _f(_num(c.get("accept_len")), ".2f"),
+        _positions(c.get("accept_by_position")), _f(_num(c.get("aggregate_tok_s"))),
+        "  prompt %s tok" % _f(_num(pt.get("median")), ".0f") if pt.get("target") else "",
+        "passed" if c.get("passed") is True else "FAILED")
+
+
 def table(runs):
     head = ("time (UTC)", "profile", "version", "decode tok/s", "accept", "aggregate",
             "roofline", "decode vs prev", "AL vs prev", "gate", "action")
@@ -159,10 +175,15 @@ def table(runs):
             _f(r["share_pct"], ".1f", "%"), _f(r["decode_pct"], "+.1f", "%"),
             _f(r["accept_pct"], "+.1f", "%"), "passed" if r["passed"] else "FAILED", r["action"]))
     widths = [max(len(row[i]) for row in rows) for i in range(len(head) - 1)]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1]
-             for row in rows]
+    lines = []
+    for row, run in zip(rows, [None] + list(runs)):
+        lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1])
+        for c in (run or {}).get("cases") or []:
+            lines.append("    " + case_line(c))
     lines.append("* the profile changed from the run before; vs prev = change against the "
-                 "previous passing run of the same profile; roofline = share of the decode ceiling")
+                 "previous passing run of the same profile; roofline = share of the decode ceiling; "
+                 "indented: each case of the gate plan, by position = share of verify steps that "
+                 "accepted at least 1, 2, ... draft tokens")
     return "\n".join(lines)
 
 

@@ -85,7 +85,10 @@ def run(args):
     with tempfile.TemporaryFile() as log:
         emu = EmulatorProcess(EMULATOR_ARGS, log, env={
             "SGLEMU_SPEED_SCALE": args.speed_scale, "SGLEMU_BATCH_SLOWDOWN": 0,
-            "SGLEMU_WARMUP_REQUESTS": 0, "SGLEMU_PREFILL_TOK_S": 200000})
+            "SGLEMU_WARMUP_REQUESTS": 0, "SGLEMU_PREFILL_TOK_S": 200000,
+            # the engine's own limits, not a GPU's: pools that hold every stream, no compute-bound
+            # slowdown (the emulator's README, capacity)
+            "SGLEMU_GPU_MEMORY_MIB": 400000, "SGLEMU_COMPUTE_BOUND_TOKENS": 0})
         try:
             emu.wait_ready()
             for level in levels:

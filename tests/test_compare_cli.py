@@ -219,7 +219,9 @@ def test_compare_three_profiles_and_compare_report(emulator, tmp_path):
         assert al[("no_spec", c)] is None
     for name in emus:  # each level really ran at its concurrency
         assert d[(name, 16)] < d[(name, 1)]
-        assert agg[(name, 16)] > 4 * agg[(name, 1)]
+        # SGLang's pools on 2x A6000 run 4 (3-step) to 11 (no speculation) requests at once, so
+        # C=16 queues the rest: still three times C=1's aggregate
+        assert agg[(name, 16)] > 3 * agg[(name, 1)]
     assert {k[0]: r["spec_steps"] for k, r in rows.items()} == {
         "no_spec": 0, "nextn_1step": 1, "nextn_3step": 3}
 
@@ -237,7 +239,7 @@ def test_compare_three_profiles_and_compare_report(emulator, tmp_path):
         want = capacity.roofline(MODEL, HARDWARE, r["spec_steps"], r["accept_len"],
                                  r["decode_tok_s_median"])
         assert r["roofline"]["ceiling_tok_s"] == want["ceiling_tok_s"]
-        assert table[key][7] == "%.1f (%.1f%%)" % (want["ceiling_tok_s"], want["share_pct"])
+        assert table[key][8] == "%.1f (%.1f%%)" % (want["ceiling_tok_s"], want["share_pct"])
         assert table[key][3].startswith("%.1f (" % r["decode_tok_s_median"])
     assert md_rows(p.stdout) == table
 
@@ -345,6 +347,6 @@ def test_compare_report_accepts_string_numbers_and_a_compare_json(tmp_path):
     assert p.returncode == 0, p.stderr
     table = md_rows((tmp_path / "o" / "compare.md").read_text())
     want = capacity.roofline(MODEL, HARDWARE, 0, None, 26.5)
-    assert table[("no_spec", 1)][7] == "%.1f (%.1f%%)" % (want["ceiling_tok_s"], want["share_pct"])
-    assert not math.isnan(float(table[("nextn_3step", 1)][7].split()[0]))
+    assert table[("no_spec", 1)][8] == "%.1f (%.1f%%)" % (want["ceiling_tok_s"], want["share_pct"])
+    assert not math.isnan(float(table[("nextn_3step", 1)][8].split()[0]))
     assert "nextn_3step beats no_spec at C=1 by 108% per-request decode" in p.stdout  # 55/26.5

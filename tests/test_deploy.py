@@ -3,17 +3,24 @@ inventory; `make test` brings the container up and builds the emulator wheel fir
 from __future__ import annotations
 
 import json
+import re
 
 from hostutil import HOST, flat, needs_local_host, on_host, play, recap_changed
 
 pytestmark = needs_local_host
 
 
-def test_deploy_passes_the_gate_and_records_it(tmp_path):
+def test_deploy_passes_the_whole_plan_and_records_it(tmp_path):
+    """The production plan (coding, a 32K-token long context, C=4) through the role, as
+    `make demo` and a real host run it: every case passes on its own and lands in the history."""
     before = on_host("sh -c 'wc -l < /var/lib/sglang/gate-history.jsonl 2>/dev/null || echo 0'")
-    p = play("deploy.yml")
+    p = play("deploy.yml", gate="inventory")
     assert p.returncode == 0, p.stdout[-4000:]
-    assert "profile nextn_3step: passed: decode" in flat(p.stdout)
+    out = flat(p.stdout)
+    assert "profile nextn_3step: passed in " in out
+    for case in ("coding (C=1, 4x512 tok)", "long_context (C=1, 2x256 tok, prompt ",
+                 "concurrent (C=4, 8x1024 tok)"):
+        assert case in out, out[-3000:]
     # the unit on the host is exactly what render.yml renders for this host
     r = play("playbooks/render.yml", "-e", "render_dir=%s" % tmp_path, "--limit", HOST)
     assert r.returncode == 0, r.stdout
@@ -26,8 +33,23 @@ def test_deploy_passes_the_gate_and_records_it(tmp_path):
     lines = on_host("cat /var/lib/sglang/gate-history.jsonl").splitlines()
     assert len(lines) == int(before.strip() or 0) + 1
     last = json.loads(lines[-1])
-    assert last["passed"] is True and last["profile"] == "nextn_3step"
-    assert last["action"] == "recorded as last-known-good" and last["accept_len"] > 2.8
+    assert last["passed"] is True and last["verdict"] == "pass" and last["profile"] == "nextn_3step"
+    assert (last["action"], last["reason"]) == ("record", "recorded as last-known-good")
+    assert last["accept_len"] > 2.8
+    cases = {c["case"]: c for c in last["cases"]}
+    assert list(cases) == ["coding", "long_context", "concurrent"]
+    assert all(c["passed"] for c in cases.values())
+    # the long context is the server's own count, near the target
+    assert abs(cases["long_context"]["prompt_tokens"]["median"] - 32768) < 0.05 * 32768
+    assert cases["long_context"]["accept_len"] < cases["coding"]["accept_len"]
+    assert len(cases["coding"]["accept_by_position"]) == 3  # 3 draft positions
+    assert cases["concurrent"]["aggregate_tok_s"] > 200
+    assert last["capacity"]["passed"] and last["capacity"]["figures"]["effective_context"] >= 131072
+    assert 30 < last["time_to_verdict_s"] < 180
+    # the rollout summary shows each case with its per-position acceptance
+    table = p.stdout[p.stdout.index("SGLANG ROLLOUT SUMMARY"):]
+    assert re.search(r"long_context\s+C=1\s+\d+\.\d tok/s  accept \d\.\d\d  by position \d+/\d+/\d+%",
+                     table), table
     assert on_host("cat /var/lib/sglang/last-known-good/sglang.service") == rendered.rstrip("\n")
 
 

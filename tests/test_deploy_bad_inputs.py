@@ -29,7 +29,7 @@ def profile(**changes):
         else:
             p[k] = v
     return {"sglang_profiles": {"mine": p}, "sglang_profile": "mine",
-            "sglang_gate_thresholds": {"mine": {"min_tok_s": 45, "min_accept_len": 2.8}}}
+            "sglang_gate_thresholds": {"mine": {"coding": {"min_tok_s": 45, "min_accept_len": 2.8}}}}
 
 
 # (case id, extra vars, words the message must contain: the variable and what is valid)
@@ -69,16 +69,26 @@ CASES = [
      ["fewer than context_length 262144 x 1 request(s) = 262144",
       "budget 42.24 GiB = 48 GiB x mem fraction 0.88 (assumed)"]),
     ("accept length above draft tokens",
-     dict(profile(), sglang_gate_thresholds={"mine": {"min_tok_s": 45, "min_accept_len": 4.5}}),
-     ["sglang_gate_thresholds.mine.min_accept_len (4.5) cannot be met by profile mine",
-      "at most 4"]),
+     dict(profile(), sglang_gate_thresholds={"mine": {"coding": {"min_tok_s": 45, "min_accept_len": 4.5}}}),
+     ["sglang_gate_thresholds.mine (the highest min_accept_len of its cases) (4.5) cannot be met by "
+      "profile mine", "at most 4"]),
     ("no thresholds for the profile", {"sglang_profile": "no_spec", "sglang_gate_thresholds": {
-        "nextn_3step": {"min_tok_s": 45}}},
+        "nextn_3step": {"coding": {"min_tok_s": 45}}}},
      ["sglang_gate_thresholds has no entry for profile no_spec (sglang_profile)"]),
-    ("negative threshold", {"sglang_gate_thresholds": {"nextn_3step": {"min_tok_s": -45}}},
-     ["sglang_gate_thresholds.nextn_3step", "numbers >= 0"]),
-    ("threshold name typo", {"sglang_gate_thresholds": {"nextn_3step": {"min_toks": 45}}},
-     ["sglang_gate_thresholds.nextn_3step", "must map only min_tok_s, min_accept_len"]),
+    ("thresholds in the one-case form", {"sglang_gate_thresholds": {"nextn_3step": {"min_tok_s": 45}}},
+     ["sglang_gate_thresholds.nextn_3step = {'min_tok_s': 45} has the one-case form",
+      "thresholds are per case of the plan now"]),
+    ("negative threshold", {"sglang_gate_thresholds": {"nextn_3step": {"coding": {"min_tok_s": -45}}}},
+     ["sglang_gate_thresholds.nextn_3step.coding.min_tok_s must be a number >= 0, got -45"]),
+    ("threshold name typo", {"sglang_gate_thresholds": {"nextn_3step": {"coding": {"min_toks": 45}}}},
+     ["sglang_gate_thresholds.nextn_3step.coding has unknown threshold(s) min_toks",
+      "(known: min_tok_s, min_accept_len"]),
+    ("a case without thresholds for the profile", {"sglang_gate_plan": {
+        "coding": {"prompts": "coding", "concurrency": 1, "requests": 3, "max_tokens": 192},
+        "long": {"prompts": "long_context", "prompt_tokens": 32768, "concurrency": 1, "requests": 1,
+                 "max_tokens": 64}}},
+     ["sglang_gate_thresholds.nextn_3step has no entry for case long of sglang_gate_plan",
+      "give {} to measure it without thresholds"]),
     ("port out of range", {"sglang_port": 70000},
      ["sglang_port = 70000 is not valid: a TCP port from 1 to 65535"]),
     ("port as text", {"sglang_port": "http"}, ["sglang_port", "int"]),
@@ -98,12 +108,18 @@ CASES = [
      ["nvidia_gpu_expected_count = 0 is not valid: the number of GPUs the host has (>= 1)"]),
     ("GPU memory in GB", {"nvidia_gpu_expected_memory_mib": 48},
      ["nvidia_gpu_expected_memory_mib = 48 is not valid: MiB per GPU"]),
-    ("zero measured requests", {"sglang_gate_requests": 0},
-     ["sglang_gate_requests = 0 is not valid: measured requests >= 1"]),
-    ("negative concurrency", {"sglang_gate_concurrency": -4},
-     ["sglang_gate_concurrency = -4 is not valid: concurrency >= 1"]),
-    ("one-token benchmark", {"sglang_gate_max_tokens": 1},
-     ["sglang_gate_max_tokens = 1 is not valid: >= 2 tokens"]),
+    ("zero measured requests", {"sglang_gate_plan": {
+        "coding": {"prompts": "coding", "concurrency": 1, "requests": 0, "max_tokens": 192}}},
+     ["sglang_gate_plan.coding.requests must be an integer >= 1, got 0"]),
+    ("negative concurrency", {"sglang_gate_plan": {
+        "coding": {"prompts": "coding", "concurrency": -4, "requests": 3, "max_tokens": 192}}},
+     ["sglang_gate_plan.coding.concurrency must be an integer >= 1, got -4"]),
+    ("one-token benchmark", {"sglang_gate_plan": {
+        "coding": {"prompts": "coding", "concurrency": 1, "requests": 3, "max_tokens": 1}}},
+     ["sglang_gate_plan.coding.max_tokens must be an integer >= 2, got 1"]),
+    ("long context without its length", {"sglang_gate_plan": {
+        "coding": {"prompts": "long_context", "concurrency": 1, "requests": 1, "max_tokens": 64}}},
+     ["sglang_gate_plan.coding.prompt_tokens must be an integer >= 2048, got None"]),
     ("benchmark API typo", {"sglang_gate_api": "openai"},
      ["sglang_gate_api", "chat, completions, native"]),
     ("launch module with a space", {"sglang_launch_module": "sglang launch_server"},

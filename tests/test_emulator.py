@@ -175,7 +175,9 @@ def test_nextn_auto_and_topk1_forcing(emulator):
     assert three["mem_fraction_static"] == 0.88 and three["mamba_full_memory_ratio"] == 0.5
     assert three["reasoning_parser"] == "qwen3" and three["tool_call_parser"] == "qwen3_coder"
     nospec = emulator("no_spec", env=FAST).get("/server_info")
-    assert nospec["speculative_algorithm"] is None and nospec["max_running_requests"] == 256
+    # SGLang leaves it unset without speculation; the scheduler sizes it from the pools
+    assert nospec["speculative_algorithm"] is None and nospec["max_running_requests"] is None
+    assert nospec["internal_states"][0]["effective_max_running_requests_per_dp"] >= 1
 
 
 def test_architecture_from_config_json(emulator, tmp_path):
@@ -537,8 +539,10 @@ def test_long_context_lowers_acceptance(emulator):
     short, long_ = real_requests(emu.stats())
     assert long_["prompt_tokens"] == 40000
     assert long_["accept_length"] < short["accept_length"] - 0.4
-    assert emu.stats()["configured"]["expected_accept_length_32k_context"] == \
-        pytest.approx(1.98, abs=0.01)  # 0.65 * p_i, 3 steps
+    configured = emu.stats()["configured"]
+    # the fitted curve (README "Acceptance and speed"): 3.16 at an empty prompt, 2.39 at 32K
+    assert configured["expected_accept_length_short_context"] == pytest.approx(3.16, abs=0.01)
+    assert configured["expected_accept_length_32k_context"] == pytest.approx(2.39, abs=0.01)
 
 
 def test_config_file_supplies_the_api_key_like_sglang(emulator, tmp_path):

@@ -5,7 +5,8 @@ import pytest
 
 from sglang_perf import engine, metrics, stats
 from sglang_perf.client import ConfigError
-from sglang_perf.prompts import CODING_PROMPTS, prompt_cases
+from sglang_perf import prompts
+from sglang_perf.prompts import CODING_PROMPTS
 
 
 def test_percentile_interpolates_like_numpy_linear():
@@ -145,13 +146,36 @@ def test_evaluate_unmeasurable_accept_length_fails_with_reason():
         "accept length could not be measured (required >= 2.8)"
 
 
-def test_prompt_set_is_realistic_and_long_context_is_optional():
+def test_prompt_set_is_realistic():
     names = [n for n, _ in CODING_PROMPTS]
     assert "red_black_tree" in names and len(set(names)) == len(names) >= 6
     assert all(len(p) > 400 for _, p in CODING_PROMPTS)
-    assert len(prompt_cases(0)) == len(CODING_PROMPTS)
-    name, text = prompt_cases(8000)[-1]
-    assert name == "long_context_review" and 7000 * 4 < len(text) < 9000 * 4
+
+
+def test_warmup_prompts_are_never_measured_ones():
+    measured = {p for _, p in CODING_PROMPTS}
+    assert prompts.WARMUP_PROMPTS and not measured & set(prompts.WARMUP_PROMPTS)
+    assert prompts.tagged("a1", "x") != prompts.tagged("a2", "x")
+    assert prompts.tagged("a1", "x").startswith("Request a1.")
+
+
+def test_long_context_prompts_are_the_size_asked_and_start_apart():
+    texts = [prompts.long_context_prompt(32768, 4.0, i, "t-%d" % i) for i in range(3)]
+    for t in texts:
+        assert abs(len(t) - 32768 * 4.0) < 200
+    # each starts with its own tag, then its slice from another document
+    firsts = [t.split("===== ", 2)[1].split(" =====")[0] for t in texts]
+    assert len(set(firsts)) == 3
+    # real text, not one phrase: most lines of a prompt are distinct
+    lines = [ln for ln in texts[0].splitlines() if len(ln.strip()) >= 25]
+    assert len(set(lines)) / float(len(lines)) > 0.9
+    with pytest.raises(ValueError, match="the corpus holds"):
+        prompts.long_context_prompt(10 ** 6, 4.0, 0, "t")
+
+
+def test_the_corpus_sample_learns_characters_per_token_apart_from_the_long_prompts():
+    sample = prompts.corpus_sample(8000, "w-1")
+    assert sample.startswith("Request w-1.") and 8000 <= len(sample) < 8200
 
 
 def test_role_chunk_marks_the_first_token_under_a_reasoning_parser():

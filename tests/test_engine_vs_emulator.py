@@ -84,13 +84,19 @@ def test_warmup_requests_are_discarded(emulator):
     assert "cumulative_accept_len" in server_al
 
 
-def test_long_context_case_reports_accept_length_per_case(emulator):
+def test_long_context_prompts_hit_the_servers_count_and_lower_acceptance(emulator):
     emu = emulator("nextn_3step", env=FAST)
-    r = engine.run({"url": emu.url, "requests": 9, "concurrency": 3, "warmup": 0,
-                    "max_tokens": 128, "long_context_tokens": 30000})
-    by_case = r["accept_len_by_case"]
-    assert "long_context_review" in by_case and "red_black_tree" in by_case
-    assert by_case["long_context_review"] < by_case["red_black_tree"]
+    short = engine.run({"url": emu.url, "requests": 3, "warmup": 0, "max_tokens": 128})
+    r = engine.run({"url": emu.url, "requests": 2, "warmup": 2, "max_tokens": 128,
+                    "prompts": "long_context", "prompt_tokens": 16384})
+    # the warmup learned the server's characters per token: the prompts land on the target
+    assert r["chars_per_token"] == pytest.approx(4.0, rel=0.02)  # the emulator's SGLEMU_CHARS_PER_TOKEN
+    assert r["prompt_tokens"]["target"] == 16384
+    assert abs(r["prompt_tokens"]["median"] - 16384) < 0.02 * 16384
+    assert r["accept_len"] < short["accept_len"]
+    truth = [q for q in emu.stats()["requests"] if not q["health"]]
+    measured = [q for q in truth if q["prompt_tokens"] > 10000]
+    assert len(measured) == 2 and len({q["prompt_tokens"] for q in truth}) >= 4
 
 
 def test_queueing_beyond_max_running_requests_shows_in_ttft(emulator):

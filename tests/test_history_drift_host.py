@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import re
 
+import yaml
+
 from hostutil import HOST, ensure_deployed, flat, needs_local_host, on_host, play
 
 pytestmark = needs_local_host
@@ -44,7 +46,7 @@ def test_a_slower_deploy_of_the_same_profile_fails_on_max_regression_and_rolls_b
     # busy moment). The speed threshold is lowered so the regression is the only failing figure.
     p = play("deploy.yml", "-e", json.dumps({
         "sglang_environment": {"SGLEMU_SPEED_SCALE": "0.6"}, "sglang_gate_max_regression_pct": 5,
-        "sglang_gate_thresholds": {"nextn_3step": {"min_tok_s": 10, "min_accept_len": 2.8}}}))
+        "sglang_gate_thresholds": {"nextn_3step": {"coding": {"min_tok_s": 10, "min_accept_len": 2.8}}}}))
     out = flat(p.stdout)
     assert p.returncode != 0
     assert re.search(r"decode tok/s dropped \d+\.\d% from the last-known-good \d+\.\d\d \(\S+\) "
@@ -115,3 +117,23 @@ def test_compare_playbook_runs_each_profile_writes_the_report_and_restores_the_u
     assert on_host("systemctl is-active sglang") == "active"
     d = play("playbooks/drift.yml", "-e", "sglang_drift_fail=true")
     assert d.returncode == 0 and "no difference" in flat(d.stdout)
+
+
+def test_calibrate_writes_the_hosts_measured_thresholds_and_shows_the_diff(tmp_path):
+    ensure_deployed()
+    p = play("playbooks/calibrate.yml", "-e", "calibrate_runs=2", "-e", "calibrate_dir=%s" % tmp_path)
+    assert p.returncode == 0, p.stdout[-3000:]
+    written = tmp_path / HOST / "gate_calibration.yml"
+    text = written.read_text()
+    assert "the gate plan ran 2 times on %s" % HOST in text and "10% below the lowest" in text
+    mine = yaml.safe_load(text)["sglang_gate_calibrated"]["nextn_3step"]
+    # the plumbing plan's one case, about 10% below the ~55 tok/s and ~3.1 the emulator runs at
+    assert list(mine) == ["coding"]
+    assert 40 < mine["coding"]["min_tok_s"] < 55 and 2.5 < mine["coding"]["min_accept_len"] < 3.0
+    assert "+    coding: {min_tok_s: " in p.stdout  # the diff of the host's vars file
+    # the role takes them over its thresholds: a gate with them passes, and the preflight
+    # refuses a broken calibration naming it
+    bad = play("playbooks/preflight.yml", "-e", json.dumps(
+        {"sglang_gate_calibrated": {"nextn_3step": {"coding": {"min_tok_s": "fast"}}}}))
+    assert bad.returncode != 0
+    assert "sglang_gate_calibrated.nextn_3step.coding.min_tok_s must be a number >= 0" in flat(bad.stdout)

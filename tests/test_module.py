@@ -61,7 +61,7 @@ def test_passes_and_returns_every_figure(emulator):
     kind, r = call(dict(SMALL, url=emu.url, min_tok_s=45, min_accept_len=2.8))
     assert kind == "exit" and r["passed"] is True and r["changed"] is False
     for key in ("decode_tok_s", "accept_len", "aggregate_tok_s", "ttft_s", "itl_ms", "errors",
-                "per_request", "accept_len_by_case", "server", "failures"):
+                "per_request", "accept_len_by_prompt", "server", "failures"):
         assert key in r
     assert r["msg"].startswith("passed: decode ")
     assert r["server"]["speculative_algorithm"] == "EAGLE"
@@ -125,6 +125,6 @@ def test_documentation_matches_the_argument_spec_and_engine_defaults():
         assert doc[name].get("default") == opt.get("default"), name
         assert doc[name].get("choices") == opt.get("choices"), name
         assert bool(doc[name].get("required")) == bool(opt.get("required")), name
-        if name not in sglang_bench.MODULE_ONLY:
+        if name not in sglang_bench.MODULE_ONLY + sglang_bench.PLAN_ONLY:
             assert plain_engine.DEFAULTS[name] == opt.get("default"), name
-    assert set(spec) - set(sglang_bench.MODULE_ONLY) == set(plain_engine.DEFAULTS)
+    assert set(spec) - set(sglang_bench.MODULE_ONLY + sglang_bench.PLAN_ONLY) == set(plain_engine.DEFAULTS)

@@ -136,13 +136,13 @@ def test_cli_prints_names_json_and_reasons():
     assert p.returncode == 2 and "'no-such-ref' is not a commit git knows here" in p.stderr
 
 
-def test_plumbing_scenarios_run_the_plumbing_gate_and_deploy_rollback_the_inventorys():
+def test_deploy_scenarios_run_the_plumbing_gate():
     gate = yaml.safe_load((ROOT / "tests" / "vars" / "plumbing_gate.yml").read_text())
     for name in sorted(mc.scenario_dirs()):
         config = yaml.safe_load((ROOT / "molecule" / name / "molecule.yml").read_text())
         host_vars = (config.get("provisioner") or {}).get("connection_options") or {}
         mine = {k: v for k, v in host_vars.items() if k.startswith("sglang_gate_")}
-        if name in DEPLOY - {"deploy_rollback"}:
+        if name in DEPLOY:
             assert mine == gate, name
         else:
             assert mine == {}, name

@@ -15,6 +15,8 @@ import re
 from decimal import Decimal
 from typing import Any, Dict, List
 
+from . import memory
+
 logger = logging.getLogger("sglang.srt.server_args")
 
 SGLANG_VERSION = "0.5.23"
@@ -53,7 +55,6 @@ MAMBA_EXTRA_BUFFER_ARCHS = {
 MAMBA_TRACK_INTERVAL = 256  # exec_.py mamba_track_interval default
 MAMBA_FULL_MEMORY_RATIO_FALLBACK = 0.9  # schedule.py fallback
 DEFAULT_CONTEXT_LENGTH = 262144  # Qwen3.6-27B max_position_embeddings
-NO_SPEC_DEFAULT_MAX_RUNNING = 256  # emulator's stand-in for SGLang's memory-derived value
 
 
 def human_readable_int(value: str) -> int:
@@ -95,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mem-fraction-static", type=float, default=None)
     p.add_argument("--max-running-requests", type=int, default=None)
     p.add_argument("--mamba-full-memory-ratio", type=float, default=None)
+    p.add_argument("--max-mamba-cache-size", type=int, default=None)
     p.add_argument("--dist-init-addr", "--nccl-init-addr", type=str, default=None,
                    dest="dist_init_addr")
     p.add_argument("--dist-timeout", type=int, default=None)
@@ -171,7 +173,8 @@ def read_architecture(model_path: str, fallback: str) -> List[str]:
     return [fallback]
 
 
-def resolve(ns: argparse.Namespace, architecture_fallback: str) -> Dict[str, Any]:
+def resolve(ns: argparse.Namespace, architecture_fallback: str,
+            gpu_memory_mib: float = memory.A6000_MEMORY_MIB) -> Dict[str, Any]:
     """SGLang's resolve_once(), for the emulated fields. Raises what SGLang raises."""
     args = dict(vars(ns))
     archs = read_architecture(args["model_path"], architecture_fallback)
@@ -182,6 +185,15 @@ def resolve(ns: argparse.Namespace, architecture_fallback: str) -> Dict[str, Any
 
     # ---- validation_hook.check_server_args (pp_size is 1 here)
     assert args["tp_size"] % args["nnodes"] == 0, "tp_size must be divisible by number of nodes"
+
+    # ---- memory_hook.handle_gpu_memory_settings: runs before the speculative hook, so it sees
+    # --max-running-requests as given (None when unset); memory.py mirrors it.
+    settings = memory.memory_settings(gpu_memory_mib, args["tp_size"],
+                                      args["max_running_requests"], args["mem_fraction_static"],
+                                      arch, memory.read_model_config(args["model_path"]))
+    args["mem_fraction_static"] = settings["mem_fraction_static"]
+    args["chunked_prefill_size"] = settings["chunked_prefill_size"]
+    args["max_prefill_tokens"] = memory.MAX_PREFILL_TOKENS
 
     # ---- speculative_hook.handle_speculative_decoding
     algo = args["speculative_algorithm"]
@@ -223,8 +235,8 @@ def resolve(ns: argparse.Namespace, architecture_fallback: str) -> Dict[str, Any
                 "sglang emulator: --speculative-eagle-topk > 1 (tree drafts) is not emulated")
         if args["speculative_num_draft_tokens"] is None:
             raise NotImplementedError("sglang emulator: speculative_num_draft_tokens unresolved")
-    elif args["max_running_requests"] is None:
-        args["max_running_requests"] = NO_SPEC_DEFAULT_MAX_RUNNING
+    # Without speculation an unset --max-running-requests stays None in the resolved args: the
+    # scheduler derives it from the pools (memory.py resolve_max_num_reqs).
 
     # ---- overrides._mamba_radix_cache_resolution + model_hook.handle_mamba_radix_cache
     hybrid = arch in MAMBA_EXTRA_BUFFER_ARCHS
@@ -247,12 +259,12 @@ def resolve(ns: argparse.Namespace, architecture_fallback: str) -> Dict[str, Any
         raise ValueError(f"--mamba-radix-cache-strategy {strategy} needs mamba state, "
                          f"got {arch}.")
 
-    # ---- memory / model config
-    if args["mem_fraction_static"] is None:
-        # SGLang computes it from the GPU memory left after weights; a value of that look.
-        args["mem_fraction_static"] = round(0.907 - 0.011 * max(0, args["tp_size"] - 1), 3)
+    # ---- model config
     if args["context_length"] is None:
-        args["context_length"] = DEFAULT_CONTEXT_LENGTH
+        # SGLang 0.5.23 leaves the field None and uses the model's max_position_embeddings as
+        # context_len; the emulator reports the value it uses (README "Known differences").
+        args["context_length"] = int(memory.read_model_config(args["model_path"])
+                                     .get("max_position_embeddings") or DEFAULT_CONTEXT_LENGTH)
     args["mamba_track_interval"] = MAMBA_TRACK_INTERVAL
     args["is_embedding"] = False
     args["skip_server_warmup"] = False

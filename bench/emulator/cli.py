@@ -10,6 +10,7 @@ import sys
 import warnings
 from typing import List
 
+from . import memory
 from .args import build_parser, merge_config, resolve
 from .distributed import DistError, Group
 from .knobs import KnobError, Knobs
@@ -80,16 +81,38 @@ async def serve(cfg, knobs: Knobs, launch_command: str) -> int:
             sched_log.error("%s", exc)
             return 1
 
-    sched_log.info("Load weight begin. avail mem=47.09 GB")
+    cap_log = sched_log  # model_runner / kv_cache_configurator / tp_worker: scheduler process
+    pre = knobs.gpu_memory_mib / 1024.0 - memory.CUDA_CONTEXT_GIB
+    sched_log.info("Load weight begin. avail mem=%.2f GB", pre)
     if await _sleep_or_stop(knobs.load_seconds, stop):
         return 0
-    sched_log.info("Load weight end. type=%s, dtype=torch.bfloat16, avail mem=21.45 GB, "
-                   "mem usage=25.64 GB.", cfg["architectures"][0])
-    server = EmulatorServer(cfg, knobs, launch_command)
+    # memory.py: the pools as SGLang 0.5.23 sizes them (raises SGLang's errors, exit 1)
+    cap = memory.compute(cfg, knobs.gpu_memory_mib, knobs.pre_pool_reserve_mib)
+    sched_log.info("Load weight end. type=%s, dtype=torch.bfloat16, avail mem=%.2f GB, "
+                   "mem usage=%.2f GB.", cfg["architectures"][0], cap.avail_after_weights_gib,
+                   cap.weights_gib)
+    if cap.draft_weights_gib:
+        sched_log.info("Load weight end. type=Qwen3_5ForCausalLMMTP, dtype=torch.bfloat16, "
+                       "avail mem=%.2f GB, mem usage=%.2f GB.",
+                       cap.avail_after_weights_gib - cap.draft_weights_gib, cap.draft_weights_gib)
+    if cap.max_mamba_cache_size is not None:
+        cap_log.info("Mamba Cache is allocated. max_mamba_cache_size: %d, conv_state size: %.2fGB, "
+                     "ssm_state size: %.2fGB intermediate_ssm_state_cache size: %.2fGB "
+                     "intermediate_conv_window_cache size: %.2fGB ", cap.max_mamba_cache_size,
+                     cap.mamba_conv_gib, cap.mamba_ssm_gib, cap.intermediate_ssm_gib,
+                     cap.intermediate_conv_gib)
+    cap_log.info("KV Cache is allocated. dtype: torch.bfloat16, #tokens: %d, K size: %.2f GB, "
+                 "V size: %.2f GB", cap.max_total_num_tokens, cap.kv_cache_gib / 2,
+                 cap.kv_cache_gib / 2)
+    cap_log.info("Memory pool end. avail mem=%.2f GB", cap.slack_gib + cap.mm_reservation_gib)
+    for line in cap.warnings:
+        cap_log.warning("%s", line)
+    server = EmulatorServer(cfg, knobs, launch_command, cap)
     sched = server.sched
-    sched_log.info("max_total_num_tokens=%d, chunked_prefill_size=8192, max_prefill_tokens=16384, "
-                   "max_running_requests=%d, context_len=%d, available_gpu_mem=3.21 GB",
-                   sched.max_total_tokens, sched.max_running, cfg["context_length"])
+    sched_log.info("max_total_num_tokens=%d, chunked_prefill_size=%d, max_prefill_tokens=%d, "
+                   "max_running_requests=%d, context_len=%d, available_gpu_mem=%.2f GB",
+                   cap.max_total_num_tokens, cap.chunked_prefill_size, cap.max_prefill_tokens,
+                   cap.max_running_requests, cap.context_len, cap.available_gpu_mem_gib)
     app = server.build_app()
     runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
     await runner.setup()
@@ -146,7 +169,8 @@ async def serve_follower(cfg, knobs: Knobs, group: Group, stop: asyncio.Event) -
 
     if not await group.join(stop):
         return 0
-    sched_log.info("Load weight begin. avail mem=47.09 GB")
+    sched_log.info("Load weight begin. avail mem=%.2f GB",
+                   knobs.gpu_memory_mib / 1024.0 - memory.CUDA_CONTEXT_GIB)
     if await _sleep_or_stop(knobs.load_seconds, stop):
         group.close()
         return 0
@@ -203,7 +227,7 @@ def main(argv: List[str] | None = None) -> int:
         return 2
     # resolve_once(): raises ValueError / AssertionError / TypeError exactly like SGLang; left
     # uncaught so the traceback and the exit status (1) match.
-    cfg = resolve(ns, knobs.architecture)
+    cfg = resolve(ns, knobs.architecture, knobs.gpu_memory_mib)
     log.info("server_args=%s", _server_args_repr(cfg))
     launch_command = "python3 -m sglang.launch_server " + " ".join(shlex.quote(a) for a in argv)
     try:

@@ -80,15 +80,42 @@ class Knobs:
     warmup_factor: float = 0.4
     seed: int = 0
     speed_scale: float = 1.0
-    batch_slowdown: float = 0.005
+    # Extra step cost per request beyond the first (step x (1 + s (B - 1))). 0: at the batch
+    # sizes the seeds measured a verify forward is memory-bound (COMPUTE_BOUND_TOKENS) and their
+    # C=4 run decoded no slower per request than C=1 (234 tok/s = 4 x 58.5).
+    batch_slowdown: float = 0.0
+    # Tokens per forward at which a step turns compute-bound (step x tokens / this beyond it):
+    # weights per GPU 27.78 B params x 2 bytes / 2 GPUs read at 768 GB/s = 36.2 ms, against
+    # 2 x 13.89 GFLOP per token at the A6000's 154.8 TFLOPS dense BF16 tensor peak (datasheet)
+    # = 201 tokens. 0 turns it off.
+    compute_bound_tokens: int = 201
     prefill_tok_s: float = 3000.0
     base_step_ms: float = 37.45
     spec_overhead_ms: float = 4.0
     spec_step_ms: float = 5.2
     spec_draft_ms: float = 1.0
     accept_probs: List[float] = field(default_factory=lambda: parse_probs(DEFAULT_ACCEPT_PROBS))
-    longctx_penalty: float = 0.35
-    longctx_tokens: int = 32768
+    # Position-1 acceptance once the prompt has ACCEPT_CONTEXT_TOKENS tokens, ramping linearly
+    # from ACCEPT_PROBS[0] at an empty prompt. 0.83: fitted to the seeds' C=4 run (8 x 1024
+    # tokens in 35.1 s = 234 tok/s on ~150-token coding prompts, i.e. AL ~3.35 at the 57 ms
+    # cycle); inside llama.cpp's 80-91% at ~100 tokens (vllm#47602 thread).
+    accept_p1_context: float = 0.83
+    accept_context_tokens: int = 128  # ~the engine's coding prompts (100-200 tokens, the seeds')
+    # Healthy decline with context: every p_i x f(n), f = 1 - (1 - F32K) ln(1 + n/knee) /
+    # ln(1 + 32768/knee). 0.75: a 3-step AL of 2.39 at 32K (target 2.2-2.5); vllm#47602 reports
+    # Qwen3.6-27B position-1 acceptance 93.5% -> 72.1% (x0.771) as the context grows.
+    longctx_factor_32k: float = 0.75
+    longctx_knee_tokens: int = 1024  # decline starts after ~1K tokens (undiminished at ~100)
+    # The collapse failure mode (0 = off): past this many prompt tokens every p_i = COLLAPSE_PROB.
+    # 0.377: 1 + p + p^2 + p^3 = 1.57, sglang#30763's Qwen3.5 accept length past 32K (accept
+    # rate 0.19 = 0.57 / 3 drafts).
+    longctx_collapse_tokens: int = 0
+    longctx_collapse_prob: float = 0.377
+    # Capacity (memory.py): nvidia-smi memory.total of an RTX A6000, and the memory held between
+    # weight loading and pool sizing, fitted to the seeds' run at mem 0.92 / ratio 0.4 (a mamba
+    # pool of 24 slots, max_running_requests 4; K = 24 for 2300-2760 MiB, this is the middle).
+    gpu_memory_mib: float = 49140.0
+    pre_pool_reserve_mib: float = 2530.0
     chars_per_token: float = 4.0
     thinking_fraction: float = 0.3
     health_poll_seconds: float = 0.02
@@ -108,14 +135,23 @@ class Knobs:
         k.seed = _get(env, "SEED", int, int.from_bytes(os.urandom(4), "big"))
         k.speed_scale = _get(env, "SPEED_SCALE", float, k.speed_scale)
         k.batch_slowdown = _get(env, "BATCH_SLOWDOWN", float, k.batch_slowdown)
+        k.compute_bound_tokens = _get(env, "COMPUTE_BOUND_TOKENS", int, k.compute_bound_tokens)
         k.prefill_tok_s = _get(env, "PREFILL_TOK_S", float, k.prefill_tok_s)
         k.base_step_ms = _get(env, "BASE_STEP_MS", float, k.base_step_ms)
         k.spec_overhead_ms = _get(env, "SPEC_OVERHEAD_MS", float, k.spec_overhead_ms)
         k.spec_step_ms = _get(env, "SPEC_STEP_MS", float, k.spec_step_ms)
         k.spec_draft_ms = _get(env, "SPEC_DRAFT_MS", float, k.spec_draft_ms)
         k.accept_probs = _get(env, "ACCEPT_PROBS", parse_probs, k.accept_probs)
-        k.longctx_penalty = _get(env, "LONGCTX_PENALTY", float, k.longctx_penalty)
-        k.longctx_tokens = _get(env, "LONGCTX_TOKENS", int, k.longctx_tokens)
+        k.accept_p1_context = _get(env, "ACCEPT_P1_CONTEXT", float, k.accept_p1_context)
+        k.accept_context_tokens = _get(env, "ACCEPT_CONTEXT_TOKENS", int, k.accept_context_tokens)
+        k.longctx_factor_32k = _get(env, "LONGCTX_FACTOR_32K", float, k.longctx_factor_32k)
+        k.longctx_knee_tokens = _get(env, "LONGCTX_KNEE_TOKENS", int, k.longctx_knee_tokens)
+        k.longctx_collapse_tokens = _get(env, "LONGCTX_COLLAPSE_TOKENS", int,
+                                         k.longctx_collapse_tokens)
+        k.longctx_collapse_prob = _get(env, "LONGCTX_COLLAPSE_PROB", float,
+                                       k.longctx_collapse_prob)
+        k.gpu_memory_mib = _get(env, "GPU_MEMORY_MIB", float, k.gpu_memory_mib)
+        k.pre_pool_reserve_mib = _get(env, "PRE_POOL_RESERVE_MIB", float, k.pre_pool_reserve_mib)
         k.chars_per_token = _get(env, "CHARS_PER_TOKEN", float, k.chars_per_token)
         k.thinking_fraction = _get(env, "THINKING_FRACTION", float, k.thinking_fraction)
         k.health_poll_seconds = _get(env, "HEALTH_POLL_SECONDS", float, k.health_poll_seconds)
@@ -130,14 +166,18 @@ class Knobs:
                                       f.crash_after_requests)
         f.apply_to_warmup = _get(env, "FAULT_APPLY_TO_WARMUP", int, f.apply_to_warmup)
         for name in ("speed_scale", "warmup_factor", "prefill_tok_s", "base_step_ms",
-                     "chars_per_token"):
+                     "chars_per_token", "gpu_memory_mib", "longctx_knee_tokens"):
             if getattr(k, name) <= 0:
                 raise KnobError("%s%s must be > 0" % (PREFIX, name.upper()))
-        if k.batch_slowdown < 0 or k.warmup_requests < 0 or k.longctx_tokens <= 0:
-            raise KnobError("%sBATCH_SLOWDOWN / WARMUP_REQUESTS must be >= 0, "
-                            "LONGCTX_TOKENS > 0" % PREFIX)
-        if not 0.0 <= k.longctx_penalty <= 1.0 or not 0.0 <= k.thinking_fraction < 1.0:
-            raise KnobError("%sLONGCTX_PENALTY in [0, 1], THINKING_FRACTION in [0, 1)" % PREFIX)
+        if min(k.batch_slowdown, k.warmup_requests, k.longctx_collapse_tokens, k.compute_bound_tokens,
+               k.accept_context_tokens, k.pre_pool_reserve_mib) < 0:
+            raise KnobError("%sBATCH_SLOWDOWN, WARMUP_REQUESTS, LONGCTX_COLLAPSE_TOKENS, "
+                            "ACCEPT_CONTEXT_TOKENS, PRE_POOL_RESERVE_MIB must be >= 0" % PREFIX)
+        for name in ("accept_p1_context", "longctx_factor_32k", "longctx_collapse_prob"):
+            if not 0.0 <= getattr(k, name) <= 1.0:
+                raise KnobError("%s%s must be in [0, 1]" % (PREFIX, name.upper()))
+        if not 0.0 <= k.thinking_fraction < 1.0:
+            raise KnobError("%sTHINKING_FRACTION must be in [0, 1)" % PREFIX)
         return k
 
     def as_dict(self) -> Dict[str, object]:

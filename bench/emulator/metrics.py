@@ -109,8 +109,8 @@ class Metrics:
         self.num_running_reqs = len(sched.running)
         self.num_queue_reqs = len(sched.waiting)
         self.token_usage = sched.token_usage()
-        self.mamba_usage = round(len(sched.running) * (3 if sched.spec else 2)
-                                 / float(sched.mamba_slots), 2)
+        self.mamba_usage = (round(sched.mamba_used() / float(sched.mamba_slots), 2)
+                            if sched.mamba_slots else 0.0)
         self.spec = sched.spec
 
     def counter_totals(self) -> Dict[str, int]:

@@ -5,8 +5,13 @@ waiting requests (prefill: prompt_tokens / PREFILL_TOK_S of step time; each admi
 emits exactly one token at the end of the step), then runs one decode (or verify) step for the
 requests that were already running:
 
-    step_time = cycle_time * (1 + BATCH_SLOWDOWN * (B - 1)) / SPEED_SCALE   (/ WARMUP_FACTOR)
+    step_time = (cycle_time * (1 + BATCH_SLOWDOWN * (B - 1)) * max(1, B * D / COMPUTE_BOUND_TOKENS)
+                 + sum over the batch of context_tokens * KV bytes per token / 768 GB/s)
+                / SPEED_SCALE   (/ WARMUP_FACTOR)          (D: tokens per request per forward)
 
+Admission follows SGLang's limits: at most the effective max_running_requests (memory.py) run at
+once, and a waiting request is admitted only when its prompt plus min(max_new_tokens, 4096) fits
+in the KV tokens the running requests do not hold (a simple form of PrefillAdder.add_one_req).
 Verify steps sample accepted draft tokens position by position. Deadlines are absolute
 (next = previous + step_time) so sleep jitter does not accumulate; the emission timestamps that
 the stats record are the real ones. Streaming output is written from this loop directly (no task
@@ -18,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import math
 import os
 import random
 import sys
@@ -25,6 +31,7 @@ import time
 from collections import deque
 from typing import Any, Callable, Deque, Dict, List
 
+from . import memory
 from .knobs import Knobs
 
 logger = logging.getLogger("sglang.srt.managers.scheduler")
@@ -56,6 +63,12 @@ _N_CODE = len(_CODE_PIECES)
 _CODE0 = len(_SPECIAL)
 _THINK0 = _CODE0 + _N_CODE
 SEQ_LEN = 8192
+# managers/schedule_policy.py CLIP_MAX_NEW_TOKENS (SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION): the
+# part of max_new_tokens PrefillAdder reserves in the KV pool at admission.
+CLIP_MAX_NEW_TOKENS = 4096
+# One RTX A6000's memory bandwidth (NVIDIA datasheet: 768 GB/s); decode reads the KV cache of
+# the context once per forward.
+GPU_BANDWIDTH_BYTES_S = 768e9
 
 
 def _json_escape(s: str) -> str:
@@ -80,6 +93,7 @@ class Req:
         "correct", "hist", "probs", "t_arrival", "t_admit", "t_first", "t_last", "t_finish",
         "finish", "fault", "stall_until", "stall_done", "counted", "sink", "done",
         "backlog", "waiter", "closed", "log_metrics", "index", "reasoning", "extra",
+        "collapsed",
     )
 
     def __init__(self, rid: str, endpoint: str, prompt_tokens: int, max_tokens: int,
@@ -127,6 +141,13 @@ class Req:
         self.log_metrics = not health
         self.index = -1
         self.extra: Dict[str, Any] = {}
+        self.collapsed = False
+
+    def kv_reserved(self) -> int:
+        """KV tokens the scheduler counts as taken by this request (PrefillAdder: the prompt,
+        what it produced, and the rest of max_new_tokens clipped at CLIP_MAX_NEW_TOKENS)."""
+        return (self.prompt_tokens + self.produced
+                + min(max(0, self.max_tokens - self.produced), CLIP_MAX_NEW_TOKENS))
 
     # -- output text -------------------------------------------------------------------------
     def vocab_index(self, pos: int) -> int:
@@ -163,6 +184,7 @@ class Req:
             "t_arrival": self.t_arrival, "t_admit": self.t_admit, "t_first_token": self.t_first,
             "t_last_token": self.t_last, "t_finish": self.t_finish, "decode_tok_s": decode,
             "finish_reason": fr, "fault": self.fault, "counted_in_metrics": self.counted,
+            "longctx_collapsed": self.collapsed,
         }
 
 
@@ -175,7 +197,8 @@ _SEQ: List[int] = _build_seq(0)
 
 
 class Scheduler:
-    def __init__(self, cfg: Dict[str, Any], knobs: Knobs, metrics, log_prefix: str):
+    def __init__(self, cfg: Dict[str, Any], knobs: Knobs, metrics, log_prefix: str,
+                 capacity: memory.Capacity | None = None):
         global _SEQ
         _SEQ = _build_seq(knobs.seed)
         self.cfg = cfg
@@ -183,7 +206,14 @@ class Scheduler:
         self.metrics = metrics
         self.log_prefix = log_prefix
         self.rng = random.Random(knobs.seed)
-        self.max_running = int(cfg["max_running_requests"])
+        if capacity is None:
+            capacity = memory.compute(cfg, knobs.gpu_memory_mib, knobs.pre_pool_reserve_mib)
+        self.capacity = capacity
+        # the pools SGLang sized (memory.py): what the scheduler actually runs with
+        self.max_running = int(capacity.max_running_requests)
+        self.max_total_tokens = int(capacity.max_total_num_tokens)
+        self.max_req_input_len = int(capacity.max_req_input_len)
+        self.mamba_slots = int(capacity.max_mamba_cache_size or 0)
         self.spec = cfg["speculative_algorithm"] is not None
         self.steps = int(cfg["speculative_num_steps"] or 0) if self.spec else 0
         self.draft_tokens = int(cfg["speculative_num_draft_tokens"] or 0) if self.spec else 0
@@ -199,6 +229,11 @@ class Scheduler:
             cycle_ms = k.base_step_ms
             self.base_probs = []
         self.cycle_s = cycle_ms / 1000.0
+        # tokens each running request puts through a verify (draft tokens) or decode forward
+        self.tokens_per_forward = self.draft_tokens if self.spec else 1
+        # seconds per context token per forward: the KV bytes of the attention layers (target,
+        # plus the MTP layer per draft step and draft extend) read at the GPU's bandwidth
+        self.attn_s_per_token = memory.attention_bytes_per_context_token(cfg) / GPU_BANDWIDTH_BYTES_S
         self.waiting: Deque[Req] = deque()
         self.running: List[Req] = []
         self.wake = asyncio.Event()
@@ -208,7 +243,8 @@ class Scheduler:
         # counters
         self.requests: List[Req] = []
         self.totals = {"generation_tokens": 0, "verify_steps": 0, "requests": 0,
-                       "health_requests": 0, "decode_steps": 0, "prefill_tokens": 0}
+                       "health_requests": 0, "decode_steps": 0, "prefill_tokens": 0,
+                       "kv_admission_waits": 0, "refused_requests": 0}
         self.generation_requests_seen = 0  # since start, for warmup
         self.forward_ct_decode = 0
         self.interval_tokens = 0
@@ -221,10 +257,6 @@ class Scheduler:
         self.last_gen_throughput = 0.0
         self.avg_spec_accept_length: float | None = None
         self.last_input_tic = time.perf_counter()
-        # KV / mamba pool look-alike sizes (for the log lines and token_usage gauge)
-        mem = float(cfg["mem_fraction_static"])
-        self.max_total_tokens = int(max(16384, (mem - 0.6) * 2_600_000)) * max(1, cfg["tp_size"])
-        self.mamba_slots = self.max_running * (3 if self.spec else 2)
 
     # -- configuration summary for /_emulator/stats ----------------------------------------
     def expected_accept_length(self, prompt_tokens: int = 0) -> float:
@@ -236,10 +268,36 @@ class Scheduler:
             exp += acc
         return exp
 
+    def longctx_factor(self, prompt_tokens: int) -> float:
+        """The healthy decline of acceptance with context (knobs.py, README): 1 at an empty
+        prompt, LONGCTX_FACTOR_32K at 32768 tokens, log-shaped (slow past a few thousand)."""
+        k = self.knobs
+        knee = float(k.longctx_knee_tokens)
+        drop = (1.0 - k.longctx_factor_32k) * math.log1p(prompt_tokens / knee) \
+            / math.log1p(32768.0 / knee)
+        return min(1.0, max(0.3, 1.0 - drop))
+
+    def collapses(self, prompt_tokens: int) -> bool:
+        threshold = self.knobs.longctx_collapse_tokens
+        return bool(threshold) and prompt_tokens > threshold
+
     def _probs_for(self, prompt_tokens: int) -> List[float]:
         k = self.knobs
-        factor = 1.0 - k.longctx_penalty * min(1.0, prompt_tokens / float(k.longctx_tokens))
-        return [p * factor for p in self.base_probs]
+        if not self.base_probs:
+            return []
+        if self.collapses(prompt_tokens):
+            return [k.longctx_collapse_prob] * len(self.base_probs)
+        probs = list(self.base_probs)
+        ramp = min(1.0, prompt_tokens / float(k.accept_context_tokens)) \
+            if k.accept_context_tokens else 1.0
+        probs[0] = probs[0] + (max(probs[0], k.accept_p1_context) - probs[0]) * ramp
+        factor = self.longctx_factor(prompt_tokens)
+        return [min(1.0, p * factor) for p in probs]
+
+    def decode_tok_s_at(self, prompt_tokens: int) -> float:
+        """Expected C=1 decode speed for a prompt of that length (tokens/s, SPEED_SCALE 1)."""
+        step = self.cycle_s + prompt_tokens * self.attn_s_per_token
+        return self.expected_accept_length(prompt_tokens) / step
 
     def configured(self) -> Dict[str, Any]:
         k = self.knobs
@@ -248,19 +306,31 @@ class Scheduler:
             "cycle_time_s": self.cycle_s,
             "decode_step_s_at_b1": self.cycle_s / k.speed_scale,
             "warmup_step_s_at_b1": self.cycle_s / k.speed_scale / k.warmup_factor,
+            "attention_s_per_context_token": self.attn_s_per_token,
             "speed_scale": k.speed_scale,
             "seed": k.seed,
             "batch_slowdown": k.batch_slowdown,
+            "compute_bound_tokens": k.compute_bound_tokens,
             "prefill_tok_s": k.prefill_tok_s * k.speed_scale,
             "accept_probs": list(self.base_probs),
             "speculative": self.spec,
             "speculative_num_steps": self.steps or None,
             "speculative_num_draft_tokens": self.draft_tokens or None,
             "expected_accept_length_short_context": al,
-            "expected_accept_length_32k_context": self.expected_accept_length(k.longctx_tokens),
+            "expected_accept_length_coding_prompt": self.expected_accept_length(
+                k.accept_context_tokens),
+            "expected_accept_length_32k_context": self.expected_accept_length(32768),
+            "longctx_collapse_tokens": k.longctx_collapse_tokens or None,
+            "expected_accept_length_collapsed": (
+                1.0 + sum(k.longctx_collapse_prob ** (i + 1) for i in range(self.steps))
+                if self.spec else 1.0),
             "nominal_c1_decode_tok_s": al / self.cycle_s * k.speed_scale,
+            "nominal_c1_decode_tok_s_32k_context": self.decode_tok_s_at(32768) * k.speed_scale,
             "max_running_requests": self.max_running,
             "max_total_num_tokens": self.max_total_tokens,
+            "max_req_input_len": self.max_req_input_len,
+            "max_mamba_cache_size": self.capacity.max_mamba_cache_size,
+            "capacity": self.capacity.as_dict(),
         }
 
     # -- admission ---------------------------------------------------------------------------
@@ -275,10 +345,23 @@ class Scheduler:
         if req.health:
             self.totals["health_requests"] += 1
         req.probs = self._probs_for(req.prompt_tokens)
+        req.collapsed = self.spec and self.collapses(req.prompt_tokens)
         if req.reasoning and req.limit > 2:
             req.think_len = max(2, int(round(self.knobs.thinking_fraction * req.max_tokens)))
         self.waiting.append(req)
         self.wake.set()
+
+    def cap_max_new_tokens(self, prompt_tokens: int, max_new_tokens: int) -> int:
+        """scheduler.py init_req_max_new_tokens: max_new_tokens <= max_req_len - input - 1 (it
+        bites when --context-length exceeds the KV pool)."""
+        return max(1, min(int(max_new_tokens), self.capacity.max_req_len - prompt_tokens - 1))
+
+    def record_refused(self, req: Req) -> None:
+        """A request the scheduler aborted at admission (too long): in the stats, never run."""
+        req.index = len(self.requests)
+        self.requests.append(req)
+        self.totals["requests"] += 1
+        self.totals["refused_requests"] += 1
 
     def reset_counters(self) -> None:
         for req in self.requests:
@@ -299,16 +382,35 @@ class Scheduler:
                 continue
             new: List[Req] = []
             prefill_s = 0.0
+            held = None
             while self.waiting and len(self.running) + len(new) < self.max_running:
-                req = self.waiting.popleft()
+                req = self.waiting[0]
                 if req.closed:
+                    self.waiting.popleft()
                     continue
+                if held is None:
+                    held = sum(r.kv_reserved() for r in self.running)
+                need = req.kv_reserved()
+                if held + need > self.max_total_tokens and (self.running or new):
+                    # PrefillAdder NO_TOKEN: the head of the queue waits for KV (FCFS)
+                    self.totals["kv_admission_waits"] += 1
+                    break
+                self.waiting.popleft()
+                held += need
                 new.append(req)
                 prefill_s += req.prompt_tokens / (k.prefill_tok_s * k.speed_scale)
             decode = list(self.running)
             step = prefill_s
             if decode:
-                dt = self.cycle_s * (1.0 + k.batch_slowdown * (len(decode) - 1)) / k.speed_scale
+                ctx = 0
+                for r in decode:
+                    ctx += r.prompt_tokens + r.produced
+                cycle = self.cycle_s * (1.0 + k.batch_slowdown * (len(decode) - 1))
+                if k.compute_bound_tokens:
+                    tokens = len(decode) * self.tokens_per_forward
+                    if tokens > k.compute_bound_tokens:
+                        cycle *= tokens / float(k.compute_bound_tokens)
+                dt = (cycle + ctx * self.attn_s_per_token) / k.speed_scale
                 for r in decode:
                     if r.warmup:
                         dt /= k.warmup_factor
@@ -443,11 +545,16 @@ class Scheduler:
     def kv_used(self) -> int:
         return sum(r.prompt_tokens + r.produced for r in self.running)
 
+    def mamba_used(self) -> int:
+        # each running request holds its state slot plus the extra_buffer ping-pong slots
+        per_req = max(1, self.capacity.mamba_ratio - 2) if self.mamba_slots else 0
+        return len(self.running) * per_req
+
     def usage_parts(self, decode: bool) -> List[str]:
         used = self.kv_used()
         usage = used / float(self.max_total_tokens)
-        mamba_num = len(self.running) * (3 if self.spec else 2)
-        mamba_usage = mamba_num / float(self.mamba_slots)
+        mamba_num = self.mamba_used()
+        mamba_usage = mamba_num / float(self.mamba_slots) if self.mamba_slots else 0.0
         if decode:
             return [f"#full token: {used}", f"full token usage: {usage:.2f}",
                     f"mamba num: {mamba_num}", f"mamba usage: {mamba_usage:.2f}"]

@@ -49,6 +49,12 @@ class BadRequest(Exception):
     pass
 
 
+class ContextLengthError(BadRequest):
+    """tokenizer_manager._validate_one_request's ValueError: raised inside generate_request, so a
+    streamed /generate answers it as an SSE error event after HTTP 200 (http_server.py
+    stream_results), the OpenAI routes kick-start the stream and answer HTTP 400."""
+
+
 def spec_details(req: Req, draft_tokens: int) -> Dict[str, Any] | None:
     """tokenizer_manager._calculate_spec_decoding_metrics (only with verify steps)."""
     if not req.verify_ct:
@@ -327,13 +333,14 @@ class HealthSink(Sink):
 
 # ---------------------------------------------------------------------------------------------
 class EmulatorServer:
-    def __init__(self, cfg: Dict[str, Any], knobs: Knobs, launch_command: str):
+    def __init__(self, cfg: Dict[str, Any], knobs: Knobs, launch_command: str,
+                 capacity=None):
         self.cfg = cfg
         self.knobs = knobs
         self.launch_command = launch_command
         self.metrics = Metrics(cfg["served_model_name"], cfg["enable_metrics"])
         prefix = " TP0" if cfg["tp_size"] > 1 else ""
-        self.sched = Scheduler(cfg, knobs, self.metrics, prefix)
+        self.sched = Scheduler(cfg, knobs, self.metrics, prefix, capacity)
         self.sched.crash_hook = crash_now
         self.t_start = time.monotonic()
         self.startup_time = time.time()
@@ -450,18 +457,39 @@ class EmulatorServer:
         skip = {"architectures"}
         return {k: v for k, v in self.cfg.items() if k not in skip}
 
+    def memory_usage(self) -> Dict[str, Any]:
+        """scheduler_components/memory_usage.py build_memory_usage, from memory.py's figures."""
+        cap = self.sched.capacity
+        return {"weight": round(cap.weights_gib, 3), "kvcache": round(cap.kv_cache_gib, 3),
+                "startup_available": round(cap.available_gpu_mem_gib, 3),
+                "token_capacity": int(cap.max_total_num_tokens), "token_capacity_swa": None,
+                "graph": {phase: round(gb, 3) for phase, gb in cap.graph_gib.items()}}
+
     async def server_info(self, request):
+        """http_server.py server_info: build_server_info (resolved args + launch_command + the
+        scheduler's init info) + internal_states (internal_state.py get_internal_state: the
+        scheduler process's resolved args with its runtime overrides, e.g. the mamba pool size
+        _handle_max_mamba_cache declared, + topology, memory usage, speculative state)."""
         s = self.sched
+        cap = s.capacity
         state = dict(self.server_args_dict())
+        if cap.max_mamba_cache_size is not None:
+            # get_context().override("mamba_pool...", max_mamba_cache_size=...) happens in the
+            # scheduler process only: internal_states carries it, the top level does not
+            state["max_mamba_cache_size"] = cap.max_mamba_cache_size
         state.update({"world_size": self.cfg["tp_size"], "startup_time": self.startup_time,
                       "effective_max_running_requests_per_dp": s.max_running,
-                      "last_gen_throughput": s.last_gen_throughput})
+                      "last_gen_throughput": s.last_gen_throughput,
+                      "memory_usage": self.memory_usage()})
         if s.spec and s.avg_spec_accept_length is not None:
             state["avg_spec_accept_length"] = s.avg_spec_accept_length
         info = dict(self.server_args_dict())
         info.update({"launch_command": self.launch_command,
-                     "max_total_num_tokens": s.max_total_tokens,
-                     "max_req_input_len": self.cfg["context_length"] - 5,
+                     # scheduler.py get_init_info
+                     "status": "ready",
+                     "max_total_num_tokens": cap.max_total_num_tokens,
+                     "max_req_input_len": cap.max_req_input_len,
+                     "hicache_object_layout": None,
                      "kv_events": None, "startup_time": self.startup_time,
                      "internal_states": [state], "version": SGLANG_VERSION,
                      "frontend": "python"})
@@ -538,17 +566,66 @@ class EmulatorServer:
         return None
 
     def _check_length(self, prompt_tokens: int, max_tokens: int) -> None:
+        """tokenizer_manager._validate_one_request (against the model's context length)."""
         ctx = self.cfg["context_length"]
         if prompt_tokens >= ctx:
-            raise BadRequest(f"The input ({prompt_tokens} tokens) is longer than the model's "
-                             f"context length ({ctx} tokens).")
+            raise ContextLengthError(f"The input ({prompt_tokens} tokens) is longer than the "
+                                     f"model's context length ({ctx} tokens).")
         if max_tokens + prompt_tokens > ctx:
-            raise BadRequest(
+            raise ContextLengthError(
                 f"Requested token count exceeds the model's maximum context length of {ctx} "
                 f"tokens. You requested a total of {max_tokens + prompt_tokens} tokens: "
                 f"{prompt_tokens} tokens from the input messages and {max_tokens} tokens for the "
                 "completion. Please reduce the number of tokens in the input messages or the "
                 "completion to fit within the limit.")
+
+    def too_long(self, prompt_tokens: int) -> str | None:
+        """managers/utils.py validate_input_length, which the scheduler runs on every request
+        (scheduler.py handle_generate_request) against max_req_input_len (tp_worker.py: the
+        smaller of the context and the KV pool, minus 6)."""
+        limit = self.sched.max_req_input_len
+        if prompt_tokens >= limit:
+            return (f"Input length ({prompt_tokens} tokens) exceeds the maximum allowed length "
+                    f"({limit} tokens). Use a shorter input or enable --allow-auto-truncate.")
+        return None
+
+    async def _refuse(self, request: web.Request, req: Req, sink: Sink, openai: bool,
+                      message: str):
+        """The scheduler's set_finish_with_abort(error_msg) (status 400, BadRequestError). Not
+        streamed: tokenizer_manager._handle_abort_finish_reason raises ValueError, answered HTTP
+        400 ({"error": {"message"}} native, ErrorResponse on the OpenAI routes). Streamed: the
+        abort is an ordinary last chunk after HTTP 200 (native: meta_info.finish_reason is the
+        abort with its message; OpenAI: finish_reason "abort", since status_code reaches the
+        serving code as a plain int after SGLang's msgpack IPC and the graceful branch runs)."""
+        logger.error("%s, self.rid='%s'", message, req.rid)
+        req.prompt_tokens = 1  # set_finish_with_abort: origin_input_ids = [0]
+        req.finish = {"type": "abort", "message": message, "status_code": 400,
+                      "err_type": "BadRequestError"}
+        req.t_finish = time.monotonic()
+        req.fault = None
+        self.sched.record_refused(req)
+        if not sink.stream:
+            if openai:
+                return _openai_error(message)
+            return web.json_response({"error": {"message": message}}, status=400, dumps=_dumps)
+        resp = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream"})
+        resp.enable_chunked_encoding()
+        await resp.prepare(request)
+        await resp.write(sink.render_step(req, 0) + sink.render_tail(req))
+        await resp.write_eof()
+        return resp
+
+    @staticmethod
+    async def _stream_error(request: web.Request, message: str):
+        """http_server.py stream_results: a ValueError inside a streamed /generate."""
+        resp = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream"})
+        resp.enable_chunked_encoding()
+        await resp.prepare(request)
+        err = {"error": {"message": message, "type": "invalid_request_error", "code": 400,
+                         "retryable": False}}
+        await resp.write(("data: " + _dumps(err) + "\n\ndata: [DONE]\n\n").encode())
+        await resp.write_eof()
+        return resp
 
     async def _run(self, request: web.Request, req: Req, sink: Sink, openai: bool):
         req.sink = sink
@@ -643,15 +720,24 @@ class EmulatorServer:
             max_new = sp.get("max_new_tokens", 128)
             max_new = 128 if max_new is None else int(max_new)
             self._check_length(prompt_tokens, max_new)
+        except ContextLengthError as exc:
+            if isinstance(body, dict) and body.get("stream"):
+                return await self._stream_error(request, str(exc))
+            return web.json_response({"error": {"message": str(exc)}}, status=400, dumps=_dumps)
         except (BadRequest, TypeError, ValueError) as exc:
             return web.json_response({"error": {"message": str(exc)}}, status=400, dumps=_dumps)
         stream = bool(body.get("stream", False))
         rid = body.get("rid") or uuid.uuid4().hex
+        max_new = self.sched.cap_max_new_tokens(prompt_tokens, max_new)
         req = Req(str(rid), "/generate", prompt_tokens, max_new, bool(sp.get("ignore_eos")),
                   text if text is not None else repr(ids), stream,
                   reasoning=self.cfg["reasoning_parser"] is not None)
+        sink = GenerateSink(self, req, stream)
+        refusal = self.too_long(prompt_tokens)
+        if refusal:
+            return await self._refuse(request, req, sink, False, refusal)
         self._admit(req)
-        return await self._run(request, req, GenerateSink(self, req, stream), openai=False)
+        return await self._run(request, req, sink, openai=False)
 
     def _openai_common(self, body: Dict[str, Any]):
         model = body.get("model", "default")
@@ -696,12 +782,16 @@ class EmulatorServer:
         except (BadRequest, TypeError, ValueError) as exc:
             return _openai_error(str(exc))
         rid = body.get("rid") or uuid.uuid4().hex
+        max_tokens = self.sched.cap_max_new_tokens(prompt_tokens, max_tokens)
         req = Req(str(rid), "/v1/completions", prompt_tokens, max_tokens,
                   bool(body.get("ignore_eos")), repr(prompt), stream,
                   reasoning=self.cfg["reasoning_parser"] is not None)
-        self._admit(req)
         sink = CompletionSink(self, req, stream, model, include_usage, continuous,
                               bool(body.get("return_spec_tokens_details")))
+        refusal = self.too_long(prompt_tokens)
+        if refusal:
+            return await self._refuse(request, req, sink, True, refusal)
+        self._admit(req)
         return await self._run(request, req, sink, openai=True)
 
     async def chat(self, request):
@@ -739,9 +829,13 @@ class EmulatorServer:
         if isinstance(ctk, dict) and ctk.get("enable_thinking") is False:
             thinking = False
         rid = body.get("rid") or uuid.uuid4().hex
+        max_tokens = self.sched.cap_max_new_tokens(prompt_tokens, max_tokens)
         req = Req(str(rid), "/v1/chat/completions", prompt_tokens, max_tokens,
                   bool(body.get("ignore_eos")), "\x00".join(key), stream, reasoning=thinking)
-        self._admit(req)
         sink = ChatSink(self, req, stream, model, include_usage, continuous,
                         bool(body.get("return_spec_tokens_details")))
+        refusal = self.too_long(prompt_tokens)
+        if refusal:
+            return await self._refuse(request, req, sink, True, refusal)
+        self._admit(req)
         return await self._run(request, req, sink, openai=True)

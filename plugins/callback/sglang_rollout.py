@@ -16,7 +16,8 @@ type: aggregate
 short_description: Summary table of a rolling gated SGLang deploy
 description:
   - Prints host, profile, decode tok/s, accept length, gate result, rolled back, untouched for
-    every host of the rollout plan when playbooks/deploy.yml ends, and how to resume.
+    every host of the rollout plan when playbooks/deploy.yml ends, then each gate case's figures
+    per host (decode tok/s, accept length, per-position acceptance, verdict), and how to resume.
   - Prints nothing for playbooks that set no rollout plan.
 requirements:
   - enabled in ansible.cfg (callbacks_enabled = sglang_rollout)
@@ -82,6 +83,38 @@ def resume_hint(rows):
         return "Rollout complete: every host passed its gate."
     return ("Rollout stopped. Fix the cause, then run the same command again: hosts that passed keep their "
             "unit (no restart) and pass their gate again; or only the rest: --limit %s" % ",".join(todo))
+
+
+def _positions(values):
+    try:
+        return "/".join("%.0f" % (100 * float(v)) for v in values) + "%" if values else "-"
+    except (TypeError, ValueError):
+        return "-"
+
+
+def case_lines(plan, results):
+    """Per host, each gate case's figures: decode tok/s, accept length and per-position
+    acceptance (share of verify steps that accepted at least 1, 2, ... drafts), verdict."""
+    lines = []
+    for batch in plan.get("batches") or []:
+        for host in batch:
+            r = results.get(host) or {}
+            cases = r.get("cases") or []
+            if not isinstance(cases, list) or not cases:
+                continue
+            lines.append("%s (%s; verdict in %s s):" % (host, r.get("profile") or "-",
+                                                         _num(r.get("time_to_verdict_s"), "%.0f")))
+            for c in cases:
+                if not isinstance(c, dict):
+                    continue
+                prompt = c.get("prompt_tokens")
+                lines.append("  %-14s C=%-2s %s tok/s  accept %s  by position %s  aggregate %s tok/s%s %s" % (
+                    c.get("case"), c.get("concurrency"), _num(c.get("decode_tok_s"), "%.1f"),
+                    _num(c.get("accept_len"), "%.2f"), _positions(c.get("accept_by_position")),
+                    _num(c.get("aggregate_tok_s"), "%.1f"),
+                    "  prompt %s tok" % _num(prompt, "%.0f") if prompt else "",
+                    "passed" if c.get("passed") is True else "FAILED"))
+    return lines
 
 
 NOT_STARTED = "Rollout not started: the preflight refused it (errors above); no host was changed."
@@ -155,4 +188,6 @@ class CallbackModule(CallbackBase):
         self._display.display("batches: %s (serial %s)" % (
             " | ".join(", ".join(b) for b in self.plan.get("batches") or []), self.plan.get("serial")))
         self._display.display(render_table(rows))
+        for line in case_lines(self.plan, self.results):
+            self._display.display(line)
         self._display.display(resume_hint(rows))

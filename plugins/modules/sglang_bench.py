@@ -67,11 +67,54 @@ options:
     description: Sampling temperature of the benchmark requests.
     type: float
     default: 0.0
-  long_context_tokens:
-    description: When above 0, adds a code-review prompt case of about this many tokens, so the
-      accept length at long context is reported per case.
+  prompts:
+    description:
+      - What the measured requests send. C(coding) cycles the coding prompts; C(long_context) sends
+        a repository slice (code and documents shipped in C(sglang_perf/corpus.py)) of about
+        O(prompt_tokens) tokens, a different slice per request. Every measured prompt starts with
+        a request tag of its own, and warmup prompts are never measured ones, so no measured
+        request finds its prefix in the radix cache. The server's own count
+        (C(usage.prompt_tokens)) is reported; characters per token are learned from the warmup.
+    type: str
+    choices: [coding, long_context]
+    default: coding
+  prompt_tokens:
+    description: Target prompt length of C(long_context) requests, in the server's tokens.
     type: int
-    default: 0
+  max_ttft_s:
+    description: Allowed median time to first token, seconds.
+    type: float
+  chars_per_token:
+    description: Characters per server token of the long-context corpus; learned from the warmup
+      when not given (a corpus sample and a short prompt, the difference of their token counts).
+    type: float
+  case:
+    description: A name for the run in the result and messages (a gate plan case's name); default
+      the prompt source.
+    type: str
+  plan:
+    description:
+      - A gate plan (the sglang_gate role's C(sglang_gate_plan)) - named cases, each with
+        C(prompts), C(prompt_tokens), C(concurrency), C(requests), C(max_tokens). When given, the
+        module runs every case after one warmup and judges each on its own with its thresholds
+        from O(thresholds) (and O(calibrated)) for O(profile), after checking the server's
+        capacity against O(promise); the single-case options (O(prompts), O(concurrency),
+        O(requests), O(max_tokens), O(min_tok_s), ...) are not used then.
+    type: dict
+  thresholds:
+    description: With O(plan), thresholds per profile per case (C(sglang_gate_thresholds)).
+    type: dict
+  calibrated:
+    description: With O(plan), a host's measured thresholds per profile per case
+      (C(sglang_gate_calibrated), written by C(playbooks/calibrate.yml)); they win key by key.
+    type: dict
+  profile:
+    description: With O(plan), the profile the server runs (whose thresholds apply).
+    type: str
+  promise:
+    description: With O(plan), what the profile promises (C(context_length),
+      C(max_running_requests)); the gate fails when the server's C(/server_info) cannot hold it.
+    type: dict
   connect_timeout:
     description: Seconds to open a connection.
     type: float
@@ -297,7 +340,7 @@ import os
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_perf import engine, history
+from ansible.module_utils.sglang_perf import engine, history, plan, prompts
 from ansible.module_utils.sglang_perf.client import ConfigError, MeasureError
 
 D = engine.DEFAULTS  # one set of defaults for the module, the CLI and the engine
@@ -312,7 +355,16 @@ ARGUMENT_SPEC = dict(
     max_tokens=dict(type="int", default=D["max_tokens"]),
     warmup_max_tokens=dict(type="int", default=D["warmup_max_tokens"]),
     temperature=dict(type="float", default=D["temperature"]),
-    long_context_tokens=dict(type="int", default=D["long_context_tokens"]),
+    prompts=dict(type="str", default=D["prompts"], choices=list(prompts.PROMPT_SOURCES)),
+    prompt_tokens=dict(type="int"),
+    chars_per_token=dict(type="float"),
+    case=dict(type="str"),
+    max_ttft_s=dict(type="float"),
+    plan=dict(type="dict"),
+    thresholds=dict(type="dict"),
+    calibrated=dict(type="dict"),
+    profile=dict(type="str"),
+    promise=dict(type="dict"),
     connect_timeout=dict(type="float", default=D["connect_timeout"]),
     first_token_timeout=dict(type="float", default=D["first_token_timeout"]),
     stall_timeout=dict(type="float", default=D["stall_timeout"]),
@@ -332,32 +384,51 @@ ARGUMENT_SPEC = dict(
     max_regression_pct=dict(type="float"),
 )
 MODULE_ONLY = ("per_request", "baseline_history", "baseline_profile")
+PLAN_ONLY = ("plan", "thresholds", "calibrated", "profile", "promise")
+# what the plan's cases set (the single-case options that a plan run does not use)
+CASE_OPTIONS = ("prompts", "prompt_tokens", "concurrency", "requests", "max_tokens", "min_tok_s",
+                "min_accept_len", "min_aggregate_tok_s", "max_ttft_s", "max_errors", "baseline")
 
 
-def find_baseline(path, profile):
+def last_passing(path, profile):
     """The newest passing run of ``profile`` in the host's history; None without one."""
     if not path or not os.path.exists(path):
         return None
-    rec = history.last_passing(history.read(path), profile)
-    return history.baseline(rec) if rec else None
+    return history.last_passing(history.read(path), profile)
+
+
+def run_plan(params):
+    common = {k: v for k, v in params.items()
+              if k not in MODULE_ONLY + PLAN_ONLY + CASE_OPTIONS}
+    return plan.run(common, params["plan"], params["thresholds"], params["profile"],
+                    calibrated=params["calibrated"], promise=params["promise"],
+                    baseline=params["baseline"] or last_passing(params["baseline_history"],
+                                                                params["baseline_profile"]))
 
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True,
-                           required_by={"baseline_history": "baseline_profile"})
-    options = {k: v for k, v in module.params.items() if k not in MODULE_ONLY}
+                           required_by={"baseline_history": "baseline_profile",
+                                        "plan": ("thresholds", "profile")})
+    params = dict(module.params)
+    options = {k: v for k, v in params.items() if k not in MODULE_ONLY + PLAN_ONLY}
     try:
-        if not options["baseline"]:
-            options["baseline"] = find_baseline(module.params["baseline_history"],
-                                                module.params["baseline_profile"])
         if module.check_mode:
+            if params["plan"] is not None:  # the plan is checked, the server only probed
+                plan.resolve(params["plan"], params["thresholds"], params["profile"], params["calibrated"])
+                options = {k: v for k, v in options.items() if k not in CASE_OPTIONS}
             probe = engine.probe(options)
+        elif params["plan"] is not None:
+            result = run_plan(params)
         else:
+            if not options["baseline"]:
+                rec = last_passing(params["baseline_history"], params["baseline_profile"])
+                options["baseline"] = history.baseline(rec) if rec else None
             result = engine.run(options)
     except ConfigError as e:
         module.fail_json(msg="invalid option %s" % e)
     except (OSError, UnicodeDecodeError) as e:
-        module.fail_json(msg="cannot read baseline_history %s: %s" % (module.params["baseline_history"], e))
+        module.fail_json(msg="cannot read baseline_history %s: %s" % (params["baseline_history"], e))
     except MeasureError as e:
         module.fail_json(msg="could not measure %s: %s" % (options["url"], e))
     except Exception as e:  # a bug of ours must still end in a readable failure
@@ -367,11 +438,18 @@ def main():
         state = "ready" if probe["ready"] else "not ready"
         module.exit_json(changed=False, msg="check mode: benchmark not run; server %s: %s"
                          % (state, probe.get("reason")), **probe)
-    if not module.params["per_request"]:
+    cases = result["cases"] if params["plan"] is not None else [result]
+    if not params["per_request"]:
+        for case in cases:
+            case.pop("per_request", None)
         result.pop("per_request", None)
+    if params["plan"] is not None:
+        msg = plan.summary(result) if result["passed"] else plan.failure_message(result)
+    else:
+        msg = summary(result) if result["passed"] else engine.failure_message(result)
     if not result["passed"]:
-        module.fail_json(msg=engine.failure_message(result), **result)
-    module.exit_json(changed=False, msg=summary(result), **result)
+        module.fail_json(msg=msg, **result)
+    module.exit_json(changed=False, msg=msg, **result)
 
 
 def summary(result):

@@ -11,7 +11,7 @@ def test_history_has_one_passing_run(host):
     assert len(runs) == 1, runs
     run = runs[0]
     assert run["passed"] is True and run["profile"] == "nextn_3step"
-    assert run["action"] == "recorded as last-known-good"
+    assert (run["action"], run["reason"]) == ("record", "recorded as last-known-good")
     assert run["thresholds"] == {"min_tok_s": 45, "min_accept_len": 2.8}  # the production ones
     assert run["decode_tok_s"]["median"] >= 45 and run["accept_len"] >= 2.8
     assert run["errors"] == 0

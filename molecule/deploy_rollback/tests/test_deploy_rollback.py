@@ -8,8 +8,9 @@ from conftest import LKG_DIR, UNIT, URL, assert_service_healthy, exec_start, his
 def test_history_holds_both_runs(host):
     runs = history(host)
     assert [(r["profile"], r["passed"]) for r in runs] == [("nextn_3step", True), ("nextn_1step", False)]
-    assert runs[0]["action"] == "recorded as last-known-good"
-    assert runs[1]["action"] == "rolled back to the last-known-good unit"
+    assert [(r["action"], r["reason"]) for r in runs] == [
+        ("record", "recorded as last-known-good"), ("restore", "rolled back to the last-known-good unit")]
+    assert "coding" in runs[1]["failed_cases"] and runs[1]["cases"][0]["passed"] is False
     assert runs[1]["decode_tok_s"]["median"] < 45  # why it failed: the production threshold
     assert runs[1]["unit_sha256"] != runs[0]["unit_sha256"]
 

@@ -21,7 +21,7 @@ def test_the_canary_was_rolled_back_and_serves_the_3step_unit():
     host = container(CANARY)
     runs = history(host)
     assert [(r["profile"], r["passed"]) for r in runs] == [("nextn_3step", True), ("nextn_1step", False)]
-    assert runs[1]["action"] == "rolled back to the last-known-good unit"
+    assert (runs[1]["action"], runs[1]["reason"]) == ("restore", "rolled back to the last-known-good unit")
     unit = host.file(UNIT).content_string
     assert unit == host.file(LKG_DIR + "/sglang.service").content_string
     argv = exec_start(unit)

@@ -39,7 +39,8 @@ def test_rank0_passed_the_gate_and_serves_the_api():
     assert [(r["profile"], r["passed"]) for r in runs] == [("nextn_3step", True), ("nextn_1step", False)]
     assert runs[0]["multinode"] == {"group": "qwen_pair", "nnodes": 2, "node_rank": 0, "rank0": RANK0}
     assert runs[0]["decode_tok_s"]["median"] >= 45 and runs[0]["accept_len"] >= 2.8
-    assert runs[1]["action"] == "the whole multi-node deployment is rolled back to its last-known-good units"
+    assert (runs[1]["action"], runs[1]["reason"]) == (
+        "restore", "the whole multi-node deployment is rolled back to its last-known-good units")
     assert_service_healthy(host)
     models = json.loads(host.check_output("curl -s --max-time 30 %s/v1/models" % URL))
     assert models["data"][0]["id"] == "Qwen3.6-27B"

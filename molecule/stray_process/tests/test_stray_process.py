@@ -17,5 +17,5 @@ def test_the_service_holds_the_port(host):
 
 def test_the_deploy_passed_its_gate(host):
     runs = history(host)
-    assert [(r["profile"], r["passed"], r["action"]) for r in runs] == \
+    assert [(r["profile"], r["passed"], r["reason"]) for r in runs] == \
         [("nextn_3step", True, "recorded as last-known-good")]

@@ -14,8 +14,8 @@ from collections import Counter, deque
 from . import capacity, history
 from . import metrics as prom
 from .client import ConfigError, Endpoint, MeasureError, RequestError, SSEStream
-from .prompts import prompt_cases
-from .stats import latency_summary, summarize, weighted_samples
+from . import prompts as promptset
+from .stats import latency_summary, percentile, summarize, weighted_samples
 
 APIS = {
     # api name: (path, builds the body)
@@ -25,6 +25,15 @@ APIS = {
 }
 
 METRICS_MODES = ("auto", "always", "never")
+
+THRESHOLDS = ("min_tok_s", "min_accept_len", "min_aggregate_tok_s", "max_ttft_s", "max_errors")
+
+# A long-context case shorter than this is not one (and the corpus sample of the warmup is
+# about this long).
+MIN_LONG_PROMPT_TOKENS = 2048
+# A long-context case whose prompts the server counted below this share of the target did not
+# measure what it promised (the corpus or the characters-per-token estimate fell short).
+PROMPT_TOKENS_TOLERANCE = 0.9
 
 DEFAULTS = {
     "url": None,
@@ -37,7 +46,13 @@ DEFAULTS = {
     "max_tokens": 1024,
     "warmup_max_tokens": 128,
     "temperature": 0.0,
-    "long_context_tokens": 0,
+    # coding: the coding prompts (prompts.py); long_context: a repository slice of about
+    # prompt_tokens tokens (the server's count is reported; chars per token is learned in warmup
+    # unless given).
+    "prompts": "coding",
+    "prompt_tokens": None,
+    "chars_per_token": None,
+    "case": None,            # a name for the run (a gate plan case); default: the prompt source
     "connect_timeout": 5.0,
     "first_token_timeout": 120.0,
     "stall_timeout": 30.0,
@@ -47,6 +62,7 @@ DEFAULTS = {
     "min_tok_s": None,
     "min_accept_len": None,
     "min_aggregate_tok_s": None,
+    "max_ttft_s": None,
     "max_errors": 0,
     # What the hardware allows (capacity.py): with both, the result carries the roofline.
     "model_size": None,
@@ -97,10 +113,23 @@ def validate(options):
     cfg["max_tokens"] = _number(cfg, "max_tokens", int, 2)
     cfg["warmup_max_tokens"] = _number(cfg, "warmup_max_tokens", int, 1)
     cfg["temperature"] = _number(cfg, "temperature", float, 0.0)
-    cfg["long_context_tokens"] = _number(cfg, "long_context_tokens", int, 0)
+    if cfg["prompts"] not in promptset.PROMPT_SOURCES:
+        raise ConfigError("prompts", "must be one of %s, got %r"
+                          % (", ".join(promptset.PROMPT_SOURCES), cfg["prompts"]))
+    if cfg["prompts"] == "long_context":
+        cfg["prompt_tokens"] = _number(cfg, "prompt_tokens", int, MIN_LONG_PROMPT_TOKENS)
+        cpt = cfg["chars_per_token"] or promptset.DEFAULT_CHARS_PER_TOKEN
+        try:
+            promptset.long_context_prompt(cfg["prompt_tokens"], cpt, 0, "check")
+        except ValueError as e:
+            raise ConfigError("prompt_tokens", str(e))
+    else:
+        cfg["prompt_tokens"] = None
+    cfg["chars_per_token"] = _number(cfg, "chars_per_token", float, 0.0, exclusive=True, optional=True)
+    cfg["case"] = str(cfg["case"] or cfg["prompts"])
     for name in ("connect_timeout", "first_token_timeout", "stall_timeout", "run_timeout"):
         cfg[name] = _number(cfg, name, float, 0.0, exclusive=True)
-    for name in ("min_tok_s", "min_accept_len", "min_aggregate_tok_s"):
+    for name in ("min_tok_s", "min_accept_len", "min_aggregate_tok_s", "max_ttft_s"):
         cfg[name] = _number(cfg, name, float, 0.0, optional=True)
     if cfg["min_accept_len"] is not None and cfg["min_accept_len"] > 0 and cfg["min_accept_len"] < 1:
         raise ConfigError("min_accept_len", "an accept length counts the bonus token, so it is at "
@@ -133,7 +162,7 @@ class _Request(object):
     """What one streamed request produced, as the client saw it."""
 
     __slots__ = ("rid", "phase", "case", "t_send", "t_first", "t_last", "tokens", "chunks",
-                 "itl", "finish", "completion_tokens", "prompt_tokens", "verify_ct",
+                 "itl", "finish", "finish_message", "completion_tokens", "prompt_tokens", "verify_ct",
                  "histogram", "done", "error", "counted")
 
     def __init__(self, rid, phase, case):
@@ -143,6 +172,7 @@ class _Request(object):
         self.chunks = 0
         self.itl = []            # (seconds per token, tokens) per token-bearing chunk after the first
         self.finish = None
+        self.finish_message = None
         self.completion_tokens = None
         self.prompt_tokens = None
         self.verify_ct = None
@@ -198,6 +228,12 @@ def _finish_type(reason):
     return reason
 
 
+def _finish(rec, reason):
+    rec.finish = _finish_type(reason)
+    if isinstance(reason, dict) and reason.get("message"):
+        rec.finish_message = str(reason["message"])
+
+
 def _body(cfg, model, prompt, rid, max_tokens):
     if cfg["api"] == "native":
         return {"text": prompt, "rid": rid, "stream": True,
@@ -230,7 +266,7 @@ def _consume_native(rec, now, ev):
     if "completion_tokens" in meta:
         rec.on_tokens(now, int(meta["completion_tokens"]))
     if meta.get("finish_reason") is not None:
-        rec.finish = _finish_type(meta["finish_reason"])
+        _finish(rec, meta["finish_reason"])
         rec.completion_tokens = int(meta.get("completion_tokens", rec.tokens))
         rec.prompt_tokens = meta.get("prompt_tokens")
         _spec_from(rec, meta)
@@ -245,7 +281,7 @@ def _consume_openai(rec, now, ev):
         if delta.get("content") or delta.get("reasoning_content") or ch.get("text"):
             text = True
         if ch.get("finish_reason") is not None:
-            rec.finish = _finish_type(ch["finish_reason"])
+            _finish(rec, ch["finish_reason"])
     if rec.t_first is None and any("role" in (ch.get("delta") or {}) for ch in choices):
         # SGLang sends the role chunk when the first output (the prefill's token) arrives; under
         # a reasoning parser that token (<think>) has no visible delta, so this is its arrival.
@@ -313,6 +349,12 @@ class _Run(object):
                 self.progress(rec)
 
     def _check_complete(self, rec):
+        if rec.finish == "abort":
+            # SGLang ends a request it refuses (an input longer than the context it holds) or
+            # drops with finish_reason abort, after HTTP 200 on a stream
+            raise RequestError("server_abort", "the server aborted the request (%s)" % (
+                rec.finish_message or "finish_reason abort: SGLang's answer to an input longer than "
+                                      "the context it holds (max_req_input_len in /server_info)"))
         if rec.finish is None or not rec.done:
             raise RequestError("truncated", "stream ended after %d tokens without %s (truncated)"
                                % (rec.tokens, "a finish reason" if rec.finish is None
@@ -387,10 +429,18 @@ def discover(endpoint, model=None):
         server["kind"] = "sglang"
         for key in ("version", "speculative_algorithm", "speculative_num_steps",
                     "speculative_eagle_topk", "speculative_num_draft_tokens", "tp_size",
-                    "max_running_requests", "context_length", "mem_fraction_static"):
+                    "max_running_requests", "context_length", "mem_fraction_static",
+                    "max_total_num_tokens", "max_req_input_len", "max_mamba_cache_size",
+                    "mamba_full_memory_ratio"):
             server[key] = info.get(key)
         states = info.get("internal_states") or [{}]
-        server["cumulative_accept_len"] = (states[0] or {}).get("avg_spec_accept_length")
+        state = states[0] if isinstance(states, list) and isinstance(states[0], dict) else {}
+        server["cumulative_accept_len"] = state.get("avg_spec_accept_length")
+        # what the scheduler runs at once, after its memory pools capped the configured figure
+        server["effective_max_running_requests"] = state.get("effective_max_running_requests_per_dp")
+        # the mamba state pool of a hybrid model: the scheduler's own override, seen only here
+        if state.get("max_mamba_cache_size") is not None:
+            server["max_mamba_cache_size"] = state["max_mamba_cache_size"]
     return model, server
 
 
@@ -432,7 +482,7 @@ def _scrape(endpoint, wanted):
 def _acceptance(recs):
     """Accept length = total tokens / total verify steps; per case; per draft position."""
     spec = [r for r in recs if r.verify_ct]
-    out = {"accept_len": None, "by_case": {}, "by_position": None}
+    out = {"accept_len": None, "by_prompt": {}, "by_position": None}
     if not spec:
         return out
     out["accept_len"] = sum(r.completion_tokens for r in spec) / float(sum(r.verify_ct
@@ -441,7 +491,7 @@ def _acceptance(recs):
     for r in spec:
         tok, ver = cases.get(r.case, (0, 0))
         cases[r.case] = (tok + r.completion_tokens, ver + r.verify_ct)
-    out["by_case"] = {c: t / float(v) for c, (t, v) in sorted(cases.items())}
+    out["by_prompt"] = {c: t / float(v) for c, (t, v) in sorted(cases.items())}
     hist = []
     for r in spec:
         for k, n in enumerate(r.histogram or []):
@@ -455,33 +505,83 @@ def _acceptance(recs):
     return out
 
 
-def run(options, progress=None):
-    """Benchmark the server; returns the full result dict (see the module's RETURN).
+def endpoint(cfg):
+    return Endpoint(cfg["url"], cfg["api_key"], cfg["connect_timeout"], cfg["validate_certs"])
 
-    Raises ConfigError for bad options and MeasureError when nothing could be measured."""
-    cfg = validate(options)
-    ep = Endpoint(cfg["url"], cfg["api_key"], cfg["connect_timeout"], cfg["validate_certs"])
-    model, server = discover(ep, cfg["model"])
-    want_metrics = cfg["metrics"] != "never"
-    cases = prompt_cases(cfg["long_context_tokens"])
+
+def warm_up(cfg, ep, model, progress=None, learn=False):
+    """The warmup requests (discarded; the first decode batches are slow). Their prompts are
+    WARMUP_PROMPTS and, with ``learn``, a corpus sample: the two prompt sizes the server counted
+    give its characters per token for the corpus (the chat template's tokens cancel out).
+
+    Returns (warmup records, characters per token or None)."""
+    n = cfg["warmup"]
     tag = uuid.uuid4().hex[:8]
+    texts = [promptset.tagged("warm-%s-%d" % (tag, i),
+                              promptset.WARMUP_PROMPTS[i % len(promptset.WARMUP_PROMPTS)])
+             for i in range(n)]
+    if learn and n >= 2:
+        texts[-1] = promptset.corpus_sample(SAMPLE_CHARS, "warm-%s-%d" % (tag, n - 1))
+    recs = [_Request("bench-%s-w%d" % (tag, i), "warmup", "warmup") for i in range(n)]
+    if recs:
+        _Run(cfg, ep, model, progress).phase(recs, texts)
+    cpt = None
+    if learn and n >= 2:
+        a, b = recs[0], recs[-1]
+        if a.error is None and b.error is None and a.prompt_tokens and b.prompt_tokens \
+                and b.prompt_tokens > a.prompt_tokens:
+            ratio = (len(texts[-1]) - len(texts[0])) / float(b.prompt_tokens - a.prompt_tokens)
+            if 1.0 <= ratio <= 10.0:
+                cpt = ratio
+    return recs, cpt
+
+
+# Characters of the warmup's corpus sample (about 2,000 tokens): enough that the ratio of two
+# prompt sizes is within 1% of the long prompt's.
+SAMPLE_CHARS = 8000
+
+
+def measure(cfg, ep, model, server, warm=(), chars_per_token=None, progress=None):
+    """The measured requests of one case; the result dict (see the module's RETURN)."""
+    want_metrics = cfg["metrics"] != "never"
+    tag = uuid.uuid4().hex[:8]
+    cpt = cfg["chars_per_token"] or chars_per_token
+    n = cfg["requests"]
+    recs, texts = [], []
+    for i in range(n):
+        rtag = "%s-%s-%d" % (tag, cfg["case"], i)
+        if cfg["prompts"] == "long_context":
+            name = cfg["case"]
+            try:
+                text = promptset.long_context_prompt(
+                    cfg["prompt_tokens"], cpt or promptset.DEFAULT_CHARS_PER_TOKEN, i, rtag)
+            except ValueError as e:
+                raise MeasureError("case %s: %s" % (cfg["case"], e))
+        else:
+            name, body = promptset.CODING_PROMPTS[i % len(promptset.CODING_PROMPTS)]
+            text = promptset.tagged(rtag, body)
+        recs.append(_Request("bench-%s-m%d" % (tag, i), "measure", name))
+        texts.append(text)
     runner = _Run(cfg, ep, model, progress)
-
-    def batch(phase, n):
-        recs = [_Request("bench-%s-%s%d" % (tag, phase[0], i), phase, cases[i % len(cases)][0])
-                for i in range(n)]
-        return recs, [cases[i % len(cases)][1] for i in range(n)]
-
-    warm, warm_prompts = batch("warmup", cfg["warmup"])
-    if warm:
-        runner.phase(warm, warm_prompts)
     before = _scrape(ep, want_metrics)
-    meas, meas_prompts = batch("measure", cfg["requests"])
     t0 = time.perf_counter()
-    runner.phase(meas, meas_prompts)
+    runner.phase(recs, texts)
     t1 = time.perf_counter()
     after = _scrape(ep, want_metrics and before is not None)
-    return _result(cfg, ep, model, server, warm, meas, t1 - t0, before, after)
+    result = _result(cfg, ep, model, server, list(warm), recs, t1 - t0, before, after)
+    result["chars_per_token"] = cpt
+    return result
+
+
+def run(options, progress=None):
+    """Benchmark the server with one case; returns the full result dict (see the module's
+    RETURN). Raises ConfigError for bad options and MeasureError when nothing could be measured."""
+    cfg = validate(options)
+    ep = endpoint(cfg)
+    model, server = discover(ep, cfg["model"])
+    learn = cfg["prompts"] == "long_context" and not cfg["chars_per_token"]
+    warm, cpt = warm_up(cfg, ep, model, progress, learn=learn)
+    return measure(cfg, ep, model, server, warm, cpt, progress)
 
 
 def _result(cfg, ep, model, server, warm, meas, wall, before, after):
@@ -516,14 +616,21 @@ def _result(cfg, ep, model, server, warm, meas, wall, before, after):
     total_tokens = sum(r.completion_tokens for r in ok)
     ttft = [r.t_first - r.t_send for r in ok]
     itl = weighted_samples(p for r in ok for p in r.itl)
+    counted = [int(r.prompt_tokens) for r in ok if isinstance(r.prompt_tokens, (int, float))]
     result = {
-        "url": ep.url, "model": model, "api": cfg["api"],
+        "url": ep.url, "model": model, "api": cfg["api"], "case": cfg["case"],
+        "prompts": cfg["prompts"],
         "concurrency": cfg["concurrency"], "requests": len(meas), "warmup": len(warm),
         "max_tokens": cfg["max_tokens"],
         "server": server,
+        # the server's own count (usage.prompt_tokens), chat template included
+        "prompt_tokens": {"target": cfg["prompt_tokens"], "n": len(counted),
+                          "min": min(counted) if counted else None,
+                          "median": percentile(counted, 50) if counted else None,
+                          "max": max(counted) if counted else None},
         "decode_tok_s": summarize([r.decode_tok_s() for r in full if r.decode_tok_s()]),
         "accept_len": acc["accept_len"],
-        "accept_len_by_case": acc["by_case"],
+        "accept_len_by_prompt": acc["by_prompt"],
         "accept_by_position": acc["by_position"],
         "aggregate_tok_s": total_tokens / wall if wall > 0 else None,
         "wall_s": wall,
@@ -582,6 +689,18 @@ def evaluate(result, cfg):
     below("min_accept_len", "accept length", result["accept_len"], cfg["min_accept_len"])
     below("min_aggregate_tok_s", "aggregate tok/s at C=%d" % cfg["concurrency"],
           result["aggregate_tok_s"], cfg["min_aggregate_tok_s"])
+    ttft = (result.get("ttft_s") or {}).get("p50")
+    if cfg["max_ttft_s"] is not None and (ttft is None or ttft > cfg["max_ttft_s"]):
+        failures.append({"threshold": "max_ttft_s", "measured": ttft, "required": cfg["max_ttft_s"],
+                         "message": "time to first token (median) %s > allowed %.2fs"
+                                    % ("n/a" if ttft is None else "%.2fs" % ttft, cfg["max_ttft_s"])})
+    pt = result.get("prompt_tokens") or {"target": None}
+    if pt["target"] and (pt["median"] is None or pt["median"] < PROMPT_TOKENS_TOLERANCE * pt["target"]):
+        failures.append({
+            "threshold": "prompt_tokens", "measured": pt["median"], "required": pt["target"],
+            "message": "the server counted %s prompt tokens, the case asks for about %d: it did not "
+                       "measure the context it promises" % (
+                           "no" if pt["median"] is None else "%d" % pt["median"], pt["target"])})
     reg = result.get("regression")
     if reg and cfg["max_regression_pct"] is not None:
         for key, label in (("decode_tok_s", "decode tok/s"), ("accept_len", "accept length")):
@@ -603,8 +722,7 @@ def evaluate(result, cfg):
             "message": "%d request(s) failed (allowed %d): %s" % (
                 result["errors"], cfg["max_errors"],
                 ", ".join("%d x %s" % (n, k) for k, n in sorted(result["error_kinds"].items())))})
-    result["thresholds"] = {k: cfg[k] for k in ("min_tok_s", "min_accept_len",
-                                                "min_aggregate_tok_s", "max_errors")}
+    result["thresholds"] = {k: cfg[k] for k in THRESHOLDS}
     result["failures"] = failures
     result["passed"] = not failures
     return failures

@@ -33,21 +33,77 @@ def median_of(rec):
     return d.get("median") if isinstance(d, dict) else d
 
 
+def passed(rec):
+    """Whether a history record is a passing gate run: the one definition (records written before
+    the verdict field carry ``passed``, once as a string)."""
+    verdict = rec.get("verdict")
+    if verdict is not None:
+        return verdict == "pass"
+    value = rec.get("passed")
+    if isinstance(value, str):
+        return value.strip().lower() == "true"
+    return value is True
+
+
 def last_passing(records, profile):
     """The newest passing record of ``profile`` (the last-known-good run of that profile)."""
     for rec in reversed(records):
-        if rec.get("profile") == profile and rec.get("passed") is True and median_of(rec):
+        if rec.get("profile") == profile and passed(rec) and median_of(rec):
             return rec
     return None
 
 
-def baseline(rec):
-    """What a regression is measured against, from a history record."""
+def case_of(rec, name):
+    """The figures of case ``name`` in a record (None when the record has no such case)."""
+    for case in rec.get("cases") or []:
+        if isinstance(case, dict) and case.get("case") == name:
+            return case
+    return None
+
+
+def baseline(rec, case=None, first=True):
+    """What a regression is measured against, from a history record: its case ``case``; a record
+    written before the gate plan had one case, which is the plan's first (headline) case."""
+    src = case_of(rec, case) if case else None
+    if src is None:
+        if case and not first:
+            return None
+        src = rec
     return {"time": rec.get("time"), "profile": rec.get("profile"),
-            "decode_tok_s": median_of(rec), "accept_len": rec.get("accept_len")}
+            "decode_tok_s": median_of(src), "accept_len": src.get("accept_len")}
 
 
 def change_pct(now, before):
     if now is None or not before:
         return None
     return 100.0 * (float(now) - float(before)) / float(before)
+
+
+# The figures of each case a history record keeps (the full result stays in the play's output).
+CASE_FIGURES = ("case", "description", "prompts", "concurrency", "requests", "max_tokens",
+                "prompt_tokens", "decode_tok_s", "accept_len", "accept_by_position",
+                "aggregate_tok_s", "ttft_s", "errors", "error_kinds", "thresholds",
+                "threshold_source", "regression", "roofline", "passed", "failures", "unmeasured")
+
+
+def record(result, decision, context):
+    """The history record of one gate run: ``context`` (time, host, profile, sglang_version,
+    unit_sha256, env_sha256, multinode, max_regression_pct), the verdict and action of
+    ``decision`` (decision.py), and the plan result's figures per case."""
+    result = result or {}
+    rec = dict(context)
+    rec.update({
+        "verdict": decision["verdict"], "passed": decision["verdict"] == "pass",
+        "action": decision["action"], "reason": decision["reason"],
+        "msg": result.get("msg", ""),
+        "time_to_verdict_s": result.get("time_to_verdict_s"),
+        "capacity": result.get("capacity"),
+        "failed_cases": result.get("failed_cases") or [],
+        "failures": [f.get("message") for f in result.get("failures") or []],
+        "cases": [{k: c.get(k) for k in CASE_FIGURES if k in c} for c in result.get("cases") or []],
+    })
+    # the headline (first) case at the top, as one-case records had it
+    for key in ("decode_tok_s", "accept_len", "accept_by_position", "aggregate_tok_s", "ttft_s",
+                "errors", "roofline", "regression", "concurrency", "requests", "max_tokens"):
+        rec[key] = result.get(key)
+    return rec

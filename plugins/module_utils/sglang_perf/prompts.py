@@ -8,6 +8,8 @@ Shipped as Python so AnsiballZ carries it to the target host with the engine.
 """
 from __future__ import annotations
 
+from . import corpus
+
 _ASK = (
     " Think it through first, then write the complete code in one file with type hints and "
     "docstrings, a pytest test module that covers the edge cases, and a short explanation of the "
@@ -49,46 +51,75 @@ CODING_PROMPTS = (
      "exponential backoff and jitter, and writes results incrementally to SQLite." + _ASK),
 )
 
-_LONG_HEAD = (
-    "Below is a Python module from our code base. Review it as a senior engineer: find the bugs, "
-    "explain each one, then rewrite the whole module with the fixes, better names and tests."
-    "\n\n```python\n"
+# Warmup prompts: never sent as measured prompts, and every measured prompt starts with its own
+# request tag, so no measured request finds its prefix in SGLang's radix cache (a cached prefix
+# would make the measured prefill, and the time to first token, nearly free).
+WARMUP_PROMPTS = (
+    "Explain in a few paragraphs how a hash map resolves collisions, then sketch a small "
+    "open-addressing implementation in C with linear probing and tombstones.",
+    "Summarise the trade-offs between optimistic and pessimistic locking in a relational "
+    "database, with one short SQL example of each.",
 )
-_LONG_TAIL = "```\n" + _ASK
+
+PROMPT_SOURCES = ("coding", "long_context")
+
+_LONG_HEAD = (
+    "Below is a slice of our repository: source files, migrations, configuration and the team's "
+    "documents (design records, runbooks, incident reports). Read all of it. Then review it as a "
+    "senior engineer: list the bugs and risky spots you find with the file and the reason, say "
+    "which documents disagree with the code, and propose the three changes you would make first, "
+    "with the code for each."
+)
+_LONG_TAIL = "\n\nEnd of the repository slice. Start the review now." + _ASK
+
+# A budget of characters per token for the long-context prompt until the server's own count is
+# known (engine.py learns the real ratio from its warmup requests' usage.prompt_tokens).
+DEFAULT_CHARS_PER_TOKEN = 4.0
 
 
-def _long_body(approx_tokens):
-    """Deterministic, code-like text of roughly ``approx_tokens`` tokens (about 4 chars/token)."""
-    parts = []
-    size = 0
-    i = 0
-    target = int(approx_tokens) * 4
-    while size < target:
-        chunk = (
-            "def handler_%d(request, store, retries=3):\n"
-            "    \"\"\"Load record %d, merge the request's fields and save it back.\"\"\"\n"
-            "    record = store.get(request['id_%d']) or {}\n"
-            "    for key, value in request.items():\n"
-            "        if key.startswith('x_%d') and value is not None:\n"
-            "            record[key] = value if retries > 0 else record.get(key)\n"
-            "    store.put(request['id_%d'], record)\n"
-            "    return record\n\n" % (i, i, i, i % 7, i)
-        )
-        parts.append(chunk)
-        size += len(chunk)
-        i += 1
+def tagged(tag, text):
+    """``text`` behind a request tag of its own: a prefix no other request shares."""
+    return "Request %s.\n\n%s" % (tag, text)
+
+
+def long_context_prompt(target_tokens, chars_per_token, index, tag):
+    """A code-review prompt of about ``target_tokens`` tokens: the repository slice of
+    corpus.py's documents, starting at a different document for each ``index`` (and wrapping),
+    the last one cut at a line. Raises ValueError when the corpus is too short."""
+    docs = corpus.DOCUMENTS
+    head = tagged(tag, _LONG_HEAD)
+    budget = int(target_tokens * chars_per_token) - len(head) - len(_LONG_TAIL)
+    total = sum(len(path) + len(text) + 16 for path, text in docs)
+    if budget > total:
+        raise ValueError("a %d-token prompt needs about %d characters of documents at %.2f "
+                         "characters per token; the corpus holds %d (about %d tokens)"
+                         % (target_tokens, budget, chars_per_token, total, total / chars_per_token))
+    parts = [head]
+    n = len(docs)
+    first = (index * 11) % n  # each request's slice starts at another document
+    for k in range(n):
+        if budget <= 0:
+            break
+        path, text = docs[(first + k) % n]
+        block = "\n\n===== %s =====\n%s" % (path, text)
+        if len(block) > budget:
+            cut = block.rfind("\n", 0, budget)
+            block = block[:cut if cut > 0 else budget]
+        parts.append(block)
+        budget -= len(block)
+    parts.append(_LONG_TAIL)
     return "".join(parts)
 
 
-def prompt_cases(long_context_tokens=0):
-    """The ordered list of (case name, prompt text) that requests cycle through.
-
-    With ``long_context_tokens`` > 0 a code-review case with a prompt of about that many tokens is
-    added, so a gate also sees speculative acceptance at long context (it falls with context
-    length; report it per case).
-    """
-    cases = list(CODING_PROMPTS)
-    if long_context_tokens and long_context_tokens > 0:
-        cases.append(("long_context_review",
-                      _LONG_HEAD + _long_body(long_context_tokens) + _LONG_TAIL))
-    return cases
+def corpus_sample(chars, tag):
+    """A warmup prompt of about ``chars`` characters of corpus text, behind its own tag, for
+    learning the server's characters per token (engine.warm_up)."""
+    text = []
+    size = 0
+    for _path, body in reversed(corpus.DOCUMENTS):
+        if size >= chars:
+            break
+        piece = body[:chars - size]
+        text.append(piece)
+        size += len(piece)
+    return tagged(tag, "Summarise these notes in two sentences.\n\n" + "".join(text))

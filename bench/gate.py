@@ -1,0 +1,221 @@
+"""``python -m bench gate``: run against any server the exact plan the sglang_gate role would run.
+
+    python -m bench gate --url URL [--vars FILE ...] [--profile NAME] [--json FILE]
+
+The plan, the thresholds and the timeouts are the role defaults (roles/sglang_gate, and
+roles/sglang for the profiles) overlaid by the given group_vars / host_vars files in order, as
+Ansible would (a later file replaces a variable as a whole); by default the production
+inventory's group_vars. The plan runs through plugins/module_utils/sglang_perf/plan.py, the code
+the role's module runs on the host.
+
+Exit status: 0 the gate passed, 1 it failed (a case or the capacity), 2 the server could not be
+measured (bad variables, unreachable, auth), each with a one-line reason on stderr.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT / "plugins" / "module_utils") not in sys.path:
+    sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
+
+from sglang_perf import history, plan  # noqa: E402  (needs the path above)
+from sglang_perf.client import ConfigError, MeasureError  # noqa: E402
+
+EXIT_PASSED, EXIT_FAILED, EXIT_UNMEASURED = 0, 1, 2
+ROLE_DEFAULTS = (ROOT / "roles" / "sglang" / "defaults" / "main.yml",
+                 ROOT / "roles" / "sglang_gate" / "defaults" / "main.yml")
+DEFAULT_VARS = (ROOT / "inventories" / "production" / "group_vars" / "sglang_servers",)
+# the variables the plan needs, read literally (a templated value cannot be evaluated here)
+NEEDED = ("sglang_gate_plan", "sglang_gate_thresholds", "sglang_gate_calibrated", "sglang_gate_api",
+          "sglang_gate_warmup", "sglang_gate_first_token_timeout", "sglang_gate_stall_timeout",
+          "sglang_gate_run_timeout", "sglang_gate_max_regression_pct", "sglang_profiles", "sglang_profile")
+
+
+class VarsError(ValueError):
+    pass
+
+
+def _files(path):
+    path = Path(path)
+    if path.is_dir():  # a group_vars/<group>/ directory: its YAML files, not the vault
+        return sorted(p for p in path.iterdir() if p.suffix in (".yml", ".yaml") and "vault" not in p.name)
+    if not path.is_file():
+        raise VarsError("no vars file %s" % path)
+    return [path]
+
+
+def _templated(value):
+    if isinstance(value, str):
+        return "{{" in value or "{%" in value
+    if isinstance(value, dict):
+        return any(_templated(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_templated(v) for v in value)
+    return False
+
+
+def load_vars(paths=None):
+    """The role defaults overlaid by ``paths`` (files or group_vars directories), top-level
+    replace like Ansible; only the variables the plan needs. Raises VarsError naming the file."""
+    import yaml
+    merged, origin = {}, {}
+    for path in list(ROLE_DEFAULTS) + [f for p in (paths or DEFAULT_VARS) for f in _files(p)]:
+        try:
+            data = yaml.safe_load(Path(path).read_text()) or {}
+        except (OSError, yaml.YAMLError) as e:
+            raise VarsError("cannot read %s: %s" % (path, e))
+        if not isinstance(data, dict):
+            raise VarsError("%s is not a mapping of variables" % path)
+        for key in NEEDED:
+            if key in data:
+                merged[key], origin[key] = data[key], path
+    for key in NEEDED:
+        if key in merged and _templated(merged[key]):
+            raise VarsError("%s in %s is templated (%r): give it literally in a --vars file"
+                            % (key, origin[key], merged[key]))
+    return merged, origin
+
+
+def common_options(v, url, api_key, model):
+    return {"url": url, "api_key": api_key, "model": model, "api": v.get("sglang_gate_api", "chat"),
+            "warmup": v.get("sglang_gate_warmup", 2),
+            "first_token_timeout": v.get("sglang_gate_first_token_timeout"),
+            "stall_timeout": v.get("sglang_gate_stall_timeout"),
+            "run_timeout": v.get("sglang_gate_run_timeout"),
+            "max_regression_pct": v.get("sglang_gate_max_regression_pct")}
+
+
+def promise_of(v, profile):
+    p = (v.get("sglang_profiles") or {}).get(profile) or {}
+    return {"context_length": p.get("context_length"), "max_running_requests": p.get("max_running_requests")}
+
+
+def run_plan(args, v, profile, **kw):
+    """The plan of vars ``v`` against ``args.url``, progress lines on stderr unless --quiet."""
+    from bench.cli import progress_printer
+    return plan.run(common_options(v, args.url, args.api_key, args.model), v.get("sglang_gate_plan"),
+                    v.get("sglang_gate_thresholds"), profile, promise=promise_of(v, profile),
+                    progress=None if args.quiet else progress_printer(sys.stderr), **kw)
+
+
+def guarded(name, fn, args):
+    """``fn(args)``, with every reason the server could not be measured as exit 2."""
+    try:
+        return fn(args)
+    except (VarsError, OSError) as e:
+        sys.stderr.write("bench %s: %s\n" % (name, e))
+    except ConfigError as e:
+        sys.stderr.write("bench %s: invalid %s: %s\n" % (name, e.option, e.message))
+    except MeasureError as e:
+        sys.stderr.write("bench %s: could not measure %s: %s\n" % (name, args.url, e))
+    return EXIT_UNMEASURED
+
+
+def profile_of(args, v):
+    profile = args.profile or v.get("sglang_profile")
+    if not profile:
+        raise VarsError("no profile: give --profile or set sglang_profile in a --vars file")
+    return profile
+
+
+def add_parser(sub):
+    p = sub.add_parser("gate", help="run the sglang_gate role's plan against a server",
+                       description=__doc__.split("\n\n")[0])
+    p.add_argument("--url", required=True, help="base URL, e.g. http://127.0.0.1:30000")
+    p.add_argument("--vars", metavar="FILE", action="append",
+                   help="group_vars/host_vars file or group_vars directory over the role defaults "
+                        "(repeatable, later wins; default: %s)" % ", ".join(
+                            str(d.relative_to(ROOT)) for d in DEFAULT_VARS))
+    p.add_argument("--profile", help="the profile the server runs (default: the vars' sglang_profile)")
+    p.add_argument("--api-key", default=os.environ.get("SGLANG_API_KEY"),
+                   help="API key (default: $SGLANG_API_KEY; prefer the variable, argv is public)")
+    p.add_argument("--model", help="model name (default: the first one at /v1/models)")
+    p.add_argument("--baseline-history", metavar="FILE",
+                   help="a gate history (history/HOST.jsonl): compare each case with the newest "
+                        "passing run of the profile")
+    p.add_argument("--json", metavar="FILE", help="write the plan result as JSON")
+    p.add_argument("--quiet", action="store_true", help="no per-request progress lines")
+    p.set_defaults(func=cmd_gate)
+
+
+def add_calibrate_parser(sub):
+    p = sub.add_parser("calibrate", help="run the gate plan several times and propose thresholds",
+                       description="Run the sglang_gate role's plan --runs times against a server and "
+                                   "propose per-case thresholds --margin below the lowest figures "
+                                   "(playbooks/calibrate.yml does the same through Ansible).")
+    p.add_argument("--url", required=True, help="base URL, e.g. http://127.0.0.1:30000")
+    p.add_argument("--vars", metavar="FILE", action="append", help="as for gate")
+    p.add_argument("--profile", help="the profile the server runs (default: the vars' sglang_profile)")
+    p.add_argument("--api-key", default=os.environ.get("SGLANG_API_KEY"), help="default: $SGLANG_API_KEY")
+    p.add_argument("--model", help="model name (default: the first one at /v1/models)")
+    p.add_argument("--runs", type=int, default=3, help="plan runs (default 3, at least 2)")
+    p.add_argument("--margin", type=float, default=0.1, help="fraction below the lowest figure (default 0.1)")
+    p.add_argument("--host", default="this server", help="the host name the comments give")
+    p.add_argument("--write", metavar="FILE",
+                   help="the host's vars file to write (e.g. inventories/production/host_vars/ct129/"
+                        "gate_calibration.yml); its other profiles are kept, the diff is printed")
+    p.add_argument("--quiet", action="store_true", help="no per-request progress lines")
+    p.set_defaults(func=cmd_calibrate)
+
+
+def cmd_calibrate(args):
+    return guarded("calibrate", _calibrate, args)
+
+
+def _calibrate(args):
+    import datetime
+    import difflib
+    if args.runs < 2:
+        raise VarsError("--runs must be 2 or more (a spread needs two runs), got %d" % args.runs)
+    v, _ = load_vars(args.vars)
+    profile = profile_of(args, v)
+    old, existing = "", None
+    if args.write and Path(args.write).is_file():
+        import yaml
+        old = Path(args.write).read_text()
+        existing = (yaml.safe_load(old) or {}).get("sglang_gate_calibrated")
+    runs = []
+    for i in range(args.runs):
+        sys.stderr.write("calibrate: run %d of %d\n" % (i + 1, args.runs))
+        runs.append(run_plan(args, v, profile))
+        sys.stderr.write(plan.table(runs[-1]) + "\n")
+    proposals = plan.propose(runs, args.margin)
+    when = datetime.datetime.utcnow().replace(microsecond=0).isoformat() + "Z"
+    text = plan.calibration_text(proposals, profile, args.margin, args.runs, args.host, when, existing)
+    if not args.write:
+        print(text, end="")
+        return EXIT_PASSED
+    sys.stdout.writelines(difflib.unified_diff(old.splitlines(True), text.splitlines(True),
+                                               args.write + " (before)", args.write))
+    Path(args.write).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.write).write_text(text)
+    sys.stderr.write("bench calibrate: wrote %s\n" % args.write)
+    return EXIT_PASSED
+
+
+def cmd_gate(args):
+    return guarded("gate", _gate, args)
+
+
+def _gate(args):
+    v, _ = load_vars(args.vars)
+    profile = profile_of(args, v)
+    baseline = None
+    if args.baseline_history:
+        baseline = history.last_passing(history.read(args.baseline_history), profile)
+    if not args.quiet:
+        sys.stderr.write("gate plan for profile %s against %s: %s\n" % (
+            profile, args.url, ", ".join(v.get("sglang_gate_plan") or {})))
+    result = run_plan(args, v, profile, calibrated=v.get("sglang_gate_calibrated") or None,
+                      baseline=baseline)
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    print(plan.table(result))
+    if result["passed"]:
+        return EXIT_PASSED
+    sys.stderr.write("bench gate: %s\n" % plan.failure_message(result))
+    return EXIT_FAILED

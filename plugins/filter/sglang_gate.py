@@ -1,0 +1,76 @@
+# -*- coding: utf-8 -*-
+"""Filters over plugins/module_utils/sglang_perf/plan.py (the one implementation of the gate
+plan, which the sglang_bench module runs on the host): the preflight's check of the plan and the
+profile's thresholds, and the resolved cases."""
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: sglang_gate
+short_description: Check and resolve the gate plan of the sglang_gate role
+description:
+  - C(sglang_gate_plan_errors) lists every problem of C(sglang_gate_plan) and of the profile's
+    thresholds (C(sglang_gate_thresholds), C(sglang_gate_calibrated)), each naming the variable;
+    empty when the plan can run.
+  - C(sglang_gate_plan_cases) is the resolved plan - each case with its engine options and the
+    thresholds that apply to the profile.
+  - C(sglang_gate_case_summary) is a case result's few figures for the rollout summary.
+  - C(sglang_gate_calibration) is the host_vars file C(playbooks/calibrate.yml) writes - thresholds
+    proposed at a margin below what several plan runs measured.
+"""
+
+import os
+import sys
+
+try:
+    from ansible.errors import AnsibleFilterError
+except ImportError:  # used without Ansible (tests)
+    AnsibleFilterError = ValueError
+
+# Filters run on the controller, where module_utils is not importable as Ansible's package: import
+# the package from its directory (the module ships the same files to hosts).
+_UTILS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "module_utils")
+if os.path.realpath(_UTILS) not in [os.path.realpath(p) for p in sys.path]:
+    sys.path.insert(0, os.path.realpath(_UTILS))
+
+from sglang_perf import plan  # noqa: E402  (needs the path above)
+from sglang_perf.client import ConfigError  # noqa: E402
+
+
+def sglang_gate_plan_errors(gate_plan, thresholds, profile, calibrated=None):
+    return plan.problems(gate_plan, thresholds, profile, calibrated or None)
+
+
+def sglang_gate_plan_cases(gate_plan, thresholds, profile, calibrated=None):
+    try:
+        return plan.resolve(gate_plan, thresholds, profile, calibrated or None)
+    except ConfigError as e:
+        raise AnsibleFilterError("sglang_gate_plan_cases: %s" % e.message)
+
+
+def sglang_gate_case_summary(case):
+    """A case result's figures for the rollout summary (plugins/callback/sglang_rollout.py)."""
+    if not isinstance(case, dict):
+        raise AnsibleFilterError("sglang_gate_case_summary: a case result is a dict, got %r" % (case,))
+    return plan.case_summary(case)
+
+
+def sglang_gate_calibration(runs, profile, margin, existing=None, host="?", when=None):
+    """The host_vars file text with thresholds proposed from ``runs`` (plan results)."""
+    import datetime
+    try:
+        proposals = plan.propose([r for r in runs if isinstance(r, dict)], float(margin))
+    except ConfigError as e:
+        raise AnsibleFilterError("sglang_gate_calibration: %s" % e)
+    if not proposals:
+        raise AnsibleFilterError("sglang_gate_calibration: no run measured any case; nothing to propose")
+    when = when or datetime.datetime.utcnow().replace(microsecond=0).isoformat() + "Z"
+    return plan.calibration_text(proposals, profile, float(margin), len(runs), host, when,
+                                 existing if isinstance(existing, dict) else None)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"sglang_gate_plan_errors": sglang_gate_plan_errors,
+                "sglang_gate_plan_cases": sglang_gate_plan_cases,
+                "sglang_gate_case_summary": sglang_gate_case_summary,
+                "sglang_gate_calibration": sglang_gate_calibration}

@@ -1,0 +1,475 @@
+# -*- coding: utf-8 -*-
+"""The gate plan: named cases (a prompt source, concurrency, requests, max tokens), each with
+thresholds per profile and each judged on its own, after a check of what the running server can
+hold (``/server_info``: its context, KV pool and running-request limit) against what the profile
+promises and the cases need. The sglang_gate role (through the sglang_bench module), its preflight
+(the sglang_gate filter) and ``python -m bench gate`` all go through this file.
+
+Standard library only, Python 3.9+ (runs on the target host through AnsiballZ)."""
+from __future__ import annotations
+
+import re
+import time
+
+from . import engine, history
+from . import prompts as promptset
+from .client import ConfigError, MeasureError
+from .stats import summarize
+
+# The variables a user sets, as error messages name them.
+NAMES = {"plan": "sglang_gate_plan", "thresholds": "sglang_gate_thresholds",
+         "calibrated": "sglang_gate_calibrated"}
+
+CASE_KEYS = ("description", "prompts", "prompt_tokens", "concurrency", "requests", "max_tokens")
+THRESHOLD_KEYS = engine.THRESHOLDS
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _int_at_least(errors, where, value, minimum):
+    if not (_is_number(value) and float(value) == int(value) and value >= minimum):
+        errors.append("%s must be an integer >= %d, got %r" % (where, minimum, value))
+
+
+def _case_problems(errors, where, case):
+    if not isinstance(case, dict):
+        errors.append("%s must be a mapping of %s, got %r" % (where, ", ".join(CASE_KEYS), case))
+        return
+    unknown = sorted(set(case) - set(CASE_KEYS))
+    if unknown:
+        errors.append("%s has unknown key(s) %s (known: %s)"
+                      % (where, ", ".join(unknown), ", ".join(CASE_KEYS)))
+    source = case.get("prompts", "coding")
+    if source not in promptset.PROMPT_SOURCES:
+        errors.append("%s.prompts must be one of %s, got %r"
+                      % (where, ", ".join(promptset.PROMPT_SOURCES), source))
+    if source == "long_context":
+        tokens = case.get("prompt_tokens")
+        _int_at_least(errors, where + ".prompt_tokens", tokens, engine.MIN_LONG_PROMPT_TOKENS)
+        if _is_number(tokens) and tokens >= engine.MIN_LONG_PROMPT_TOKENS:
+            try:
+                promptset.long_context_prompt(int(tokens), promptset.DEFAULT_CHARS_PER_TOKEN, 0, "x")
+            except ValueError as e:
+                errors.append("%s.prompt_tokens = %s is more than the long-context corpus holds: %s"
+                              % (where, tokens, e))
+    elif case.get("prompt_tokens") is not None:
+        errors.append("%s.prompt_tokens is only for prompts: long_context (this case sends the "
+                      "coding prompts)" % where)
+    for key, minimum in (("concurrency", 1), ("requests", 1), ("max_tokens", 2)):
+        if key not in case:
+            errors.append("%s.%s is required" % (where, key))
+        else:
+            _int_at_least(errors, "%s.%s" % (where, key), case[key], minimum)
+    if case.get("description") is not None and not isinstance(case["description"], str):
+        errors.append("%s.description must be a string" % where)
+
+
+def _threshold_problems(errors, where, values):
+    if not isinstance(values, dict):
+        errors.append("%s must be a mapping of %s to numbers ({} measures the case without "
+                      "thresholds), got %r" % (where, ", ".join(THRESHOLD_KEYS), values))
+        return
+    unknown = sorted(set(values) - set(THRESHOLD_KEYS))
+    if unknown:
+        errors.append("%s has unknown threshold(s) %s (known: %s)"
+                      % (where, ", ".join(unknown), ", ".join(THRESHOLD_KEYS)))
+    for key in sorted(set(values) & set(THRESHOLD_KEYS)):
+        value = values[key]
+        if value is None:
+            continue
+        if not _is_number(value) or value < 0:
+            errors.append("%s.%s must be a number >= 0, got %r" % (where, key, value))
+        elif key == "min_accept_len" and 0 < value < 1:
+            errors.append("%s.min_accept_len = %s: an accept length counts the bonus token, so it "
+                          "is at least 1.0 when speculation runs" % (where, value))
+        elif key == "max_errors" and float(value) != int(value):
+            errors.append("%s.max_errors must be an integer, got %r" % (where, value))
+
+
+def problems(plan, thresholds, profile, calibrated=None, names=None):
+    """Every problem of the plan and the profile's thresholds, each naming the variable; [] when
+    the plan can run."""
+    n = dict(NAMES, **(names or {}))
+    errors = []
+    if not isinstance(plan, dict) or not plan:
+        return ["%s must be a non-empty mapping of case name -> case, got %r" % (n["plan"], plan)]
+    for name, case in plan.items():
+        if not isinstance(name, str) or not _NAME.match(name):
+            errors.append("%s: case name %r must be lower case letters, digits and _" % (n["plan"], name))
+        _case_problems(errors, "%s.%s" % (n["plan"], name), case)
+    for var, table, required in ((n["thresholds"], thresholds, True),
+                                 (n["calibrated"], calibrated, False)):
+        if table is None and not required:
+            continue
+        if not isinstance(table, dict):
+            errors.append("%s must be a mapping of profile -> case -> thresholds, got %r" % (var, table))
+            continue
+        if profile not in table:
+            if required:
+                errors.append("%s has no entry for profile %s (sglang_profile); add %s.%s with "
+                              "thresholds for each case of %s (%s)"
+                              % (var, profile, var, profile, n["plan"], ", ".join(plan)))
+            continue
+        entry = table[profile]
+        where = "%s.%s" % (var, profile)
+        if isinstance(entry, dict) and set(entry) & set(THRESHOLD_KEYS):
+            errors.append("%s = %r has the one-case form (thresholds at the top); thresholds are per "
+                          "case of the plan now: %s: {%s: {min_tok_s: ...}, ...}"
+                          % (where, entry, profile, next(iter(plan))))
+            continue
+        if not isinstance(entry, dict):
+            errors.append("%s must be a mapping of case -> thresholds, got %r" % (where, entry))
+            continue
+        for case in plan:
+            if case in entry:
+                _threshold_problems(errors, "%s.%s" % (where, case), entry[case])
+            elif required:
+                errors.append("%s has no entry for case %s of %s (cases: %s); give {} to measure "
+                              "it without thresholds" % (where, case, n["plan"], ", ".join(plan)))
+    return errors
+
+
+def resolve(plan, thresholds, profile, calibrated=None, names=None):
+    """The plan's cases in order: [{"case", "options" (engine options), "thresholds", "source"}];
+    raises ConfigError naming every problem. ``calibrated`` (a host's measured thresholds,
+    playbooks/calibrate.yml) wins over ``thresholds`` key by key."""
+    errors = problems(plan, thresholds, profile, calibrated, names)
+    if errors:
+        raise ConfigError((names or NAMES).get("plan", NAMES["plan"]), "; ".join(errors))
+    cases = []
+    for name, case in plan.items():
+        limits = dict(thresholds[profile][name] or {})
+        source = {k: "thresholds" for k in limits}
+        mine = ((calibrated or {}).get(profile) or {}).get(name) or {}
+        limits.update(mine)
+        source.update({k: "calibrated" for k in mine})
+        options = {"case": name, "prompts": case.get("prompts", "coding"),
+                   "prompt_tokens": case.get("prompt_tokens"),
+                   "concurrency": int(case["concurrency"]), "requests": int(case["requests"]),
+                   "max_tokens": int(case["max_tokens"])}
+        cases.append({"case": name, "description": case.get("description") or "",
+                      "options": options,
+                      "thresholds": {k: v for k, v in limits.items() if v is not None},
+                      "source": source})
+    return cases
+
+
+def unused_thresholds(plan, thresholds, profile):
+    """Threshold entries of the profile for cases the plan does not have (reported, not refused:
+    a host may run a shorter plan than its group)."""
+    entry = (thresholds or {}).get(profile) or {}
+    return sorted(k for k in entry if isinstance(entry, dict) and k not in (plan or {}))
+
+
+# ----------------------------------------------------------------------------- capacity ------
+def _fmt_tokens(n):
+    return "{:,}".format(int(n))
+
+
+def check_capacity(server, cases, promise=None):
+    """What the running server can hold against what the profile promises (``promise``:
+    context_length; its max_running_requests is a ceiling, reported when the server holds fewer)
+    and what the cases need (the long prompt and its output, the concurrency)."""
+    promise = promise or {}
+    ctx, kv = server.get("context_length"), server.get("max_total_num_tokens")
+    running = server.get("effective_max_running_requests") or server.get("max_running_requests")
+    figures = {"context_length": ctx, "max_total_num_tokens": kv,
+               "max_req_input_len": server.get("max_req_input_len"),
+               "max_running_requests": running,
+               "configured_max_running_requests": server.get("max_running_requests"),
+               "max_mamba_cache_size": server.get("max_mamba_cache_size")}
+    known = [v for v in (ctx, kv) if _is_number(v) and v > 0]
+    figures["effective_context"] = min(known) if known else None
+    out = {"figures": figures, "needs": [], "failures": [], "notes": []}
+    ctx_needs, run_needs = [], []
+    if _is_number(promise.get("context_length")):
+        ctx_needs.append((int(promise["context_length"]), "the profile promises"))
+    # The profile's max_running_requests is a ceiling SGLang lowers to what its pools hold (the
+    # mamba state slots of a hybrid model): below it is reported; below what a case runs fails.
+    asked = promise.get("max_running_requests")
+    for c in cases:
+        o = c["options"]
+        if o["prompts"] == "long_context":
+            ctx_needs.append((o["prompt_tokens"] + o["max_tokens"], "case %s needs (%s prompt + %s output)"
+                              % (c["case"], _fmt_tokens(o["prompt_tokens"]), _fmt_tokens(o["max_tokens"]))))
+        if o["concurrency"] > 1:
+            run_needs.append((o["concurrency"], "case %s runs" % c["case"]))
+    out["needs"] = [{"what": "context", "tokens": t, "who": w} for t, w in ctx_needs] + \
+                   [{"what": "running requests", "requests": r, "who": w} for r, w in run_needs]
+    if figures["effective_context"] is None and running is None:
+        out["notes"].append("the server reports no capacity (no SGLang /server_info): not checked")
+        out["passed"] = True
+        return out
+    parts = []
+    eff = figures["effective_context"]
+    short = [(t, w) for t, w in ctx_needs if eff is not None and eff < t]
+    if short:
+        parts.append("it holds a %s-token context (context_length %s, KV pool max_total_num_tokens %s), "
+                     "%s" % (_fmt_tokens(eff), "?" if ctx is None else _fmt_tokens(ctx),
+                             "?" if kv is None else _fmt_tokens(kv),
+                             ", ".join("%s %s" % (w, _fmt_tokens(t)) for t, w in short)))
+    if _is_number(asked) and _is_number(running) and running < asked:
+        out["notes"].append(
+            "the profile asks for %d running requests; the server runs at most %d at once (its memory "
+            "pools hold no more%s)" % (asked, running, "" if figures["max_mamba_cache_size"] is None
+                                       else ": %d mamba state slots" % figures["max_mamba_cache_size"]))
+    few = [(r, w) for r, w in run_needs if _is_number(running) and running < r]
+    if few:
+        parts.append("it runs at most %d request%s at once (effective max_running_requests), %s"
+                     % (running, "" if running == 1 else "s",
+                        ", ".join("%s %d" % (w, r) for r, w in few)))
+    if parts:
+        out["failures"].append({"case": "capacity", "threshold": "capacity",
+                                "measured": {"effective_context": eff, "max_running_requests": running},
+                                "required": {"context": max(t for t, _ in ctx_needs) if ctx_needs else None,
+                                             "running": max(r for r, _ in run_needs) if run_needs else None},
+                                "message": "capacity: " + "; ".join(parts)})
+    out["passed"] = not out["failures"]
+    return out
+
+
+# ---------------------------------------------------------------------------------- run ------
+def _unmeasured(cfg, reason):
+    """The result of a case none of whose requests could be measured."""
+    empty = summarize([])
+    return {"case": cfg["case"], "prompts": cfg["prompts"], "concurrency": cfg["concurrency"],
+            "requests": cfg["requests"], "max_tokens": cfg["max_tokens"], "warmup": 0,
+            "prompt_tokens": {"target": cfg["prompt_tokens"], "n": 0, "min": None, "median": None,
+                              "max": None},
+            "decode_tok_s": empty, "accept_len": None, "accept_len_by_prompt": {},
+            "accept_by_position": None, "aggregate_tok_s": None, "completion_tokens": 0,
+            "wall_s": None, "ttft_s": {"n": 0, "p50": None, "p90": None, "p99": None, "max": None},
+            "itl_ms": {"n": 0, "p50": None, "p90": None, "p99": None, "max": None},
+            "errors": cfg["requests"], "error_kinds": {}, "error_details": [], "excluded_short": 0,
+            "metrics": None, "per_request": [], "notes": [], "unmeasured": str(reason),
+            "thresholds": {k: cfg[k] for k in THRESHOLD_KEYS}, "passed": False,
+            "failures": [{"threshold": "measured", "measured": None, "required": None,
+                          "message": "could not be measured: %s" % reason}]}
+
+
+def run(common, plan, thresholds, profile, calibrated=None, promise=None, baseline=None,
+        progress=None, names=None):
+    """Run the whole plan against the server in ``common["url"]``; the plan result.
+
+    ``common``: engine options shared by every case (url, api_key, model, api, warmup, timeouts,
+    metrics, model_size, hardware, max_regression_pct). ``baseline``: the last passing history
+    record of the profile (each case is compared with its own case in it). Raises ConfigError for
+    a bad plan or option and MeasureError when the server cannot be measured at all."""
+    cases = resolve(plan, thresholds, profile, calibrated, names)
+    started = time.perf_counter()
+    base = engine.validate(dict(common))
+    for c in cases:  # every case's options are checked before the first request
+        engine.validate(dict(common, **dict(c["options"], **c["thresholds"])))
+    ep = engine.endpoint(base)
+    model, server = engine.discover(ep, base["model"])
+    capacity = check_capacity(server, cases, promise)
+    learn = any(c["options"]["prompts"] == "long_context" for c in cases)
+    warm, cpt = engine.warm_up(base, ep, model, progress, learn=learn)
+    results = []
+    for i, c in enumerate(cases):
+        opts = dict(common, **dict(c["options"], **c["thresholds"]))
+        opts["warmup"] = 0
+        opts["baseline"] = history.baseline(baseline, c["case"], first=i == 0) if baseline else None
+        cfg = engine.validate(opts)
+        try:
+            r = engine.measure(cfg, ep, model, server, warm if i == 0 else (), cpt, progress)
+        except MeasureError as e:
+            r = _unmeasured(cfg, e)
+        r["description"] = c["description"]
+        r["threshold_source"] = c["source"]
+        results.append(r)
+    return judge(results, capacity, server, profile, model, ep.url, time.perf_counter() - started,
+                 notes=["thresholds for %s are not used: the plan has no such case" % ", ".join(unused)
+                        for unused in [unused_thresholds(plan, thresholds, profile)] if unused])
+
+
+HEADLINE = ("decode_tok_s", "accept_len", "accept_by_position", "aggregate_tok_s", "ttft_s",
+            "itl_ms", "roofline", "regression", "concurrency", "requests", "max_tokens")
+
+
+def judge(results, capacity, server, profile, model, url, seconds, notes=()):
+    """The plan's verdict from its cases' results: every case judged on its own, plus capacity.
+    The first case's figures are the headline (one-line summaries, the rollout table)."""
+    failures = list(capacity["failures"])
+    for r in results:
+        for f in r["failures"]:
+            failures.append(dict(f, case=r["case"], message="%s: %s" % (r["case"], f["message"])))
+    out = {"passed": not failures, "profile": profile, "model": model, "url": url,
+           "server": server, "capacity": capacity, "cases": results, "failures": failures,
+           "failed_cases": (["capacity"] if capacity["failures"] else [])
+           + [r["case"] for r in results if not r["passed"]],
+           "time_to_verdict_s": seconds, "headline": results[0]["case"] if results else None,
+           "errors": sum(r["errors"] for r in results),
+           "notes": list(notes) + capacity["notes"]}
+    if results:
+        for key in HEADLINE:
+            out[key] = results[0].get(key)
+    return out
+
+
+# ------------------------------------------------------------------------------ reports ------
+def _f(value, spec=".1f"):
+    return "-" if value is None else format(value, spec)
+
+
+def positions(by_position):
+    """Per-position acceptance as '93/84/71%' ('-' without it)."""
+    if not by_position:
+        return "-"
+    return "/".join("%.0f" % (100 * p) for p in by_position) + "%"
+
+
+def case_summary(r):
+    """The few figures of a case result that summaries show (the rollout table, bench compare)."""
+    pt = r.get("prompt_tokens") or {}
+    return {"case": r.get("case"), "concurrency": r.get("concurrency"), "requests": r.get("requests"),
+            "max_tokens": r.get("max_tokens"), "prompt_tokens": pt.get("median"),
+            "decode_tok_s": (r.get("decode_tok_s") or {}).get("median"),
+            "accept_len": r.get("accept_len"), "accept_by_position": r.get("accept_by_position"),
+            "aggregate_tok_s": r.get("aggregate_tok_s"),
+            "ttft_s": (r.get("ttft_s") or {}).get("p50"), "passed": r.get("passed")}
+
+
+def case_line(r):
+    """One case's figures in one line (messages, logs)."""
+    pt = r.get("prompt_tokens") or {}
+    ctx = engine.context_line(r)
+    return "%s (C=%d, %dx%d tok%s): decode %s tok/s median, accept length %s (by position %s), " \
+           "aggregate %s tok/s, TTFT p50 %ss%s%s" % (
+               r["case"], r["concurrency"], r["requests"], r["max_tokens"],
+               ", prompt %s tok" % _f(pt.get("median"), ".0f") if pt.get("target") else "",
+               _f(r["decode_tok_s"]["median"]), _f(r["accept_len"], ".2f"),
+               positions(r.get("accept_by_position")), _f(r["aggregate_tok_s"]),
+               _f((r.get("ttft_s") or {}).get("p50"), ".2f"),
+               "; " + ctx if ctx else "", "" if r["passed"] else " FAILED")
+
+
+def failure_message(result):
+    """One line naming every failed case and threshold, measured vs required."""
+    return "gate failed (%s): %s" % (", ".join(result["failed_cases"]),
+                                     "; ".join(f["message"] for f in result["failures"]))
+
+
+def summary(result):
+    """The passing verdict in one line."""
+    return "passed in %.0fs: %s" % (result["time_to_verdict_s"],
+                                    "; ".join(case_line(r) for r in result["cases"]))
+
+
+TABLE_HEAD = ("case", "C", "requests", "prompt tok", "decode tok/s", "accept", "by position",
+              "aggregate", "TTFT p50", "verdict")
+
+
+def table_rows(result):
+    rows = []
+    for r in result["cases"]:
+        pt = r.get("prompt_tokens") or {}
+        rows.append((r["case"], str(r["concurrency"]), "%dx%d" % (r["requests"], r["max_tokens"]),
+                     _f(pt.get("median"), ".0f"), _f(r["decode_tok_s"]["median"]),
+                     _f(r["accept_len"], ".2f"), positions(r.get("accept_by_position")),
+                     _f(r["aggregate_tok_s"]), _f((r.get("ttft_s") or {}).get("p50"), ".2f"),
+                     "passed" if r["passed"] else "FAILED"))
+    return rows
+
+
+def table(result):
+    """The plan's summary table, one row per case, then capacity, failures and the verdict."""
+    rows = [TABLE_HEAD] + table_rows(result)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(TABLE_HEAD))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    f = result["capacity"]["figures"]
+    lines.append("capacity: context %s tokens (context_length %s, KV pool %s), %s running requests%s"
+                 % (_f(f["effective_context"], ",.0f"), _f(f["context_length"], ",.0f"),
+                    _f(f["max_total_num_tokens"], ",.0f"), _f(f["max_running_requests"], ".0f"),
+                    "" if result["capacity"]["passed"] else "  FAILED"))
+    for note in result.get("notes") or []:
+        lines.append("note: " + note)
+    for fail in result["failures"]:
+        lines.append("FAILED " + fail["message"])
+    lines.append("gate %s in %.1fs" % ("PASSED" if result["passed"] else "FAILED",
+                                       result["time_to_verdict_s"]))
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------- calibrate ------
+def _floor(value, digits):
+    scale = 10 ** digits
+    return int(value * scale) / float(scale)
+
+
+def _ceil(value, digits):
+    scale = 10 ** digits
+    return -int(-value * scale) / float(scale)
+
+
+def propose(runs, margin):
+    """Thresholds per case from several plan results of one server: ``margin`` (a fraction) below
+    the lowest measured median decode tok/s, accept length and aggregate tok/s (aggregate only
+    for a case at C > 1), and above the highest median TTFT of a long-context case.
+
+    Returns {case: {"thresholds": {...}, "measured": {figure: [values]}}}, cases in plan order; a
+    case no run could measure is left out."""
+    if not 0 <= margin < 1:
+        raise ConfigError("margin", "must be a fraction from 0 to 1 (0.1 = 10%% below), got %r" % (margin,))
+    out = {}
+    for result in runs:
+        for r in result.get("cases") or []:
+            if r.get("unmeasured"):
+                continue
+            m = out.setdefault(r["case"], {"measured": {}})["measured"]
+            long_case = r.get("prompts") == "long_context"
+            figures = {"decode_tok_s": (r.get("decode_tok_s") or {}).get("median"),
+                       "accept_len": r.get("accept_len"),
+                       "aggregate_tok_s": r.get("aggregate_tok_s") if r.get("concurrency", 1) > 1 else None,
+                       "ttft_s": (r.get("ttft_s") or {}).get("p50") if long_case else None}
+            for key, value in figures.items():
+                if value is not None:
+                    m.setdefault(key, []).append(value)
+    proposals = {}
+    for name, entry in out.items():
+        m, t = entry["measured"], {}
+        if m.get("decode_tok_s"):
+            t["min_tok_s"] = _floor(min(m["decode_tok_s"]) * (1 - margin), 1)
+        if m.get("accept_len"):
+            t["min_accept_len"] = max(1.0, _floor(min(m["accept_len"]) * (1 - margin), 2))
+        if m.get("aggregate_tok_s"):
+            t["min_aggregate_tok_s"] = _floor(min(m["aggregate_tok_s"]) * (1 - margin), 1)
+        if m.get("ttft_s"):
+            t["max_ttft_s"] = _ceil(max(m["ttft_s"]) * (1 + margin), 1)
+        proposals[name] = {"thresholds": t, "measured": m}
+    return proposals
+
+
+def _flow(mapping):
+    return "{" + ", ".join("%s: %s" % (k, mapping[k]) for k in mapping) + "}"
+
+
+def calibration_text(proposals, profile, margin, runs, host, when, existing=None):
+    """The host_vars file that playbooks/calibrate.yml and ``bench calibrate`` write: the
+    variable ``sglang_gate_calibrated`` with this profile's proposals (other profiles' entries of
+    ``existing`` kept), and comments saying how each figure was obtained."""
+    merged = dict(existing or {})
+    merged[profile] = {name: p["thresholds"] for name, p in proposals.items()}
+    lines = ["---",
+             "# Written by playbooks/calibrate.yml / python -m bench calibrate: the gate plan ran %d"
+             " times on %s" % (runs, host),
+             "# at %s (profile %s). Each minimum is %g%% below the lowest figure measured, each"
+             % (when, profile, 100 * margin),
+             "# maximum %g%% above the highest. sglang_gate_calibrated wins over sglang_gate_thresholds"
+             % (100 * margin),
+             "# key by key (roles/sglang_gate). Measured (lowest-highest over the runs):"]
+    labels = {"decode_tok_s": "decode tok/s", "accept_len": "accept length",
+              "aggregate_tok_s": "aggregate tok/s", "ttft_s": "TTFT p50 s"}
+    for name, p in proposals.items():
+        parts = ["%s %s-%s" % (labels[k], _f(min(v), ".2f"), _f(max(v), ".2f"))
+                 for k, v in p["measured"].items()]
+        lines.append("#   %s: %s" % (name, ", ".join(parts)))
+    lines.append("sglang_gate_calibrated:")
+    for prof in merged:
+        lines.append("  %s:" % prof)
+        for name, t in (merged[prof] or {}).items():
+            lines.append("    %s: %s" % (name, _flow(t)))
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,191 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: sglang_gate_decide
+short_description: Decide what a gate run does (record, restore, nothing) and write its history
+description:
+  - Reads the checksums of the deployed unit and environment file and of the last-known-good
+    copies, and returns the gate's verdict and action from one function
+    (C(plugins/module_utils/sglang_perf/decision.py)); task files act on RV(action), never on
+    the wording of RV(reason).
+  - Builds the history record of the run (C(plugins/module_utils/sglang_perf/history.py), the
+    module that also reads it) and appends it, as one JSON line, to O(history_path) when given
+    and this node is rank 0. The history is never truncated or rewritten.
+version_added: "1.1.0"
+author: "sglang-deploy maintainers"
+options:
+  result:
+    description: The plan result of the sglang_bench module; omit it when the deploy failed before
+      the gate (the verdict is then a failure).
+    type: dict
+  unit_path:
+    description: The deployed systemd unit.
+    type: path
+    required: true
+  env_path:
+    description: The deployed environment file.
+    type: path
+    required: true
+  lkg_dir:
+    description: Directory of the last-known-good C(<service_name>.service) and C(.env).
+    type: path
+    required: true
+  service_name:
+    description: The unit's name without C(.service).
+    type: str
+    required: true
+  rollback:
+    description: Whether a failed gate restores the last-known-good unit.
+    type: bool
+    default: true
+  node_rank:
+    description: This node's rank in a multi-node deployment (only rank 0 writes the history).
+    type: int
+    default: 0
+  multinode:
+    description: Whether this host is a node of a multi-node deployment (restored as a whole by the play).
+    type: bool
+    default: false
+  history_path:
+    description: The host's gate history (JSON lines); the record is appended when given.
+    type: path
+  history_owner:
+    description: Owner of a newly created history file.
+    type: str
+  history_group:
+    description: Group of a newly created history file.
+    type: str
+  history_mode:
+    description: Mode of a newly created history file.
+    type: str
+    default: "0640"
+  context:
+    description: What the record says about the run besides the result (host, profile,
+      sglang_version, multinode, max_regression_pct).
+    type: dict
+    default: {}
+attributes:
+  check_mode:
+    support: full
+    details: In check mode the verdict is C(not judged), the action C(nothing), and no history is written.
+  diff_mode:
+    support: none
+"""
+
+EXAMPLES = r"""
+- name: Decide what the gate does
+  sglang_gate_decide:
+    result: "{{ sglang_gate_result }}"
+    unit_path: /etc/systemd/system/sglang.service
+    env_path: /etc/sglang/sglang.env
+    lkg_dir: /var/lib/sglang/last-known-good
+    service_name: sglang
+    history_path: /var/lib/sglang/gate-history.jsonl
+    context: {host: "{{ inventory_hostname }}", profile: nextn_3step, sglang_version: "0.5.23"}
+  register: decision
+
+- name: Restore the last-known-good unit
+  ansible.builtin.include_tasks: restore.yml
+  when: decision.action == 'restore'
+"""
+
+RETURN = r"""
+verdict:
+  description: C(pass), C(fail) or C(not judged) (check mode).
+  returned: always
+  type: str
+action:
+  description: C(record) (keep the deployed unit as last-known-good), C(restore) (put the
+    last-known-good back) or C(nothing).
+  returned: always
+  type: str
+scope:
+  description: C(host), or C(deployment) for a node of a multi-node deployment (the play restores
+    all its nodes together).
+  returned: always
+  type: str
+reason:
+  description: Why, in words (for messages and the history).
+  returned: always
+  type: str
+record:
+  description: The history record of the run.
+  returned: always
+  type: dict
+lkg_exists:
+  description: Whether a last-known-good unit exists.
+  returned: always
+  type: bool
+history_written:
+  description: Whether the record was appended to O(history_path).
+  returned: always
+  type: bool
+"""
+
+import datetime
+import json
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.sglang_perf import decision, history
+
+
+def _sha(module, path):
+    return module.sha256(path) if path and os.path.isfile(path) else None
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            result=dict(type="dict"),
+            unit_path=dict(type="path", required=True),
+            env_path=dict(type="path", required=True),
+            lkg_dir=dict(type="path", required=True),
+            service_name=dict(type="str", required=True),
+            rollback=dict(type="bool", default=True),
+            node_rank=dict(type="int", default=0),
+            multinode=dict(type="bool", default=False),
+            history_path=dict(type="path"),
+            history_owner=dict(type="str"),
+            history_group=dict(type="str"),
+            history_mode=dict(type="str", default="0640"),
+            context=dict(type="dict", default={}),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    unit, env = _sha(module, p["unit_path"]), _sha(module, p["env_path"])
+    base = os.path.join(p["lkg_dir"], p["service_name"])
+    lkg_unit = _sha(module, base + ".service")
+    lkg = None if lkg_unit is None else {"unit_sha256": lkg_unit, "env_sha256": _sha(module, base + ".env")}
+    d = decision.decide(p["result"], unit, env, lkg, check_mode=module.check_mode,
+                        node_rank=p["node_rank"], multinode=p["multinode"], rollback=p["rollback"])
+    context = dict(p["context"])
+    context.setdefault("time", datetime.datetime.utcnow().replace(microsecond=0).isoformat() + "Z")
+    context.update(unit_sha256=unit, env_sha256=env)
+    rec = history.record(p["result"], d, context)
+    written = False
+    if p["history_path"] and d["write_history"]:
+        path = p["history_path"]
+        existed = os.path.exists(path)
+        try:
+            with open(path, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(rec, sort_keys=True) + "\n")
+        except OSError as e:
+            module.fail_json(msg="cannot append to the gate history %s: %s" % (path, e), **d)
+        if not existed:
+            module.set_mode_if_different(path, p["history_mode"], False)
+            if p["history_owner"]:
+                module.set_owner_if_different(path, p["history_owner"], False)
+            if p["history_group"]:
+                module.set_group_if_different(path, p["history_group"], False)
+        written = True
+    module.exit_json(changed=written, record=rec, lkg_exists=lkg is not None, history_written=written, **d)
+
+
+if __name__ == "__main__":
+    main()

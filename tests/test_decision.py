@@ -1,0 +1,103 @@
+"""The gate's decision (plugins/module_utils/sglang_perf/decision.py): every action, and the one
+reading of a history record's verdict (history.passed) that every reader shares."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sglang_perf import decision, history
+
+UNIT, ENV = "u" * 64, "e" * 64
+OTHER = {"unit_sha256": "x" * 64, "env_sha256": ENV}
+SAME = {"unit_sha256": UNIT, "env_sha256": ENV}
+PASSED, FAILED = {"passed": True}, {"passed": False}
+
+
+@pytest.mark.parametrize("result,lkg,kw,verdict,action,scope,reason", [
+    (PASSED, None, {}, "pass", "record", "host", "recorded as last-known-good"),
+    (PASSED, OTHER, {"node_rank": 1, "multinode": True}, "pass", "record", "deployment",
+     "recorded as last-known-good"),
+    (FAILED, OTHER, {}, "fail", "restore", "host", "rolled back to the last-known-good unit"),
+    (None, OTHER, {}, "fail", "restore", "host", "rolled back to the last-known-good unit"),
+    ({"msg": "could not measure"}, OTHER, {}, "fail", "restore", "host",
+     "rolled back to the last-known-good unit"),
+    (FAILED, None, {}, "fail", "nothing", "host", "no last-known-good unit yet"),
+    (FAILED, SAME, {}, "fail", "nothing", "host", "the failing unit is the last-known-good one"),
+    (FAILED, {"unit_sha256": UNIT, "env_sha256": "y" * 64}, {}, "fail", "restore", "host",
+     "rolled back"),
+    (FAILED, OTHER, {"rollback": False}, "fail", "nothing", "host", "rollback disabled"),
+    (FAILED, OTHER, {"multinode": True}, "fail", "restore", "deployment",
+     "the whole multi-node deployment is rolled back"),
+    (PASSED, OTHER, {"check_mode": True}, "not judged", "nothing", "host", "check mode"),
+    (FAILED, OTHER, {"check_mode": True}, "not judged", "nothing", "host", "check mode"),
+])
+def test_every_action(result, lkg, kw, verdict, action, scope, reason):
+    d = decision.decide(result, UNIT, ENV, lkg, **kw)
+    assert (d["verdict"], d["action"], d["scope"]) == (verdict, action, scope)
+    assert d["reason"].startswith(reason), d["reason"]
+
+
+@pytest.mark.parametrize("kw,writes", [({}, True), ({"node_rank": 1, "multinode": True}, False),
+                                       ({"check_mode": True}, False)])
+def test_only_rank_0_outside_check_mode_writes_the_history(kw, writes):
+    assert decision.decide(PASSED, UNIT, ENV, None, **kw)["write_history"] is writes
+
+
+def test_a_passed_value_that_is_not_true_fails():
+    for result in ({"passed": "True"}, {"passed": 1}, {}):
+        assert decision.decide(result, UNIT, ENV, OTHER)["verdict"] == "fail"
+
+
+def test_the_record_carries_the_decision_the_cases_and_the_headline():
+    result = {"passed": False, "msg": "gate failed (long_context): ...", "time_to_verdict_s": 101.5,
+              "failed_cases": ["long_context"],
+              "failures": [{"case": "long_context", "message": "long_context: accept length 1.52 < 2.00"}],
+              "capacity": {"passed": True, "figures": {"context_length": 131072}},
+              "decode_tok_s": {"median": 55.0}, "accept_len": 3.1, "accept_by_position": [0.75, 0.7],
+              "cases": [{"case": "coding", "passed": True, "accept_by_position": [0.75, 0.7],
+                         "per_request": [{"rid": "x"}]},
+                        {"case": "long_context", "passed": False, "accept_len": 1.52}]}
+    d = decision.decide(result, UNIT, ENV, OTHER)
+    rec = history.record(result, d, {"host": "h", "profile": "nextn_3step", "time": "t"})
+    assert rec["verdict"] == "fail" and rec["passed"] is False and rec["action"] == "restore"
+    assert rec["reason"] == "rolled back to the last-known-good unit"
+    assert [c["case"] for c in rec["cases"]] == ["coding", "long_context"]
+    assert "per_request" not in rec["cases"][0]
+    assert rec["cases"][0]["accept_by_position"] == [0.75, 0.7]
+    assert rec["accept_by_position"] == [0.75, 0.7] and rec["decode_tok_s"] == {"median": 55.0}
+    assert rec["failures"] == ["long_context: accept length 1.52 < 2.00"]
+    json.dumps(rec)  # a JSON line
+
+
+@pytest.mark.parametrize("rec,ok", [
+    ({"verdict": "pass"}, True), ({"verdict": "fail", "passed": True}, False),
+    ({"verdict": "not judged"}, False), ({"passed": True}, True), ({"passed": "True"}, True),
+    ({"passed": "false"}, False), ({"passed": 1}, False), ({}, False),
+])
+def test_one_definition_of_passed(rec, ok):
+    assert history.passed(rec) is ok
+
+
+def test_the_cli_and_the_module_agree_on_the_last_known_good(tmp_path):
+    from bench import history as cli
+    lines = [{"time": "2026-12-01T10:00:00Z", "profile": "p", "passed": "True",
+              "decode_tok_s": {"median": 50}},
+             {"time": "2026-12-01T11:00:00Z", "profile": "p", "verdict": "fail", "passed": True,
+              "decode_tok_s": {"median": 20}}]
+    path = tmp_path / "h.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    runs = cli.annotate(cli.read(path))
+    assert [r["passed"] for r in runs] == [True, False]
+    assert history.last_passing(history.read(str(path)), "p")["decode_tok_s"]["median"] == 50
+
+
+def test_a_case_baseline_comes_from_the_same_case():
+    rec = {"time": "t", "profile": "p", "decode_tok_s": {"median": 55}, "accept_len": 3.1,
+           "cases": [{"case": "coding", "decode_tok_s": {"median": 55}, "accept_len": 3.1},
+                     {"case": "long_context", "decode_tok_s": {"median": 40}, "accept_len": 2.3}]}
+    assert history.baseline(rec, "long_context", first=False)["decode_tok_s"] == 40
+    assert history.baseline(rec, "concurrent", first=False) is None
+    old = {"time": "t", "profile": "p", "decode_tok_s": {"median": 52}, "accept_len": 3.0}
+    assert history.baseline(old, "coding", first=True)["decode_tok_s"] == 52
+    assert history.baseline(old, "long_context", first=False) is None
