@@ -365,3 +365,20 @@ def test_an_unreachable_host_stops_the_rollout(tmp_path):
     assert "h3 of this rollout batch became unreachable: the rollout stops here (h2 itself passed)" in out
     recap = p.stdout[p.stdout.index("PLAY RECAP"):]
     assert "h4" not in recap and "h1 " in recap
+
+
+def test_the_summary_lists_each_gate_case_with_its_per_position_acceptance():
+    plan = {"batches": [["a"], ["b", "c"]]}
+    results = {"a": {"profile": "nextn_3step", "time_to_verdict_s": 101.2, "cases": [
+        {"case": "coding", "concurrency": 1, "decode_tok_s": 55.04, "accept_len": 3.12,
+         "accept_by_position": [0.75, 0.72, 0.69], "aggregate_tok_s": 54.9, "passed": True},
+        {"case": "long_context", "concurrency": 1, "decode_tok_s": 26.1, "accept_len": 1.52,
+         "accept_by_position": [0.4, 0.1, 0.02], "aggregate_tok_s": 20.0, "prompt_tokens": 32711,
+         "passed": False}]},
+        "b": {"profile": "nextn_3step", "cases": []}}
+    lines = cb.case_lines(plan, results)
+    assert lines[0] == "a (nextn_3step; verdict in 101 s):"
+    assert lines[1].split() == ["coding", "C=1", "55.0", "tok/s", "accept", "3.12", "by", "position",
+                                "75/72/69%", "aggregate", "54.9", "tok/s", "passed"]
+    assert "prompt 32711 tok" in lines[2] and lines[2].endswith("FAILED") and "40/10/2%" in lines[2]
+    assert len(lines) == 3  # a host without cases (check mode, not reached) adds nothing

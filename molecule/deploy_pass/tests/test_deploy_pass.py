@@ -12,7 +12,10 @@ def test_history_has_one_passing_run(host):
     run = runs[0]
     assert run["passed"] is True and run["profile"] == "nextn_3step"
     assert (run["action"], run["reason"]) == ("record", "recorded as last-known-good")
-    assert run["thresholds"] == {"min_tok_s": 45, "min_accept_len": 2.8}  # the production ones
+    # the plumbing plan's one case, with the production thresholds of its case
+    assert [c["case"] for c in run["cases"]] == ["coding"] and run["cases"][0]["passed"] is True
+    t = run["cases"][0]["thresholds"]
+    assert (t["min_tok_s"], t["min_accept_len"]) == (45, 2.8)
     assert run["decode_tok_s"]["median"] >= 45 and run["accept_len"] >= 2.8
     assert run["errors"] == 0
 
