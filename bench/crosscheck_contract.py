@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
 sys.path.insert(0, str(ROOT))  # bench.sglang_stubs
 
-from sglang_perf.prompts import _long_body, prompt_cases  # noqa: E402  (stdlib only)
+from sglang_perf.prompts import CODING_PROMPTS, long_context_prompt  # noqa: E402  (stdlib only)
 
 ARCHITECTURE = "Qwen3_5ForConditionalGeneration"
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -50,9 +50,9 @@ CHAT_TEMPLATE = (
 
 
 def corpus():
-    """The repo's coding prompts (and a slice of its code-like long-context body)."""
-    texts = [text for _, text in prompt_cases(0)]
-    texts.append(_long_body(2000))
+    """The repo's coding prompts and a long-context prompt of about 2,000 tokens (corpus.py)."""
+    texts = [text for _, text in CODING_PROMPTS]
+    texts.append(long_context_prompt(2000, 4.0, 0, "tokenizer"))
     return texts
 
 
