@@ -251,10 +251,38 @@ accept_len:
   returned: when the benchmark ran
   type: float
   sample: 3.16
-accept_len_by_case:
-  description: Accept length per prompt case.
+accept_len_by_prompt:
+  description: Accept length per prompt (coding prompt name, or the long-context case).
   returned: when the benchmark ran
   type: dict
+prompt_tokens:
+  description: The server's own count of the measured prompts (C(usage.prompt_tokens)) - target,
+    n, min, median, max.
+  returned: when the benchmark ran
+  type: dict
+  sample: {target: 32768, n: 2, min: 32766, median: 32766, max: 32766}
+cases:
+  description: With O(plan), one full result per case, in plan order, each with its C(case) name,
+    C(passed) and C(failures); the top-level figures are the first (headline) case's.
+  returned: when the plan ran
+  type: list
+  elements: dict
+failed_cases:
+  description: With O(plan), the cases that failed (C(capacity) first when the server cannot hold
+    what the profile promises or the cases need).
+  returned: when the plan ran
+  type: list
+  elements: str
+capacity:
+  description: With O(plan), the server's figures from C(/server_info) (C(effective_context),
+    C(context_length), C(max_total_num_tokens), C(max_running_requests),
+    C(max_mamba_cache_size)), what was needed, failures and notes.
+  returned: when the plan ran
+  type: dict
+time_to_verdict_s:
+  description: With O(plan), seconds from the first request to the verdict, warmup included.
+  returned: when the plan ran
+  type: float
 accept_by_position:
   description: Share of verify steps that accepted at least 1, 2, ... draft tokens
     (from C(spec_correct_drafts_histogram)), when the server reports it.
