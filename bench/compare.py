@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT / "plugins" / "module_utils") not in sys.path:
     sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
 
-from sglang_perf import capacity, engine  # noqa: E402  (needs the path above)
+from sglang_perf import capacity, engine, plan  # noqa: E402  (needs the path above)
 from sglang_perf.client import ConfigError, MeasureError  # noqa: E402
 
 from bench.sizes import DEFAULT_SIZE_FILES, load_sizes  # noqa: E402
@@ -260,13 +260,6 @@ def _md(text):
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def positions(values):
-    """Share of verify steps that accepted at least 1, 2, ... drafts, as '75/72/69%'."""
-    if not values:
-        return "-"
-    return "/".join("%.0f" % (100 * v) for v in values) + "%"
-
-
 def markdown_table(rows):
     head = ("profile", "C", "requests", "decode tok/s median (min-max)", "aggregate tok/s",
             "accept length", "accepted by draft position", "TTFT p50 s",
@@ -283,7 +276,7 @@ def markdown_table(rows):
                 decode += " (%.1f-%.1f)" % (r["decode_tok_s_min"], r["decode_tok_s_max"])
             cells = [r["profile"], r["concurrency"], _fmt(r.get("requests"), "d"), decode,
                      _fmt(r.get("aggregate_tok_s")), _fmt(r.get("accept_len"), ".2f"),
-                     positions(r.get("accept_by_position")), _fmt(r.get("ttft_p50_s"), ".3f"),
+                     plan.positions(r.get("accept_by_position")), _fmt(r.get("ttft_p50_s"), ".3f"),
                      "-" if not roof else "%.1f (%s)" % (
                          roof["ceiling_tok_s"], "-" if roof["share_pct"] is None
                          else "%.1f%%" % roof["share_pct"]),

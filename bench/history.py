@@ -24,6 +24,7 @@ if str(ROOT / "plugins" / "module_utils") not in sys.path:
     sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
 
 from sglang_perf import history as shared  # noqa: E402  (needs the path above)
+from sglang_perf import plan  # noqa: E402
 
 DEFAULT_DIR = ROOT / "history"
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
@@ -146,19 +147,13 @@ def _f(value, spec=".1f", suffix=""):
     return "-" if value is None else format(value, spec) + suffix
 
 
-def _positions(values):
-    if not isinstance(values, list) or not values:
-        return "-"
-    return "/".join("%.0f" % (100 * v) for v in values if _num(v) is not None) + "%"
-
-
 def case_line(c):
     """One case of a run: its figures, per-position acceptance and verdict."""
     d = c.get("decode_tok_s") if isinstance(c.get("decode_tok_s"), dict) else {}
     pt = c.get("prompt_tokens") if isinstance(c.get("prompt_tokens"), dict) else {}
     return "%-14s C=%-2s decode %s tok/s  accept %s  by position %s  aggregate %s%s  %s" % (
         c.get("case"), c.get("concurrency"), _f(_num(d.get("median"))), _f(_num(c.get("accept_len")), ".2f"),
-        _positions(c.get("accept_by_position")), _f(_num(c.get("aggregate_tok_s"))),
+        plan.positions(c.get("accept_by_position")), _f(_num(c.get("aggregate_tok_s"))),
         "  prompt %s tok" % _f(_num(pt.get("median")), ".0f") if pt.get("target") else "",
         "passed" if c.get("passed") is True else "FAILED")
 

@@ -261,19 +261,19 @@ def run(common, plan, thresholds, profile, calibrated=None, promise=None, baseli
     cases = resolve(plan, thresholds, profile, calibrated, names)
     started = time.perf_counter()
     base = engine.validate(dict(common))
-    for c in cases:  # every case's options are checked before the first request
-        engine.validate(dict(common, **dict(c["options"], **c["thresholds"])))
+    cfgs = []  # every case's options are checked before the first request
+    for i, c in enumerate(cases):
+        opts = dict(common, **dict(c["options"], **c["thresholds"]))
+        opts["warmup"] = 0  # one warmup for the whole plan, before its first case
+        opts["baseline"] = history.baseline(baseline, c["case"], first=i == 0) if baseline else None
+        cfgs.append(engine.validate(opts))
     ep = engine.endpoint(base)
     model, server = engine.discover(ep, base["model"])
     capacity = check_capacity(server, cases, promise)
     learn = any(c["options"]["prompts"] == "long_context" for c in cases)
     warm, cpt = engine.warm_up(base, ep, model, progress, learn=learn)
     results = []
-    for i, c in enumerate(cases):
-        opts = dict(common, **dict(c["options"], **c["thresholds"]))
-        opts["warmup"] = 0
-        opts["baseline"] = history.baseline(baseline, c["case"], first=i == 0) if baseline else None
-        cfg = engine.validate(opts)
+    for i, (c, cfg) in enumerate(zip(cases, cfgs)):
         try:
             r = engine.measure(cfg, ep, model, server, warm if i == 0 else (), cpt, progress)
         except MeasureError as e:
@@ -281,9 +281,10 @@ def run(common, plan, thresholds, profile, calibrated=None, promise=None, baseli
         r["description"] = c["description"]
         r["threshold_source"] = c["source"]
         results.append(r)
-    return judge(results, capacity, server, profile, model, ep.url, time.perf_counter() - started,
-                 notes=["thresholds for %s are not used: the plan has no such case" % ", ".join(unused)
-                        for unused in [unused_thresholds(plan, thresholds, profile)] if unused])
+    unused = unused_thresholds(plan, thresholds, profile)
+    notes = ["thresholds for %s are not used: the plan has no such case" % ", ".join(unused)
+             ] if unused else []
+    return judge(results, capacity, server, profile, model, ep.url, time.perf_counter() - started, notes)
 
 
 HEADLINE = ("decode_tok_s", "accept_len", "accept_by_position", "aggregate_tok_s", "ttft_s",
@@ -316,10 +317,11 @@ def _f(value, spec=".1f"):
 
 
 def positions(by_position):
-    """Per-position acceptance as '93/84/71%' ('-' without it)."""
-    if not by_position:
+    """Per-position acceptance (share of verify steps that accepted at least 1, 2, ... drafts) as
+    '93/84/71%' ('-' without it); the one formatting every report uses."""
+    if not isinstance(by_position, list) or not by_position:
         return "-"
-    return "/".join("%.0f" % (100 * p) for p in by_position) + "%"
+    return "/".join("%.0f" % (100 * p) for p in by_position if _is_number(p)) + "%"
 
 
 def case_summary(r):
