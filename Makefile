@@ -25,12 +25,21 @@ $(STAMP): requirements.txt
 demo: venv local-host dist
 	$(PY) scripts/demo.py
 
-# The emulator wheel the local inventory installs into the container's service venv.
+# The emulator wheel the local inventory installs into the container's service venv, and a second
+# release of the same code as version 0.5.24 (the release-rollback test bumps to it).
 EMULATOR_WHEEL := dist/sglang_emulator-0.5.23-py3-none-any.whl
-dist: $(EMULATOR_WHEEL)
+EMULATOR_NEXT := 0.5.24
+EMULATOR_WHEEL_NEXT := dist/sglang_emulator-$(EMULATOR_NEXT)-py3-none-any.whl
+dist: $(EMULATOR_WHEEL) $(EMULATOR_WHEEL_NEXT)
 $(EMULATOR_WHEEL): pyproject.toml $(wildcard bench/emulator/*.py) $(STAMP)
-	rm -f dist/sglang_emulator-*.whl
+	rm -f $@
 	$(PY) -m pip wheel --quiet --no-deps --wheel-dir dist .
+$(EMULATOR_WHEEL_NEXT): pyproject.toml $(wildcard bench/emulator/*.py) $(STAMP)
+	rm -f $@
+	d="$$(mktemp -d)" && mkdir -p "$$d/bench/emulator" && cp bench/__init__.py "$$d/bench/" \
+	  && cp bench/emulator/*.py "$$d/bench/emulator/" \
+	  && sed 's/^version = .*/version = "$(EMULATOR_NEXT)"/' pyproject.toml > "$$d/pyproject.toml" \
+	  && $(PY) -m pip wheel --quiet --no-deps --wheel-dir dist "$$d"; rc=$$?; rm -rf "$$d"; exit $$rc
 
 # Host packages (podman, runc, mmdebstrap...), containers.conf and the Debian 12 systemd image.
 podman:

@@ -22,7 +22,13 @@ PASSED, FAILED = {"passed": True}, {"passed": False}
     (None, OTHER, {}, "fail", "restore", "host", "rolled back to the last-known-good unit"),
     ({"msg": "could not measure"}, OTHER, {}, "fail", "restore", "host",
      "rolled back to the last-known-good unit"),
-    (FAILED, None, {}, "fail", "nothing", "host", "no last-known-good unit yet"),
+    (FAILED, None, {}, "fail", "stop", "host", "no last-known-good unit to restore: the failing server "
+     "was stopped and disabled (sglang_gate_no_lkg: stop)"),
+    (None, None, {}, "fail", "stop", "host", "no last-known-good unit to restore: the failing server "
+     "was stopped"),
+    (FAILED, None, {"no_lkg": "keep"}, "fail", "nothing", "host", "no last-known-good unit to restore: "
+     "the failing server was left running (sglang_gate_no_lkg: keep)"),
+    (FAILED, None, {"rollback": False}, "fail", "nothing", "host", "rollback disabled"),
     (FAILED, SAME, {}, "fail", "nothing", "host", "the failing unit is the last-known-good one"),
     (FAILED, {"unit_sha256": UNIT, "env_sha256": "y" * 64}, {}, "fail", "restore", "host",
      "rolled back"),
@@ -36,6 +42,17 @@ def test_every_action(result, lkg, kw, verdict, action, scope, reason):
     d = decision.decide(result, UNIT, ENV, lkg, **kw)
     assert (d["verdict"], d["action"], d["scope"]) == (verdict, action, scope)
     assert d["reason"].startswith(reason), d["reason"]
+
+
+def test_a_deploy_that_failed_before_installing_a_unit_has_nothing_to_stop():
+    d = decision.decide(None, None, None, None)
+    assert (d["verdict"], d["action"], d["reason"]) == (
+        "fail", "nothing", "no unit was installed: nothing to stop or restore")
+
+
+def test_an_unknown_no_lkg_policy_is_refused_by_name():
+    with pytest.raises(ValueError, match="sglang_gate_no_lkg must be one of stop, keep, got 'halt'"):
+        decision.decide(FAILED, UNIT, ENV, None, no_lkg="halt")
 
 
 @pytest.mark.parametrize("kw,writes", [({}, True), ({"node_rank": 1, "multinode": True}, False),

@@ -12,7 +12,7 @@ from hostutil import HOST, ensure_deployed, flat, needs_local_host, on_host, pla
 
 pytestmark = needs_local_host
 
-HAND = ("/opt/sglang/venv/bin/python -m bench.emulator --model-path /srv/models/Qwen3.6-27B "
+HAND = ("{python} -m bench.emulator --model-path /srv/models/Qwen3.6-27B "
         "--served-model-name Qwen3.6-27B --tp-size 2 --port 30001 --speculative-algorithm NEXTN "
         "--speculative-num-steps 1 --speculative-eagle-topk 1 --speculative-num-draft-tokens 2 "
         "--mamba-radix-cache-strategy extra_buffer")
@@ -63,9 +63,11 @@ def test_a_slower_deploy_of_the_same_profile_fails_on_max_regression_and_rolls_b
 
 def test_drift_names_the_hand_launchs_differences_and_the_unmanaged_process():
     ensure_deployed()
-    pid = on_host("sh -c 'nohup %s >/tmp/hand-launch.log 2>&1 & echo $!'" % HAND)
+    # the interpreter of the deployed release (the unit's ExecStart names it)
+    python = re.search(r"path=(\S+)", on_host("systemctl show --property ExecStart --value sglang")).group(1)
+    pid = on_host("sh -c 'nohup %s >/tmp/hand-launch.log 2>&1 & echo $!'" % HAND.format(python=python))
     try:
-        on_host("/opt/sglang/venv/bin/python -c \"import time,urllib.request as u\n"
+        on_host(python + " -c \"import time,urllib.request as u\n"
                 "for i in range(200):\n"
                 "    try: u.urlopen('http://127.0.0.1:30001/health', timeout=1); break\n"
                 "    except Exception: time.sleep(0.1)\n\"")

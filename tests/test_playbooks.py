@@ -3,6 +3,7 @@ production profile, yamllint, argument_specs vs defaults, and render.yml's units
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -70,21 +71,27 @@ def test_render_writes_every_hosts_unit_without_contacting_it(tmp_path):
                     "-e", "render_dir=%s" % out)
         assert p.returncode == 0, p.stdout + p.stderr
     prod = (out / "ct129.service").read_text()
-    assert "ExecStart=/opt/sglang/venv/bin/python -m sglang.launch_server --speculative-algorithm " \
-           "NEXTN --speculative-num-steps 3 --speculative-eagle-topk 1 " \
-           "--speculative-num-draft-tokens 4 --tp-size 2 --mem-fraction-static 0.88 " \
-           "--context-length 131072 --max-running-requests 16 --mamba-full-memory-ratio 0.5 " \
-           "--mamba-radix-cache-strategy extra_buffer --reasoning-parser qwen3 " \
-           "--tool-call-parser qwen3_coder --model-path /srv/models/Qwen3.6-27B " \
-           "--served-model-name Qwen3.6-27B --host 0.0.0.0 --port 30000 --trust-remote-code " \
-           "--enable-metrics\n" in prod
+    # the unit runs the release it names: /opt/sglang/releases/<version>-<checksum>/venv
+    release = re.search(r"^# Profile nextn_3step, SGLang 0\.5\.23, release (0\.5\.23-[0-9a-f]{10}) "
+                        r"\(/opt/sglang/releases/\1\)\.$", prod, re.M).group(1)
+    assert ("ExecStart=/opt/sglang/releases/%s/venv/bin/python -m sglang.launch_server "
+            "--speculative-algorithm NEXTN --speculative-num-steps 3 --speculative-eagle-topk 1 "
+            "--speculative-num-draft-tokens 4 --tp-size 2 --mem-fraction-static 0.88 "
+            "--context-length 131072 --max-running-requests 16 --mamba-full-memory-ratio 0.5 "
+            "--mamba-radix-cache-strategy extra_buffer --reasoning-parser qwen3 "
+            "--tool-call-parser qwen3_coder --model-path /srv/models/Qwen3.6-27B "
+            "--served-model-name Qwen3.6-27B --host 0.0.0.0 --port 30000 --trust-remote-code "
+            "--enable-metrics\n" % release) in prod
     assert "TimeoutStartSec=1800" in prod and "Restart=on-failure" in prod
     assert "After=network-online.target" in prod and "User=sglang" in prod
     local = (out / "ct-local.service").read_text()
     assert "-m bench.emulator --speculative-algorithm NEXTN" in local
-    # only the launched module and the container's limits differ from production
+    # only the release (the emulator's wheel and lock instead of SGLang's), the launched module and
+    # the container's limits differ from production
     differ = [(a, b) for a, b in zip(prod.splitlines(), local.splitlines()) if a != b]
-    assert [a.split("=")[0] for a, _ in differ] == ["ExecStart", "LimitNOFILE"], differ
+    assert [a.split("=")[0].split(",")[0] for a, _ in differ] == [
+        "# Profile nextn_3step", "ExecStart", "LimitNOFILE"], differ
+    assert re.search(r"release (0\.5\.23-[0-9a-f]{10}) ", differ[0][1]).group(1) != release
 
 
 def test_render_an_older_sglang_uses_the_old_mamba_flag(tmp_path):

@@ -28,6 +28,23 @@ INLINE_WRITE_LIMIT = 256 * 1024
 CHAT_DEFAULT_MAX_TOKENS = 8192
 
 
+def _release_version() -> str:
+    """The version /server_info reports: the installed emulator release's (its wheel's version;
+    `make dist` builds a second release for the release-rollback test), else, run from the source
+    tree, the SGLang version it emulates."""
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+    except ImportError:  # Python < 3.8
+        return SGLANG_VERSION
+    try:
+        return version("sglang-emulator")
+    except PackageNotFoundError:
+        return SGLANG_VERSION
+
+
+RELEASE_VERSION = _release_version()
+
+
 def _dumps(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 
@@ -491,7 +508,7 @@ class EmulatorServer:
                      "max_req_input_len": cap.max_req_input_len,
                      "hicache_object_layout": None,
                      "kv_events": None, "startup_time": self.startup_time,
-                     "internal_states": [state], "version": SGLANG_VERSION,
+                     "internal_states": [state], "version": RELEASE_VERSION,
                      "frontend": "python"})
         return web.json_response(info, dumps=_dumps)
 

@@ -343,6 +343,92 @@ def systemd_exec_args(argv):
     return " ".join(out)
 
 
+# --- Reading a command line back into a profile (brownfield takeover) ---------------------------
+INT_SETTINGS = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
+                "tp_size", "context_length", "max_running_requests")
+FLOAT_SETTINGS = ("mem_fraction_static", "mamba_full_memory_ratio")
+BOOL_SERVER_SETTINGS = ("trust_remote_code", "enable_metrics")
+# SGLang's second spellings of flags the table renders (server_args.py add_argument aliases).
+FLAG_ALIASES = {"--tensor-parallel-size": "--tp-size", "--model": "--model-path"}
+
+
+def _typed(setting, value):
+    try:
+        if setting in INT_SETTINGS:
+            return int(value)
+        if setting in FLOAT_SETTINGS:
+            return float(value)
+    except (TypeError, ValueError):
+        pass
+    return value
+
+
+def sglang_command_profile(unit, version):
+    """What an SGLang command line sets (``unit``: an entry of the sglang_units module's result,
+    with ``argv``, ``engine`` and ``args_from``, the index of its first engine argument), read with
+    the flag table: {"engine", "profile": {setting: value}, "server": {setting: value},
+    "unknown": [flags the table does not know, with their values]}. Every spelling the table has
+    known is read (an old unit may use --mamba-scheduler-strategy); ``--flag=value`` too."""
+    out = {"engine": unit.get("engine"), "profile": {}, "server": {}, "unknown": []}
+    if out["engine"] != "sglang":
+        return out
+    by_flag = {}
+    for setting, spellings in FLAGS.items():
+        for _, flag in spellings:
+            by_flag[flag] = ("profile", setting)
+    for setting, flag in SERVER_FLAGS.items():
+        by_flag[flag] = ("server", setting)
+    words = [str(w) for w in unit["argv"][unit["args_from"]:]]
+    i = 0
+    while i < len(words):
+        word = words[i]
+        flag, eq, inline = word.partition("=")
+        known = by_flag.get(FLAG_ALIASES.get(flag, flag))
+        if known is None:
+            if word.startswith("-"):
+                takes = not eq and i + 1 < len(words) and not words[i + 1].startswith("--")
+                out["unknown"].append(word + (" " + words[i + 1] if takes else ""))
+                i += 2 if takes else 1
+            else:
+                out["unknown"].append(word)  # a positional argument SGLang would refuse
+                i += 1
+            continue
+        where, setting = known
+        if where == "server" and setting in BOOL_SERVER_SETTINGS and not eq:
+            out[where][setting] = True
+            i += 1
+            continue
+        if eq:
+            value, i = inline, i + 1
+        elif i + 1 < len(words):
+            value, i = words[i + 1], i + 2
+        else:
+            value, i = None, i + 1
+        out[where][setting] = _typed(setting, value) if where == "profile" else value
+    return out
+
+
+def _shown(value):
+    return "unset" if value is None else _text(value)
+
+
+def sglang_profile_diff(found, profile):
+    """The settings where a command line (``found``: sglang_command_profile's "profile") differs
+    from the intended ``profile``, as "setting intended vs found" ("speculative_num_steps 3 vs 1",
+    "mem_fraction_static 0.88 vs unset"), in the flag table's order. SGLang upper-cases the
+    speculative algorithm, so its case does not count."""
+    lines = []
+    for setting in FLAGS:
+        want, have = profile.get(setting), found.get(setting)
+        if setting == "speculative_algorithm" and isinstance(want, str) and isinstance(have, str):
+            if want.upper() == have.upper():
+                continue
+        if want is None and have is None or (want is not None and have is not None and _same(want, have)):
+            continue
+        lines.append("%s %s vs %s" % (setting, _shown(want), _shown(have)))
+    return lines
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -350,4 +436,6 @@ class FilterModule(object):
             "sglang_profile_errors": sglang_profile_errors,
             "systemd_exec_args": systemd_exec_args,
             "sglang_drift": sglang_drift,
+            "sglang_command_profile": sglang_command_profile,
+            "sglang_profile_diff": sglang_profile_diff,
         }

@@ -42,6 +42,12 @@ options:
     description: Whether a failed gate restores the last-known-good unit.
     type: bool
     default: true
+  no_lkg:
+    description: What a failure without a last-known-good does to the failing server - C(stop)
+      (stop and disable it) or C(keep) (leave it running).
+    type: str
+    choices: [stop, keep]
+    default: stop
   node_rank:
     description: This node's rank in a multi-node deployment (only rank 0 writes the history).
     type: int
@@ -100,7 +106,8 @@ verdict:
   type: str
 action:
   description: C(record) (keep the deployed unit as last-known-good), C(restore) (put the
-    last-known-good back) or C(nothing).
+    last-known-good back), C(stop) (no last-known-good and O(no_lkg=stop) - stop and disable the
+    failing server) or C(nothing).
   returned: always
   type: str
 scope:
@@ -147,6 +154,7 @@ def main():
             lkg_dir=dict(type="path", required=True),
             service_name=dict(type="str", required=True),
             rollback=dict(type="bool", default=True),
+            no_lkg=dict(type="str", choices=["stop", "keep"], default="stop"),
             node_rank=dict(type="int", default=0),
             multinode=dict(type="bool", default=False),
             history_path=dict(type="path"),
@@ -163,7 +171,8 @@ def main():
     lkg_unit = _sha(module, base + ".service")
     lkg = None if lkg_unit is None else {"unit_sha256": lkg_unit, "env_sha256": _sha(module, base + ".env")}
     d = decision.decide(p["result"], unit, env, lkg, check_mode=module.check_mode,
-                        node_rank=p["node_rank"], multinode=p["multinode"], rollback=p["rollback"])
+                        node_rank=p["node_rank"], multinode=p["multinode"], rollback=p["rollback"],
+                        no_lkg=p["no_lkg"])
     context = dict(p["context"])
     context.setdefault("time", datetime.datetime.utcnow().replace(microsecond=0).isoformat() + "Z")
     context.update(unit_sha256=unit, env_sha256=env)

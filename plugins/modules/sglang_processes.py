@@ -8,8 +8,9 @@ DOCUMENTATION = r"""
 module: sglang_processes
 short_description: Find (and optionally stop) SGLang processes that systemd does not manage
 description:
-  - Finds processes that look like an SGLang server - their command line runs O(launch_module),
-    they listen on O(port), or C(nvidia-smi --query-compute-apps) lists them as GPU users - and
+  - Finds processes that look like a model server - their command line runs O(launch_module),
+    SGLang or vLLM (C(plugins/module_utils/sglang_perf/launchers.py)), they listen on O(port), or
+    C(nvidia-smi --query-compute-apps) lists them as GPU users - and
     that do not belong to the cgroup of O(service). These are the leftovers of hand launches
     (C(nohup), C(tmux), C(setsid)) that hold the port or the GPU memory a deploy needs.
   - With O(stop=true) it stops them (SIGTERM, then SIGKILL after O(stop_timeout)) and reports a
@@ -70,7 +71,12 @@ strays:
     pid: {description: Process id, type: int}
     cmdline: {description: Command line, type: str}
     user: {description: Owner uid, type: int}
-    reasons: {description: Why it matched (launch_module, port, gpu), type: list}
+    reasons:
+      description: "Why it matched: launch_module, sglang or vllm (the command line), port, gpu"
+      type: list
+    unit:
+      description: The systemd service it runs in (a hand-made unit), or null (nohup, tmux, a shell)
+      type: str
     gpu_memory_mib: {description: GPU memory in use per nvidia-smi, type: int}
 managed_pids:
   description: Matching processes that do belong to O(service).
@@ -89,6 +95,7 @@ import signal
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.sglang_perf.launchers import engine_of
 
 
 def _read(path, binary=False):
@@ -172,8 +179,9 @@ def scan(module, port, launch_module, service, nvidia_smi):
             continue
         argv = [a.decode("utf-8", "replace") for a in raw.split(b"\0") if a]
         reasons = []
-        if "-m" in argv and launch_module in argv[argv.index("-m") + 1:argv.index("-m") + 2]:
-            reasons.append("launch_module")
+        engine, _ = engine_of(argv, launch_module)
+        if engine:
+            reasons.append("launch_module" if launch_module in argv else engine)
         if listen and socket_inodes(pid) & listen:
             reasons.append("port")
         if pid in gpu:
@@ -189,8 +197,17 @@ def scan(module, port, launch_module, service, nvidia_smi):
         except OSError:
             continue
         strays.append({"pid": pid, "cmdline": " ".join(argv), "user": uid, "reasons": reasons,
-                       "gpu_memory_mib": gpu.get(pid)})
+                       "gpu_memory_mib": gpu.get(pid), "unit": cgroup_unit(cgroup)})
     return strays, sorted(managed)
+
+
+def cgroup_unit(cgroup):
+    """The systemd service a process runs in (from /proc/PID/cgroup), or None (a session, nohup)."""
+    for line in cgroup.splitlines():
+        for part in reversed(line.rsplit(":", 1)[-1].split("/")):
+            if part.endswith(".service") and not part.startswith("user@"):
+                return part
+    return None
 
 
 def stop(pids, timeout):

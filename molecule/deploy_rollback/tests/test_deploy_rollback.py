@@ -1,18 +1,58 @@
-"""After 3-step (passed) then 1-step (failed at the gate): the 3-step unit is back, running and
-fast, and the history holds both runs."""
+"""After 3-step (passed), 1-step (failed at the gate) and a bump to emulator release 0.5.24 (failed
+at the gate): the 3-step unit of release 0.5.23 is back, running and fast, and the history holds
+the three runs."""
 from __future__ import annotations
+
+import json
+import re
 
 from conftest import LKG_DIR, UNIT, URL, assert_service_healthy, exec_start, history
 
+RELEASES = "/opt/sglang/releases"
 
-def test_history_holds_both_runs(host):
+
+def test_history_holds_the_three_runs(host):
     runs = history(host)
-    assert [(r["profile"], r["passed"]) for r in runs] == [("nextn_3step", True), ("nextn_1step", False)]
+    assert [(r["profile"], r["sglang_version"], r["passed"]) for r in runs] == [
+        ("nextn_3step", "0.5.23", True), ("nextn_1step", "0.5.23", False), ("nextn_3step", "0.5.24", False)]
     assert [(r["action"], r["reason"]) for r in runs] == [
-        ("record", "recorded as last-known-good"), ("restore", "rolled back to the last-known-good unit")]
+        ("record", "recorded as last-known-good"), ("restore", "rolled back to the last-known-good unit"),
+        ("restore", "rolled back to the last-known-good unit")]
     assert "coding" in runs[1]["failed_cases"] and runs[1]["cases"][0]["passed"] is False
     assert runs[1]["decode_tok_s"]["median"] < 45  # why it failed: the production threshold
     assert runs[1]["unit_sha256"] != runs[0]["unit_sha256"]
+    # each run names its release: the bump was a release of its own, the 1-step run was not
+    assert runs[0]["release"] == runs[1]["release"] != runs[2]["release"]
+    assert runs[0]["release"].startswith("0.5.23-") and runs[2]["release"].startswith("0.5.24-")
+    assert runs[2]["venv"] == "%s/%s/venv" % (RELEASES, runs[2]["release"])
+
+
+def test_both_releases_are_installed_side_by_side(host):
+    runs = history(host)
+    for run in (runs[0], runs[2]):
+        release = host.file("%s/%s/release.json" % (RELEASES, run["release"]))
+        assert release.exists, run["release"]
+        meta = json.loads(release.content_string)
+        assert (meta["release"], meta["sglang_version"]) == (run["release"], run["sglang_version"])
+        assert host.file("%s/%s/constraints.txt" % (RELEASES, run["release"])).contains("^aiohttp==3.14.5$")
+    # the venvs hold their own emulator release
+    for run, version in ((runs[0], "0.5.23"), (runs[2], "0.5.24")):
+        shown = host.check_output("%s/bin/python -m pip show sglang-emulator" % run["venv"])
+        assert re.search(r"^Version: %s$" % re.escape(version), shown, re.M), shown
+    # the last-known-good names the 0.5.23 release
+    lkg = json.loads(host.file(LKG_DIR + "/sglang.json").content_string)
+    assert (lkg["release"], lkg["sglang_version"]) == (runs[0]["release"], "0.5.23")
+
+
+def test_the_server_runs_release_0523_again(host):
+    runs = history(host)
+    unit = host.file(UNIT).content_string
+    assert exec_start(unit)[0] == runs[0]["venv"] + "/bin/python"
+    assert "release %s (" % runs[0]["release"] in unit
+    info = json.loads(host.check_output("curl -sf %s/server_info" % URL))
+    assert info["version"] == "0.5.23"
+    # the slowing environment of the failed bump is gone with it
+    assert "SGLEMU_SPEED_SCALE" not in host.file("/etc/sglang/sglang.env").content_string
 
 
 def test_the_3step_unit_is_on_disk_again(host, rendered_unit):

@@ -1,0 +1,26 @@
+# -*- coding: utf-8 -*-
+"""Which model server a command line launches: the one recognition of SGLang and vLLM command
+lines (the sglang_units and sglang_processes modules use it). Standard library only."""
+from __future__ import annotations
+
+ENGINE_MODULES = {"sglang.launch_server": "sglang", "vllm.entrypoints.openai.api_server": "vllm",
+                  "vllm.entrypoints.cli.main": "vllm"}
+ENGINE_SCRIPTS = {("sglang", "serve"): "sglang", ("vllm", "serve"): "vllm"}
+
+
+def engine_of(argv, launch_module=None):
+    """(engine, index of the engine's first argument) of a command line, or (None, None):
+    ``python -m sglang.launch_server``, ``sglang serve``, ``vllm serve``, ``python -m
+    vllm.entrypoints.openai.api_server``, or ``python -m <launch_module>`` (the module the managed
+    unit runs, sglang_launch_module), which counts as SGLang."""
+    for i, word in enumerate(argv):
+        nxt = argv[i + 1] if i + 1 < len(argv) else None
+        if word == "-m" and nxt:
+            if launch_module and nxt == launch_module:
+                return "sglang", i + 2
+            if nxt in ENGINE_MODULES:
+                return ENGINE_MODULES[nxt], i + 2
+        engine = ENGINE_SCRIPTS.get((word.rsplit("/", 1)[-1], nxt))
+        if engine:
+            return engine, i + 2
+    return None, None
