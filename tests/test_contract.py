@@ -84,16 +84,19 @@ def exec_argv(unit_text):
 
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory):
-    """Every unit render.yml renders: both inventories x every profile (production also with an
-    API key, i.e. with --config) for SGLANG_VERSION."""
+    """Every unit render.yml renders: both inventories x every profile (production with the vault's
+    API key, i.e. with --config, and without a key behind sglang_allowed_networks) for
+    SGLANG_VERSION."""
     units = {}
     for inventory in ("local", "production"):
         for profile in PROFILES:
             for key in ([None, KEY] if inventory == "production" else [None]):
                 d = tmp_path_factory.mktemp("units")
                 extra = {"sglang_profile": profile, "sglang_version": VERSION}
-                if key:
-                    extra["sglang_api_key"] = key
+                if key:  # the vault file's variable, as production gets it
+                    extra["vault_sglang_api_key"] = key
+                elif inventory == "production":  # no key: the firewall instead
+                    extra.update(sglang_api_key="", sglang_allowed_networks=["10.1.230.0/24"])
                 p = play("-i", "inventories/%s" % inventory, "playbooks/render.yml",
                          "-e", "render_dir=%s" % d, "-e", json.dumps(extra))
                 assert p.returncode == 0, p.stdout[-3000:]
@@ -143,11 +146,12 @@ def test_multinode_units_are_what_sglang_parses(contract, tmp_path):
         "vars": {"sglang_multinode_group": "pair"}}}}}}}, sort_keys=False))
     out = tmp_path / "units"
     p = play("-i", "inventories/production", "-i", str(fleet), "playbooks/render.yml", "--limit", "pair",
-             "-e", "render_dir=%s" % out, "-e", json.dumps({"sglang_version": VERSION}))
+             "-e", "render_dir=%s" % out,
+             "-e", json.dumps({"sglang_version": VERSION, "vault_sglang_api_key": KEY}))
     assert p.returncode == 0, p.stdout[-3000:]
     names = ["gpu-b", "gpu-a"]  # inventory order: gpu-b is rank 0
     units = [(out / ("%s.service" % n)).read_text() for n in names]
-    results = sglang_parse(contract, [exec_argv(u) for u in units])
+    results = sglang_parse(contract, [with_secrets_file(exec_argv(u), tmp_path) for u in units])
     for rank, (name, unit, r) in enumerate(zip(names, units, results)):
         assert r["ok"], (name, r)
         assert (r["fields"]["nnodes"], r["fields"]["node_rank"]) == (2, rank), name

@@ -123,3 +123,23 @@ def test_systemd_exec_args_quotes_only_what_needs_it():
         == "/v/bin/python -m sglang.launch_server --port 30000"
     assert f.systemd_exec_args(["--served-model-name", "my model", "100%", "$HOME"]) == \
         '--served-model-name "my model" "100%%" "$$HOME"'
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.3.2.1", "::1", "[::1]", "localhost", "LOCALHOST"])
+def test_loopback_binds_need_no_key(host):
+    assert f.sglang_exposure_errors(host, False, [], False) == []
+
+
+@pytest.mark.parametrize("key, networks, open_", [
+    (True, [], False), (False, ["10.1.230.0/24"], False), (False, [], True)])
+def test_a_network_bind_needs_a_key_networks_or_the_opt_in(key, networks, open_):
+    assert f.sglang_exposure_errors("0.0.0.0", key, networks, open_) == []
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "10.1.230.172", "ct129.lan", "128.0.0.1"])
+def test_an_open_network_bind_is_refused_naming_the_variables(host):
+    errors = f.sglang_exposure_errors(host, False, [], False)
+    assert len(errors) == 1
+    for var in ("sglang_host = %s" % host, "sglang_api_key", "vault_sglang_api_key",
+                "sglang_allowed_networks", "sglang_allow_open_network: true"):
+        assert var in errors[0]

@@ -18,8 +18,11 @@ description:
   - C(sglang_profile_errors) returns the list of problems of a profile (empty when it is valid).
   - C(systemd_exec_args) quotes an argv for a systemd C(ExecStart=) line.
   - C(sglang_drift) compares a running server's C(/server_info) with the intended profile.
+  - C(sglang_exposure_errors) refuses a server bound beyond loopback with neither an API key, nor
+    allowed networks, nor an explicit opt-in to an open network.
 """
 
+import ipaddress
 import re
 
 try:
@@ -200,6 +203,31 @@ def sglang_profile_errors(profiles, name, gpu_count=None, min_accept_len=None,
     return errors
 
 
+LOOPBACK_NAMES = ("localhost",)
+
+
+def is_loopback(host):
+    """127.0.0.0/8, ::1 (bare or in brackets) and localhost."""
+    name = str(host).strip().lower()
+    if name in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(name.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def sglang_exposure_errors(host, api_key_set, allowed_networks, allow_open_network):
+    """A server bound beyond loopback needs a key, a firewall or an explicit opt-in. Takes whether
+    a key is set, never the key. [] = acceptable."""
+    if is_loopback(host) or api_key_set or allowed_networks or allow_open_network:
+        return []
+    return ["sglang_host = %s binds beyond loopback (127.0.0.0/8, ::1, localhost) with no API key and "
+            "no firewall: set sglang_api_key (from the vault: vault_sglang_api_key), or "
+            "sglang_allowed_networks (the CIDR networks the port admits), or "
+            "sglang_allow_open_network: true to serve every network without a key on purpose" % host]
+
+
 def sglang_argv(profile, version, server=None):
     """Argv (without the interpreter) for SGLang ``version``: profile flags in table order, then
     the server settings. Booleans render as bare flags when true and are omitted when false."""
@@ -350,4 +378,5 @@ class FilterModule(object):
             "sglang_profile_errors": sglang_profile_errors,
             "systemd_exec_args": systemd_exec_args,
             "sglang_drift": sglang_drift,
+            "sglang_exposure_errors": sglang_exposure_errors,
         }
