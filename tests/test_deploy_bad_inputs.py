@@ -112,6 +112,27 @@ CASES = [
     ("open-network opt-in that is not a boolean",
      {"sglang_host": "0.0.0.0", "sglang_allow_open_network": "maybe"},
      ["sglang_allow_open_network", "bool"]),
+    ("reasoning parser typo", profile(reasoning_parser="qwen-3"),
+     ["sglang_profiles.mine.reasoning_parser must be one of auto,", "(SGLang 0.5.23), got 'qwen-3'; did you "
+      "mean qwen3?"]),
+    ("tool-call parser typo", profile(tool_call_parser="qwen3-coder"),
+     ["sglang_profiles.mine.tool_call_parser must be one of auto,", "got 'qwen3-coder'; did you mean "
+      "qwen3_coder?"]),
+    ("served model name with a colon (SGLang's start-up check)", {"sglang_served_model_name": "qwen3.6:27b"},
+     ["sglang_served_model_name = qwen3.6:27b is not valid: a non-empty name without white space or ':'"]),
+    ("listen address with a port", {"sglang_host": "127.0.0.1:30000"},
+     ["sglang_host = 127.0.0.1:30000 is not valid: an IP address or host name to bind, without a port",
+      "it carries a port (30000): give the address alone, the port in sglang_port"]),
+    ("decode threshold above the roofline", {"sglang_gate_thresholds": {"nextn_3step": {"coding": {
+        "min_tok_s": 120}}}},
+     ["sglang_gate_thresholds.nextn_3step.coding.min_tok_s (120) cannot be reached by profile nextn_3step: "
+      "its decode roofline is 93.5 tok/s"]),
+    ("gate history on a kernel file system", {"sglang_gate_history_path": "/sys/gate-history.jsonl"},
+     ["ct-local: sglang_gate_history_path = /sys/gate-history.jsonl: /sys is a kernel file system"]),
+    ("gate history path is a directory", {"sglang_gate_history_path": "/var/lib"},
+     ["sglang_gate_history_path = /var/lib: a directory, not a file"]),
+    ("gate history in a directory nobody creates", {"sglang_gate_history_path": "/srv/gate/history.jsonl"},
+     ["sglang_gate_history_path = /srv/gate/history.jsonl: its directory /srv/gate does not exist"]),
     ("HF token not a token", {"sglang_hf_token": "my token"},
      ["sglang_hf_token = (hidden) is not valid: empty, or a Hugging Face token (hf_...)"]),
     ("no GPUs expected", {"nvidia_gpu_expected_count": 0},
