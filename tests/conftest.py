@@ -14,6 +14,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 MODULE_UTILS = ROOT / "plugins" / "module_utils"
+# -e for runs with the production inventory: its vault file's variables (a test key)
+PRODUCTION_VAULT = "@" + str(ROOT / "tests" / "vars" / "production_vault.yml")
 for p in (str(ROOT), str(MODULE_UTILS)):
     if p not in sys.path:
         sys.path.insert(0, p)

@@ -136,3 +136,21 @@ def test_more_full_context_requests_than_the_kv_share_holds_are_refused():
     assert budget(PROFILES["nextn_3step"], full_context_requests=2)["fits"] is True
     b = budget(PROFILES["nextn_3step"], full_context_requests=3)
     assert b["fits"] is False and "x 3 request(s) = 393216" in b["problems"][0]
+
+
+def test_a_decode_threshold_above_the_roofline_is_refused_by_name():
+    sglang_gate_reach_errors = filt.sglang_gate_reach_errors
+    model, profiles = MODEL, PROFILES
+    cases = [{"case": "coding", "thresholds": {"min_tok_s": 45},
+              "source": {"min_tok_s": "thresholds"}},
+             {"case": "long", "thresholds": {"min_tok_s": 100}, "source": {"min_tok_s": "calibrated"}}]
+    assert sglang_gate_reach_errors(cases[:1], profiles["nextn_3step"], "nextn_3step", model, A6000x2) == []
+    errors = sglang_gate_reach_errors(cases, profiles["nextn_3step"], "nextn_3step", model, A6000x2)
+    assert errors == ["sglang_gate_calibrated.nextn_3step.long.min_tok_s (100) cannot be reached by "
+                      "profile nextn_3step: its decode roofline is 93.5 tok/s (2 GPUs x 768 GB/s / "
+                      "65.74 GB per verify cycle x accept length 4.00 = 93.5 tok/s; sglang_hardware, "
+                      "sglang_model_size)"]
+    # no speculation: 27.6 tok/s, so the production no_spec thresholds (45) can never pass
+    assert "sglang_gate_thresholds.no_spec.coding.min_tok_s (45) cannot be reached by profile no_spec: " \
+           "its decode roofline is 27.6 tok/s" in sglang_gate_reach_errors(
+               cases[:1], profiles["no_spec"], "no_spec", model, A6000x2)[0]

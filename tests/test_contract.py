@@ -47,18 +47,24 @@ def contract():
     return out["CONTRACT_PYTHON"], out["CONTRACT_OLD_PATH"], out["CONTRACT_WHEELS"]
 
 
-def sglang_parse(contract, argvs, old=False):
-    """SGLang's verdict on each argv: {"ok": bool, "error": str, "fields": {...}}."""
+def sglang_parse(contract, argvs, old=False, startup=False):
+    """SGLang's verdict on each argv: {"ok": bool, "error": str, "fields": {...}}; ``startup``:
+    also through its start-up checks that run before the model loads (sglang_parse.py
+    startup_checks)."""
+    return sglang_run(contract, {"argvs": argvs, "startup": startup}, old)["results"]
+
+
+def sglang_run(contract, request, old=False):
     python, old_path, _ = contract
     # the older release imports torchvision at module level (never installed here): stubbed
     env = dict(os.environ, PYTHONPATH=old_path if old else "",
                SGLANG_PARSE_STUB_MODULES="torchvision" if old else "")
-    p = subprocess.run([python, str(ROOT / "tests/contract/sglang_parse.py")], input=json.dumps(argvs),
+    p = subprocess.run([python, str(ROOT / "tests/contract/sglang_parse.py")], input=json.dumps(request),
                        capture_output=True, text=True, env=env, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     out = json.loads(p.stdout)
     assert out["version"] == (OLD_VERSION if old else VERSION), out["version"]
-    return out["results"]
+    return out
 
 
 def emulator_parse(argv):
@@ -84,16 +90,19 @@ def exec_argv(unit_text):
 
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory):
-    """Every unit render.yml renders: both inventories x every profile (production also with an
-    API key, i.e. with --config) for SGLANG_VERSION."""
+    """Every unit render.yml renders: both inventories x every profile (production with the vault's
+    API key, i.e. with --config, and without a key behind sglang_allowed_networks) for
+    SGLANG_VERSION."""
     units = {}
     for inventory in ("local", "production"):
         for profile in PROFILES:
             for key in ([None, KEY] if inventory == "production" else [None]):
                 d = tmp_path_factory.mktemp("units")
                 extra = {"sglang_profile": profile, "sglang_version": VERSION}
-                if key:
-                    extra["sglang_api_key"] = key
+                if key:  # the vault file's variable, as production gets it
+                    extra["vault_sglang_api_key"] = key
+                elif inventory == "production":  # no key: the firewall instead
+                    extra.update(sglang_api_key="", sglang_allowed_networks=["10.1.230.0/24"])
                 p = play("-i", "inventories/%s" % inventory, "playbooks/render.yml",
                          "-e", "render_dir=%s" % d, "-e", json.dumps(extra))
                 assert p.returncode == 0, p.stdout[-3000:]
@@ -118,10 +127,11 @@ def with_secrets_file(argv, tmp_path):
     return argv
 
 
-def test_every_rendered_unit_is_accepted_by_sglangs_parser(contract, rendered, tmp_path):
+def test_every_rendered_unit_passes_sglangs_parser_and_start_up_checks(contract, rendered,
+                                                                       tmp_path):
     names = sorted(rendered)
     argvs = [with_secrets_file(exec_argv(rendered[n]), tmp_path) for n in names]
-    results = sglang_parse(contract, argvs)
+    results = sglang_parse(contract, argvs, startup=True)
     rejected = ["%s: %s" % (n, r["error"]) for n, r in zip(names, results) if not r["ok"]]
     assert not rejected, "SGLang %s rejects rendered units:\n" % VERSION + "\n".join(rejected)
     by_name = dict(zip(names, results))
@@ -143,11 +153,12 @@ def test_multinode_units_are_what_sglang_parses(contract, tmp_path):
         "vars": {"sglang_multinode_group": "pair"}}}}}}}, sort_keys=False))
     out = tmp_path / "units"
     p = play("-i", "inventories/production", "-i", str(fleet), "playbooks/render.yml", "--limit", "pair",
-             "-e", "render_dir=%s" % out, "-e", json.dumps({"sglang_version": VERSION}))
+             "-e", "render_dir=%s" % out,
+             "-e", json.dumps({"sglang_version": VERSION, "vault_sglang_api_key": KEY}))
     assert p.returncode == 0, p.stdout[-3000:]
     names = ["gpu-b", "gpu-a"]  # inventory order: gpu-b is rank 0
     units = [(out / ("%s.service" % n)).read_text() for n in names]
-    results = sglang_parse(contract, [exec_argv(u) for u in units])
+    results = sglang_parse(contract, [with_secrets_file(exec_argv(u), tmp_path) for u in units])
     for rank, (name, unit, r) in enumerate(zip(names, units, results)):
         assert r["ok"], (name, r)
         assert (r["fields"]["nnodes"], r["fields"]["node_rank"]) == (2, rank), name
@@ -216,6 +227,77 @@ def test_the_emulator_accepts_exactly_what_sglang_accepts(contract, tmp_path):
     for name in ["profile " + p for p in PROFILE_ARGS] + ["server flags", "--config with api-key"]:
         assert ours[name]["ok"], (name, ours[name])  # our flags: both accept
     assert not ours["old mamba flag"]["ok"] and not ours["--config with api_key"]["ok"]
+
+
+def emulator_start(argv):
+    """The emulator's verdict at start-up: its parser, then its resolve_once (bench/emulator/cli.py
+    main), errors worded as SGLang's."""
+    from bench.emulator.args import resolve
+    parser = build_parser()
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            ns = parser.parse_args(merge_config(list(argv), parser))
+        resolve(ns, "Qwen3_5ForConditionalGeneration")
+    except SystemExit:
+        return {"ok": False, "error": "argparse"}
+    except (AssertionError, ValueError, TypeError) as e:
+        return {"ok": False, "error": "%s: %s" % (type(e).__name__, e)}
+    return {"ok": True}
+
+
+SPEC3 = ["--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
+         "--speculative-num-draft-tokens", "4"]
+# Values that pass argparse and that SGLang's start-up checks (sglang_parse.py startup_checks)
+# accept or refuse; the preflight refuses the same (test_filter.py, test_deploy_bad_inputs.py).
+STARTUP_CASES = [
+    ("profile " + name, MODEL_ARGS + args, True) for name, args in sorted(PROFILE_ARGS.items())
+] + [
+    ("lower-case nextn (SGLang upper-cases it)",
+     MODEL_ARGS + ["--speculative-algorithm", "nextn"] + SPEC3, True),
+    ("unknown speculative algorithm", MODEL_ARGS + ["--speculative-algorithm", "mtp"] + SPEC3, False),
+    ("served model name with a colon", MODEL_ARGS + ["--served-model-name", "qwen3.6:27b"], False),
+    ("tp not divisible by the nodes", MODEL_ARGS + ["--tp-size", "3", "--nnodes", "2"], False),
+]
+
+
+def test_sglangs_start_up_checks_and_the_emulator_agree(contract):
+    verdicts = sglang_parse(contract, [argv for _, argv, _ in STARTUP_CASES], startup=True)
+    for (name, argv, ok), s in zip(STARTUP_CASES, verdicts):
+        assert s["ok"] == ok, (name, s)
+        e = emulator_start(argv)
+        assert e["ok"] == ok, (name, e)
+        if not ok:  # the same words at start-up
+            assert e["error"] == s["error"], (name, e["error"], s["error"])
+    # what each refused value is refused for by the preflight, by name
+    p = {"speculative_algorithm": "mtp", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+         "speculative_num_draft_tokens": 4}
+    assert "speculative_algorithm must be one of" in flt.sglang_profile_errors({"p": p}, "p")[0]
+    assert flt.sglang_profile_errors({"p": dict(p, speculative_algorithm="nextn")}, "p") == []
+    assert verdicts[[c[0] for c in STARTUP_CASES].index("lower-case nextn (SGLang upper-cases it)")][
+        "fields"]["speculative_algorithm"] == "nextn"  # as given; rendered upper-case by the filter
+    assert flt.sglang_argv({"speculative_algorithm": "nextn"}, VERSION) == [
+        "--speculative-algorithm", "NEXTN"]
+
+
+def test_every_builtin_algorithm_the_filter_accepts_is_one_sglang_accepts(contract):
+    argvs = [MODEL_ARGS + ["--speculative-algorithm", a.lower()] + SPEC3 for a in flt.SPEC_ALGORITHMS]
+    results = sglang_parse(contract, argvs, startup=True)
+    bad = [(a, r["error"]) for a, r in zip(flt.SPEC_ALGORITHMS, results) if not r["ok"]
+           and "Unknown speculative algorithm" in r["error"]]
+    assert not bad, bad
+
+
+@pytest.mark.parametrize("old", [False, True], ids=["SGLANG_VERSION", "SGLANG_OLD_VERSION"])
+def test_the_choice_table_is_the_releases_own_parser(contract, old):
+    """CHOICES (the preflight's parser and strategy names) row by row against the choices of that
+    release's argparse: a release that adds or drops a name fails here until its row is added."""
+    version = OLD_VERSION if old else VERSION
+    flags = {s: flt.flag_for(s, version) for s in flt.CHOICES}
+    out = sglang_run(contract, {"argvs": [], "choices": sorted(flags.values())}, old)
+    for setting, flag in flags.items():
+        assert flt.choices_for(setting, version) == tuple(out["choices"][flag]), (
+            "plugins/filter/sglang_profile.py CHOICES[%r] for %s differs from SGLang's %s choices: "
+            "add a row %r" % (setting, version, flag, (version, tuple(out["choices"][flag]))))
 
 
 def test_the_flag_table_holds_for_the_older_release_it_claims(contract):

@@ -123,6 +123,8 @@ def test_model_path_required():
     (["--speculative-algorithm", "NEXTN", "--speculative-num-draft-tokens", "4"],
      "AssertionError"),
     (["--speculative-algorithm", "foo"], "ValueError: Unknown speculative algorithm name: FOO"),
+    (["--served-model-name", "qwen3.6:27b"],
+     "AssertionError: served_model_name cannot contain a colon (':') character."),
     (["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3"],
      "TypeError: '>' not supported between instances of 'NoneType' and 'int'"),
     (["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "300",

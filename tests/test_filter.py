@@ -123,3 +123,73 @@ def test_systemd_exec_args_quotes_only_what_needs_it():
         == "/v/bin/python -m sglang.launch_server --port 30000"
     assert f.systemd_exec_args(["--served-model-name", "my model", "100%", "$HOME"]) == \
         '--served-model-name "my model" "100%%" "$$HOME"'
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.3.2.1", "::1", "[::1]", "localhost", "LOCALHOST"])
+def test_loopback_binds_need_no_key(host):
+    assert f.sglang_exposure_errors(host, False, [], False) == []
+
+
+@pytest.mark.parametrize("key, networks, open_", [
+    (True, [], False), (False, ["10.1.230.0/24"], False), (False, [], True)])
+def test_a_network_bind_needs_a_key_networks_or_the_opt_in(key, networks, open_):
+    assert f.sglang_exposure_errors("0.0.0.0", key, networks, open_) == []
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "10.1.230.172", "ct129.lan", "128.0.0.1"])
+def test_an_open_network_bind_is_refused_naming_the_variables(host):
+    errors = f.sglang_exposure_errors(host, False, [], False)
+    assert len(errors) == 1
+    for var in ("sglang_host = %s" % host, "sglang_api_key", "vault_sglang_api_key",
+                "sglang_allowed_networks", "sglang_allow_open_network: true"):
+        assert var in errors[0]
+
+
+@pytest.mark.parametrize("host, words", [
+    ("0.0.0.0:30000", "it carries a port (30000): give the address alone, the port in sglang_port"),
+    ("[::1]:30000", "it carries a port (30000)"),
+    ("http://10.1.230.172", "a URL, not an address"),
+    ("my host", "neither an IP address nor a host name")])
+def test_a_bind_address_sglang_cannot_bind_is_refused_by_name(host, words):
+    errors = f.sglang_exposure_errors(host, True, [], False)
+    assert errors and errors[0].startswith("sglang_host = %s is not valid: an IP address or host name" % host)
+    assert words in errors[0]
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "0.0.0.0", "::", "[::1]", "fd00::1", "ct129", "ct129.lan."])
+def test_addresses_and_names_sglang_can_bind(host):
+    assert f.sglang_host_problem(host) == ""
+
+
+@pytest.mark.parametrize("key, typo, near", [
+    ("reasoning_parser", "qwen-3", "qwen3"), ("tool_call_parser", "qwen3-coder", "qwen3_coder"),
+    ("mamba_cache_strategy", "extra-buffer", "extra_buffer")])
+def test_a_choice_sglang_refuses_is_refused_with_the_releases_choices(key, typo, near):
+    profiles = copy.deepcopy(GOOD)
+    profiles["nextn_3step"][key] = typo
+    errors = f.sglang_profile_errors(profiles, "nextn_3step", version="0.5.23")
+    assert len(errors) == 1
+    assert errors[0].startswith("sglang_profiles.nextn_3step.%s must be one of auto, " % key)
+    assert errors[0].endswith("(SGLang 0.5.23), got %r; did you mean %s?" % (typo, near))
+
+
+def test_the_choices_follow_the_release():
+    profiles = copy.deepcopy(GOOD)
+    profiles["nextn_3step"]["reasoning_parser"] = "beam"  # added after 0.5.19
+    assert f.sglang_profile_errors(profiles, "nextn_3step", version="0.5.23") == []
+    assert "(SGLang 0.5.19), got 'beam'" in f.sglang_profile_errors(profiles, "nextn_3step",
+                                                                   version="0.5.19")[0]
+    assert f.choices_for("reasoning_parser", "0.5.12") is None  # before the table's first row
+    assert f.choices_for("reasoning_parser", "latest") is None  # sglang_version's own check says why
+    assert f.sglang_profile_errors(profiles, "nextn_3step", version="latest") == []
+
+
+def test_the_algorithm_is_accepted_in_any_case_and_rendered_as_sglang_sees_it():
+    profiles = copy.deepcopy(GOOD)
+    profiles["nextn_3step"]["speculative_algorithm"] = "nextn"
+    assert f.sglang_profile_errors(profiles, "nextn_3step", version="0.5.23") == []
+    argv = f.sglang_argv(profiles["nextn_3step"], "0.5.23")
+    assert argv[:2] == ["--speculative-algorithm", "NEXTN"]
+    drift = f.sglang_drift({"speculative_algorithm": "EAGLE", "speculative_num_steps": 3},
+                           {"speculative_algorithm": "nextn", "speculative_num_steps": 3}, "0.5.23")
+    assert [d for d in drift["differences"] if d["setting"] == "speculative_algorithm"] == []

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT
+from conftest import PRODUCTION_VAULT, ROOT
 
 BIN = Path(sys.executable).parent
 PLAYBOOKS = ["deploy.yml"] + sorted("playbooks/" + p.name for p in (ROOT / "playbooks").glob("*.yml"))
@@ -67,8 +67,9 @@ def test_render_writes_every_hosts_unit_without_contacting_it(tmp_path):
     out = tmp_path / "units"
     for inventory in INVENTORIES:
         # an unreachable connection proves no host is contacted
+        vault = ["-e", PRODUCTION_VAULT] if inventory == "inventories/production" else []
         p = ansible("ansible-playbook", "-i", inventory, "playbooks/render.yml",
-                    "-e", "render_dir=%s" % out)
+                    "-e", "render_dir=%s" % out, *vault)
         assert p.returncode == 0, p.stdout + p.stderr
     prod = (out / "ct129.service").read_text()
     # the unit runs the release it names: /opt/sglang/releases/<version>-<checksum>/venv
@@ -81,7 +82,8 @@ def test_render_writes_every_hosts_unit_without_contacting_it(tmp_path):
             "--mamba-radix-cache-strategy extra_buffer --reasoning-parser qwen3 "
             "--tool-call-parser qwen3_coder --model-path /srv/models/Qwen3.6-27B "
             "--served-model-name Qwen3.6-27B --host 0.0.0.0 --port 30000 --trust-remote-code "
-            "--enable-metrics\n" % release) in prod
+            "--enable-metrics --config /etc/sglang/sglang-secrets.yaml\n" % release) in prod
+    assert "test-only-production-key" not in prod
     assert "TimeoutStartSec=1800" in prod and "Restart=on-failure" in prod
     assert "After=network-online.target" in prod and "User=sglang" in prod
     local = (out / "ct-local.service").read_text()
@@ -96,7 +98,7 @@ def test_render_writes_every_hosts_unit_without_contacting_it(tmp_path):
 
 def test_render_an_older_sglang_uses_the_old_mamba_flag(tmp_path):
     p = ansible("ansible-playbook", "-i", "inventories/production", "playbooks/render.yml",
-                "-e", "render_dir=%s" % tmp_path, "-e", "sglang_version=0.5.12")
+                "-e", "render_dir=%s" % tmp_path, "-e", PRODUCTION_VAULT, "-e", "sglang_version=0.5.12")
     assert p.returncode == 0, p.stdout + p.stderr
     unit = (tmp_path / "ct129.service").read_text()
     assert "--mamba-scheduler-strategy extra_buffer" in unit and "radix" not in unit
@@ -111,11 +113,22 @@ def test_render_an_older_sglang_uses_the_old_mamba_flag(tmp_path):
     (["-e", '{"sglang_profiles": {"p": {"tp_size": 4}}, "sglang_profile": "p"}'],
      "sglang_profiles.p.tp_size (4) exceeds the GPUs the host is expected to have "
      "(sglang_gpu_count = 2)"),
+    (["-e", '{"sglang_api_key": ""}'], "ct129: sglang_host = 0.0.0.0 binds beyond loopback"),
 ])
 def test_render_refuses_bad_profiles_naming_the_variable(tmp_path, extra, words):
     p = ansible("ansible-playbook", "-i", "inventories/production", "playbooks/render.yml",
-                "-e", "render_dir=%s" % tmp_path, *extra)
+                "-e", "render_dir=%s" % tmp_path, "-e", PRODUCTION_VAULT, *extra)
     assert p.returncode != 0 and words in " ".join((p.stdout + p.stderr).split())
+    assert not list(tmp_path.glob("*.service"))
+
+
+def test_production_without_its_vault_file_is_refused_naming_the_vault_variable(tmp_path):
+    p = ansible("ansible-playbook", "-i", "inventories/production", "playbooks/render.yml",
+                "-e", "render_dir=%s" % tmp_path)
+    out = " ".join((p.stdout + p.stderr).split())
+    assert p.returncode != 0
+    assert "vault_sglang_api_key is not set: create the vault file " \
+           "inventories/production/group_vars/sglang_servers/vault.yml with ansible-vault" in out
     assert not list(tmp_path.glob("*.service"))
 
 

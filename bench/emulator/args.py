@@ -183,8 +183,12 @@ def resolve(ns: argparse.Namespace, architecture_fallback: str,
     if args["served_model_name"] is None:
         args["served_model_name"] = args["model_path"]
 
-    # ---- validation_hook.check_server_args (pp_size is 1 here)
+    # ---- validation_hook.check_server_args (pp_size is 1 here; no runai:// model names)
     assert args["tp_size"] % args["nnodes"] == 0, "tp_size must be divisible by number of nodes"
+    assert ":" not in args["served_model_name"], (
+        "served_model_name cannot contain a colon (':') character. "
+        "The colon is reserved for the 'model:adapter' syntax used in LoRA adapter specification. "
+        f"Invalid value: '{args['served_model_name']}'")
 
     # ---- memory_hook.handle_gpu_memory_settings: runs before the speculative hook, so it sees
     # --max-running-requests as given (None when unset); memory.py mirrors it.

@@ -12,6 +12,8 @@ description:
     and C(lines) show the arithmetic.
   - C(sglang_roofline) is the single-stream decode ceiling GPUs x bandwidth / bytes per verify
     cycle x accept length, and the measured share of it.
+  - C(sglang_gate_reach_errors) refuses gate cases whose C(min_tok_s) is above that ceiling at the
+    profile's best accept length.
 """
 
 import importlib.util
@@ -64,6 +66,28 @@ def sglang_roofline(model, hardware, spec_steps=0, accept_len=None, measured_tok
         raise AnsibleFilterError("sglang_roofline: %s" % e)
 
 
+def sglang_gate_reach_errors(cases, profile, profile_name, model, hardware):
+    """The gate plan's cases (sglang_gate_plan_cases) whose min_tok_s is above the profile's
+    decode roofline at its best accept length (steps + 1; 1 without speculation): no run of
+    them can pass. Each names its variable."""
+    if not isinstance(profile, dict):
+        raise AnsibleFilterError("sglang_gate_reach_errors: the profile must be a dict, got %r" % (profile,))
+    steps = profile.get("speculative_num_steps") if profile.get("speculative_algorithm") else 0
+    r = sglang_roofline(model, hardware, steps or 0)
+    errors = []
+    for case in cases:
+        need = case["thresholds"].get("min_tok_s")
+        if need is not None and float(need) > r["ceiling_tok_s"]:
+            var = "sglang_gate_calibrated" if case["source"].get("min_tok_s") == "calibrated" \
+                else "sglang_gate_thresholds"
+            errors.append("%s.%s.%s.min_tok_s (%s) cannot be reached by profile %s: its decode "
+                          "roofline is %.1f tok/s (%s; sglang_hardware, sglang_model_size)"
+                          % (var, profile_name, case["case"], need, profile_name, r["ceiling_tok_s"],
+                             r["formula"]))
+    return errors
+
+
 class FilterModule(object):
     def filters(self):
-        return {"sglang_memory_budget": sglang_memory_budget, "sglang_roofline": sglang_roofline}
+        return {"sglang_memory_budget": sglang_memory_budget, "sglang_roofline": sglang_roofline,
+                "sglang_gate_reach_errors": sglang_gate_reach_errors}

@@ -18,8 +18,13 @@ description:
   - C(sglang_profile_errors) returns the list of problems of a profile (empty when it is valid).
   - C(systemd_exec_args) quotes an argv for a systemd C(ExecStart=) line.
   - C(sglang_drift) compares a running server's C(/server_info) with the intended profile.
+  - C(sglang_host_problem) says why a value cannot be bound as SGLang's C(--host) (empty when it can).
+  - C(sglang_exposure_errors) refuses a server bound beyond loopback with neither an API key, nor
+    allowed networks, nor an explicit opt-in to an open network.
 """
 
+import difflib
+import ipaddress
 import re
 
 try:
@@ -63,8 +68,49 @@ SERVER_FLAGS = {
     "dist_init_addr": "--dist-init-addr",
 }
 
+# SGLang upper-cases the name (speculative_hook.py handle_speculative_decoding,
+# spec_info.py SpeculativeAlgorithm.from_string): any case is accepted and rendered upper-case.
 SPEC_ALGORITHMS = ("NEXTN", "EAGLE", "EAGLE3", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO")
 MAMBA_STRATEGIES = ("auto", "no_buffer", "extra_buffer", "extra_buffer_lazy")
+
+# Profile settings SGLang's argparse limits to a list: [(first release with this list, choices)],
+# oldest first, as FLAGS; a release uses the newest row <= it. Read from each release's parser
+# (server_args.py add_cli_args: "auto" + srt/parser/reasoning_parser_names.py and
+# srt/function_call/parser_names.py in 0.5.23, the parser classes' registries in 0.5.19);
+# tests/test_contract.py holds the rows of SGLANG_VERSION and of the older release against their
+# own parsers. Releases before a setting's first row are only checked for a non-empty name.
+CHOICES = {
+    "reasoning_parser": [
+        ("0.5.19", (
+            "auto", "apertus2509", "deepseek-r1", "deepseek-v3", "deepseek-v4", "dots", "glm45", "ling3",
+            "hunyuan", "gpt-oss", "kimi", "kimi_k2", "kimi_k3", "mimo", "muse", "poolside_v1", "qwen3",
+            "qwen3-thinking", "minimax", "minimax-append-think", "minimax-m3", "step3", "step3p5",
+            "mistral", "nemotron_3", "interns1", "gemma4", "inkling", "cohere_command4")),
+        ("0.5.23", (
+            "auto", "apertus2509", "beam", "deepseek-r1", "deepseek-v3", "deepseek-v4", "deepseek-v41",
+            "dots", "glm45", "ling3", "hunyuan", "gpt-oss", "k2_horizon", "kimi", "kimi_k2", "kimi_k3",
+            "mimo", "muse", "poolside_v1", "qwen3", "qwen3-thinking", "minimax", "minimax-append-think",
+            "minimax-m3", "nanbeige", "step3", "step3p5", "mistral", "nemotron_3",
+            "granite_thinking_parser", "interns1", "gemma4", "inkling", "iquest_q1", "cohere_command4",
+            "gigachat35", "response_template")),
+    ],
+    "tool_call_parser": [
+        ("0.5.19", (
+            "auto", "apertus2509", "cohere_command4", "deepseekv3", "deepseekv31", "deepseekv32",
+            "deepseekv4", "dots", "glm", "glm45", "glm47", "gpt-oss", "kimi_k2", "kimi_k3", "lfm2",
+            "ling3", "llama3", "mimo", "minicpm5", "mistral", "muse", "poolside_v1", "pythonic", "qwen",
+            "qwen25", "qwen3_coder", "spark25", "step3", "step3p5", "minimax-m2", "minimax-m3", "trinity",
+            "interns1", "hermes", "hunyuan", "gigachat3", "gemma4", "inkling")),
+        ("0.5.23", (
+            "auto", "apertus2509", "beam", "cohere_command4", "deepseekv3", "deepseekv31", "deepseekv32",
+            "deepseekv4", "deepseekv41", "dots", "glm", "glm45", "glm47", "gpt-oss", "k2_horizon",
+            "kimi_k2", "kimi_k3", "lfm2", "ling3", "llama3", "mimo", "minicpm5", "mistral", "muse",
+            "poolside_v1", "pythonic", "qwen", "qwen25", "qwen3_coder", "spark25", "step3", "step3p5",
+            "minimax-m2", "minimax-m3", "nanbeige", "trinity", "interns1", "hermes", "hunyuan",
+            "gigachat3", "gigachat35", "gemma4", "inkling", "iquest_q1", "response_template")),
+    ],
+    "mamba_cache_strategy": [("0.5.10", MAMBA_STRATEGIES)],
+}
 MAMBA_TRACK_INTERVAL = 256  # SGLang's default; extra_buffer needs it >= draft tokens
 
 
@@ -89,6 +135,27 @@ def flag_for(setting, version):
     return chosen
 
 
+def choices_for(setting, version):
+    """The values SGLang ``version`` accepts for ``setting`` (CHOICES), or None: not a choice
+    setting, a release before its first row, or not a release version (reported elsewhere)."""
+    try:
+        v = version_tuple(version)
+    except AnsibleFilterError:
+        return None
+    chosen = None
+    for since, values in CHOICES.get(setting, ()):
+        if version_tuple(since) <= v:
+            chosen = values
+    return chosen
+
+
+def normalised(setting, value):
+    """``value`` as SGLang sees it: the speculative algorithm upper-cased."""
+    if setting == "speculative_algorithm" and isinstance(value, str):
+        return value.upper()
+    return value
+
+
 def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -100,10 +167,12 @@ def _is_num(value):
 def sglang_profile_errors(profiles, name, gpu_count=None, min_accept_len=None,
                           profiles_var="sglang_profiles", name_var="sglang_profile",
                           gpu_var="nvidia_gpu_expected_count",
-                          accept_var="sglang_gate_min_accept_len", nnodes=1, group=None):
+                          accept_var="sglang_gate_min_accept_len", nnodes=1, group=None,
+                          version=None):
     """Every problem of profile ``name`` in ``profiles``, each naming its variable. [] = valid.
     ``nnodes`` > 1: the profile serves one model over that many hosts (tensor parallel across
-    them, ``group`` naming the deployment)."""
+    them, ``group`` naming the deployment). ``version``: the SGLang release whose choices
+    (CHOICES) the parser and strategy names are checked against (None: the newest row)."""
     if not isinstance(profiles, dict) or not profiles:
         return ["%s must be a non-empty mapping of profile name -> settings" % profiles_var]
     if name not in profiles:
@@ -124,7 +193,7 @@ def sglang_profile_errors(profiles, name, gpu_count=None, min_accept_len=None,
             return None
         return value
 
-    algo = p.get("speculative_algorithm")
+    algo = normalised("speculative_algorithm", p.get("speculative_algorithm"))
     steps = int_at_least("speculative_num_steps", 1)
     topk = int_at_least("speculative_eagle_topk", 1)
     draft = int_at_least("speculative_num_draft_tokens", 2)
@@ -140,13 +209,20 @@ def sglang_profile_errors(profiles, name, gpu_count=None, min_accept_len=None,
             errors.append("%s.%s must be a fraction strictly between 0 and 1, got %r"
                           % (var, key, value))
     strategy = p.get("mamba_cache_strategy")
-    if strategy is not None and strategy not in MAMBA_STRATEGIES:
-        errors.append("%s.mamba_cache_strategy must be one of %s, got %r"
-                      % (var, ", ".join(MAMBA_STRATEGIES), strategy))
-    for key in ("reasoning_parser", "tool_call_parser"):
-        value = p.get(key)
-        if value is not None and (not isinstance(value, str) or not value):
-            errors.append("%s.%s must be a parser name such as qwen3, got %r" % (var, key, value))
+    release = version or max((rows[-1][0] for rows in CHOICES.values()), key=version_tuple)
+    for key in ("reasoning_parser", "tool_call_parser", "mamba_cache_strategy"):
+        value, allowed = p.get(key), choices_for(key, release)
+        if value is None:
+            continue
+        if not isinstance(value, str) or not value:
+            errors.append("%s.%s must be a name such as %s, got %r"
+                          % (var, key, (allowed or ("qwen3",))[-1], value))
+        elif allowed is not None and value not in allowed:
+            near = difflib.get_close_matches(value, allowed, 1)
+            # SGLang's argparse: "argument --reasoning-parser: invalid choice: 'qwen_3' (choose from ...)"
+            errors.append("%s.%s must be one of %s (SGLang %s), got %r%s"
+                          % (var, key, ", ".join(allowed), release, value,
+                             "; did you mean %s?" % near[0] if near else ""))
 
     spec_keys = [k for k in ("speculative_num_steps", "speculative_eagle_topk",
                              "speculative_num_draft_tokens") if p.get(k) is not None]
@@ -200,6 +276,58 @@ def sglang_profile_errors(profiles, name, gpu_count=None, min_accept_len=None,
     return errors
 
 
+LOOPBACK_NAMES = ("localhost",)
+
+
+def is_loopback(host):
+    """127.0.0.0/8, ::1 (bare or in brackets) and localhost."""
+    name = str(host).strip().lower()
+    if name in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(name.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+_HOST_NAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                        r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$")
+
+
+def sglang_host_problem(host):
+    """Why ``host`` cannot be SGLang's --host (uvicorn binds it once the model has loaded), or ''
+    when it can: an IP address (IPv6 bare or in brackets) or a DNS name, without a port."""
+    name = str(host).strip()
+    try:
+        ipaddress.ip_address(name[1:-1] if name.startswith("[") and name.endswith("]") else name)
+        return ""
+    except ValueError:
+        pass
+    if _HOST_NAME.match(name):
+        return ""
+    m = re.match(r"^(\[[0-9A-Fa-f:.]+\]|[^:\[\]]+):(\d+)$", name)
+    if m:
+        return "it carries a port (%s): give the address alone, the port in sglang_port" % m.group(2)
+    if "://" in name:
+        return "a URL, not an address: give the address alone, the port in sglang_port"
+    return "neither an IP address nor a host name"
+
+
+def sglang_exposure_errors(host, api_key_set, allowed_networks, allow_open_network):
+    """The bind address: one SGLang can bind (sglang_host_problem), and beyond loopback a key, a
+    firewall or an explicit opt-in. Takes whether a key is set, never the key. [] = acceptable."""
+    bad = sglang_host_problem(host)
+    if bad:
+        return ["sglang_host = %s is not valid: an IP address or host name to bind, without a port "
+                "(127.0.0.1 for loopback only); %s" % (host, bad)]
+    if is_loopback(host) or api_key_set or allowed_networks or allow_open_network:
+        return []
+    return ["sglang_host = %s binds beyond loopback (127.0.0.0/8, ::1, localhost) with no API key and "
+            "no firewall: set sglang_api_key (from the vault: vault_sglang_api_key), or "
+            "sglang_allowed_networks (the CIDR networks the port admits), or "
+            "sglang_allow_open_network: true to serve every network without a key on purpose" % host]
+
+
 def sglang_argv(profile, version, server=None):
     """Argv (without the interpreter) for SGLang ``version``: profile flags in table order, then
     the server settings. Booleans render as bare flags when true and are omitted when false."""
@@ -210,7 +338,7 @@ def sglang_argv(profile, version, server=None):
         value = profile.get(setting)
         if value is None:
             continue
-        argv += [flag_for(setting, version), _text(value)]
+        argv += [flag_for(setting, version), _text(normalised(setting, value))]
     unknown = sorted(set(profile) - set(FLAGS))
     if unknown:
         raise AnsibleFilterError("sglang_argv: unknown profile settings %s" % ", ".join(unknown))
@@ -271,12 +399,12 @@ def sglang_drift(server_info, profile, version, server=None):
         version_tuple(running_version)
     except AnsibleFilterError:
         running_version = version
-    algo = profile.get("speculative_algorithm")
+    algo = normalised("speculative_algorithm", profile.get("speculative_algorithm"))
     steps, topk = profile.get("speculative_num_steps"), profile.get("speculative_eagle_topk")
     differences, chosen, checked = [], [], 0
     for setting in FLAGS:
         field = _running_field(setting, server_info, running_version)
-        intended, note = profile.get(setting), ""
+        intended, note = normalised(setting, profile.get(setting)), ""
         running = server_info.get(field)
         if setting.startswith("speculative_") and setting != "speculative_algorithm" and not algo:
             continue  # no speculation intended: speculative_algorithm itself says so
@@ -438,4 +566,6 @@ class FilterModule(object):
             "sglang_drift": sglang_drift,
             "sglang_command_profile": sglang_command_profile,
             "sglang_profile_diff": sglang_profile_diff,
+            "sglang_exposure_errors": sglang_exposure_errors,
+            "sglang_host_problem": sglang_host_problem,
         }
