@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 LOG_DIR = ROOT / "out" / "molecule"
 TIMES = LOG_DIR / "times.json"  # the last run's time per scenario: the slowest start first
 # Before any run here (a fresh clone): the order of the times measured on the CI machine kind.
-FIRST_RUN_ORDER = ["fleet_canary", "deploy_rollback", "multinode", "sglang", "brownfield", "deploy_pass",
+FIRST_RUN_ORDER = ["fleet_canary", "deploy_rollback", "multinode", "sglang", "brownfield",
                    "nvidia_gpu"]
 DEFAULT_JOBS = 2
 TAIL_LINES = 60

@@ -17,7 +17,7 @@ import molecule_changed as mc  # noqa: E402
 SCENARIOS, NOT_EXERCISED = mc.load(scenario_dirs=mc.scenario_dirs())
 TRACKED = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=str(ROOT),
                          capture_output=True, text=True, check=True).stdout.split()
-DEPLOY = {"deploy_pass", "deploy_rollback", "brownfield", "fleet_canary", "multinode"}
+DEPLOY = {"deploy_rollback", "brownfield", "fleet_canary", "multinode"}
 ALL = set(SCENARIOS)
 
 
@@ -81,7 +81,7 @@ def test_select_says_which_file_chose_each_scenario():
     chosen = mc.select(SCENARIOS, ["README.md", "roles/nvidia_gpu/defaults/main.yml",
                                    "molecule/nvidia_gpu/prepare.yml"])
     assert chosen["nvidia_gpu"] == ["roles/nvidia_gpu/defaults/main.yml", "molecule/nvidia_gpu/prepare.yml"]
-    assert chosen["deploy_pass"] == ["roles/nvidia_gpu/defaults/main.yml"]
+    assert chosen["deploy_rollback"] == ["roles/nvidia_gpu/defaults/main.yml"]
 
 
 @pytest.mark.parametrize("text, words", [

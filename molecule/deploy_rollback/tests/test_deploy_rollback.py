@@ -27,6 +27,20 @@ def test_history_holds_the_three_runs(host):
     assert runs[2]["venv"] == "%s/%s/venv" % (RELEASES, runs[2]["release"])
 
 
+def test_the_first_deploy_passed_and_is_the_last_known_good(host):
+    run = history(host)[0]
+    # the plumbing plan's one case, with the production thresholds of its case
+    assert [c["case"] for c in run["cases"]] == ["coding"] and run["cases"][0]["passed"] is True
+    t = run["cases"][0]["thresholds"]
+    assert (t["min_tok_s"], t["min_accept_len"]) == (45, 2.8)
+    assert run["decode_tok_s"]["median"] >= 45 and run["accept_len"] >= 2.8 and run["errors"] == 0
+    meta = json.loads(host.file(LKG_DIR + "/sglang.json").content_string)
+    assert meta["passed"] is True and meta["profile"] == "nextn_3step"
+    assert meta["unit_sha256"] == host.file(UNIT).sha256sum == run["unit_sha256"]
+    env = host.file("/etc/sglang/sglang.env").content_string
+    assert host.file(LKG_DIR + "/sglang.env").content_string == env
+
+
 def test_both_releases_are_installed_side_by_side(host):
     runs = history(host)
     for run in (runs[0], runs[2]):
