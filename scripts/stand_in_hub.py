@@ -67,10 +67,14 @@ def model_files(shards=2):
 
 
 def write_model(directory, shards=2):
+    """Write the model's files into ``directory``, world-readable (as a pre-staged model is)."""
     os.makedirs(directory, exist_ok=True)
+    os.chmod(directory, 0o755)
     for rel, data in model_files(shards).items():
-        with open(os.path.join(directory, rel), "wb") as f:
+        path = os.path.join(directory, rel)
+        with open(path, "wb") as f:
             f.write(data)
+        os.chmod(path, 0o644)
 
 
 class Repo:

@@ -139,8 +139,11 @@ def test_files_the_service_cannot_see(tmp_path, model):
     blobs = str(tmp_path / "hub" / "models--Qwen--Qwen3.6-27B" / "blobs")
     assert problems(snap, hidden_paths=[blobs]) == [
         "config.json resolves to %s/blob0, under %s, which the service cannot see" % (blobs, blobs)]
-    assert problems(snap, hidden_paths=[str(tmp_path) + "/"])[0].startswith(
-        "the directory resolves to %s, under %s," % (snap, tmp_path))
+    assert problems(snap, hidden_paths=[str(tmp_path) + "/"])[0] == (
+        "the directory is under %s, which the service cannot see" % tmp_path)
+    os.symlink(snap, tmp_path / "link")
+    assert problems(tmp_path / "link", hidden_paths=[str(snap)])[0] == (
+        "the directory resolves to %s, under %s, which the service cannot see" % (snap, snap))
 
 
 def test_the_commit_a_local_dir_download_recorded(model):

@@ -341,8 +341,8 @@ def check(path, revision=None, readable_by=None, hidden_paths=()):
         hidden = under(real, hidden_paths)
         if hidden:
             shown = os.path.relpath(p, path) if p != path else "the directory"
-            problems.append("%s resolves to %s, under %s, which the service cannot see"
-                            % (shown, real, hidden))
+            where = "is" if real == os.path.abspath(p) else "resolves to %s," % real
+            problems.append("%s %s under %s, which the service cannot see" % (shown, where, hidden))
             break
     if readable_by:
         try:
