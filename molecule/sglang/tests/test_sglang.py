@@ -1,8 +1,12 @@
-"""The sglang role alone: what it installed, the unit it rendered, the running service, and the
-restarts (none by the idempotence run, one per profile change in side_effect.yml)."""
+"""The sglang role alone: what it installed, the unit it rendered, the running service, the
+restarts (none by the idempotence run, one per profile change in side_effect.yml), and the model
+downloaded from the stand-in hub with a token that is gone afterwards."""
 from __future__ import annotations
 
-from conftest import UNIT, assert_service_healthy, exec_start, main_pid
+import json
+from collections import Counter
+
+from conftest import ROOT, UNIT, assert_service_healthy, exec_start, main_pid
 
 VENV = "/opt/sglang/venv"
 
@@ -84,3 +88,44 @@ def test_unit_exposure_score_is_printed_and_at_most_4(host, capsys):
     with capsys.disabled():
         print("\nsystemd-analyze security sglang.service: overall exposure %.1f" % score)
     assert score <= 4.0, out
+
+
+HUB = "/var/tmp/molecule/hub"
+MODEL = "/srv/models/Qwen3.6-27B"
+FILES = ["config.json", "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
+         "model.safetensors.index.json"]
+
+
+def hub_requests(host):
+    return [json.loads(ln) for ln in host.file(HUB + "/requests.jsonl").content_string.splitlines()]
+
+
+def test_the_model_came_from_the_hub_once_with_the_token(host):
+    """Every repository request carried the token; each file was fetched once by converge, the
+    second shard once more after side_effect truncated it; the idempotence run and the snapshot
+    cases fetched nothing."""
+    reqs = [r for r in hub_requests(host) if r["path"].startswith(("/api/models/", "/Qwen/"))]
+    assert reqs and all(r["token"] and r["status"] == 200 for r in reqs), reqs
+    gets = Counter(r["path"].rsplit("/", 1)[1] for r in reqs
+                   if r["method"] == "GET" and "/resolve/" in r["path"])
+    assert gets == {FILES[0]: 1, FILES[1]: 1, FILES[2]: 2, FILES[3]: 1}
+    for f in FILES:
+        assert host.file("%s/%s" % (MODEL, f)).user == "sglang", f
+    assert host.file(MODEL + "/.cache/huggingface/download/config.json.metadata").exists
+
+
+def test_the_token_is_gone_and_was_never_written_or_logged(host):
+    hf = host.file("/var/lib/sglang/hf")
+    assert hf.is_directory and (hf.user, hf.group, hf.mode) == ("sglang", "sglang", 0o700)
+    assert not host.file("/var/lib/sglang/hf/token").exists
+    # grep reads the token from the hub's file: it is never in this process's output
+    found = host.run("grep -rlF -f %s/token /var/lib/sglang /etc/sglang /etc/systemd/system /srv/models"
+                     % HUB)
+    assert found.rc == 1, "the token is in " + found.stdout
+    journal = host.run("journalctl --no-pager -o cat | grep -cF -f %s/token" % HUB)
+    assert journal.stdout.strip() == "0", "the token is in the journal"
+    log = ROOT / "out" / "molecule" / "sglang.log"
+    if log.exists():
+        token = host.file(HUB + "/token").content_string.strip()
+        leaked = token in log.read_text(errors="replace")
+        assert not leaked, "the token is in out/molecule/sglang.log"
