@@ -52,15 +52,16 @@ def ansible_module(instance):
 
 @pytest.fixture(scope="session")
 def rendered_unit(tmp_path_factory):
-    """The unit playbooks/render.yml renders for the local inventory's host with a profile: what
-    the role must have installed (the scenarios run with the local inventory's group_vars)."""
+    """The unit playbooks/render.yml renders for the local inventory's host with a profile (and
+    extra ansible-playbook arguments, e.g. a scenario's vars file): what the role must have
+    installed (the scenarios run with the local inventory's group_vars)."""
 
-    def render(profile):
+    def render(profile, *extra):
         out = tmp_path_factory.mktemp("render-" + profile)
         env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
         p = subprocess.run([str(BIN / "ansible-playbook"), "-i", "inventories/local/hosts.yml",
                             "playbooks/render.yml", "--limit", "ct-local", "-e", "render_dir=%s" % out,
-                            "-e", "sglang_profile=%s" % profile], cwd=str(ROOT), env=env,
+                            "-e", "sglang_profile=%s" % profile, *extra], cwd=str(ROOT), env=env,
                            capture_output=True, text=True, timeout=300)
         assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
         return (out / "ct-local.service").read_text()

@@ -67,16 +67,14 @@ wait_booted() {
 }
 
 # The stand-in host's "pre-staged weights": the model directory the local inventory points
-# sglang_model_path at, with the config.json SGLang (and the emulator) read the architecture from.
+# sglang_model_path at, holding the tiny synthetic model scripts/stand_in_hub.py writes (config.json
+# SGLang and the emulator read the architecture from, a safetensors index and two shards the role's
+# completeness check accepts).
 MODEL_DIR=/srv/models/Qwen3.6-27B
 stage_model() {
-    podman exec "$NAME" test -s "$MODEL_DIR/config.json" 9>&- && return 0
-    podman exec -i "$NAME" sh -c "mkdir -p '$MODEL_DIR' && cat > '$MODEL_DIR/config.json'" 9>&- <<'JSON' \
+    podman exec "$NAME" test -s "$MODEL_DIR/model.safetensors.index.json" 9>&- && return 0
+    podman exec -i "$NAME" python3 - model "$MODEL_DIR" 9>&- <"$ROOT/scripts/stand_in_hub.py" \
         || die "could not stage the stand-in model in $NAME"
-{"architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5",
- "num_hidden_layers": 64, "mtp_num_hidden_layers": 1, "torch_dtype": "bfloat16",
- "note": "stand-in for the Qwen3.6-27B weights (scripts/local-host.sh): config only"}
-JSON
     log "staged the stand-in model at $MODEL_DIR"
 }
 

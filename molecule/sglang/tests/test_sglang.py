@@ -1,10 +1,22 @@
-"""The sglang role alone: what it installed, the unit it rendered, the running service, and the
-restarts (none by the idempotence run, one per profile change in side_effect.yml)."""
+"""The sglang role alone: what it installed, the unit it rendered, the running service, the
+restarts (none by the idempotence run, one per profile change in side_effect.yml), and the model
+downloaded from the stand-in hub with a token that is gone afterwards."""
 from __future__ import annotations
 
-from conftest import UNIT, assert_service_healthy, exec_start, main_pid
+import json
+from collections import Counter
 
-VENV = "/opt/sglang/venv"
+from conftest import ROOT, UNIT, assert_service_healthy, exec_start, main_pid
+
+# the scenario's own requirements (the Hugging Face CLI besides the emulator): its release
+DOWNLOAD_VARS = ["-e", "@%s" % (ROOT / "molecule/sglang/vars/download.yml")]
+
+
+def venv(host):
+    """The venv of the release the unit runs (/opt/sglang/releases/<release>/venv)."""
+    python = exec_start(host.file(UNIT).content_string)[0]
+    assert python.startswith("/opt/sglang/releases/") and python.endswith("/venv/bin/python"), python
+    return python[:-len("/bin/python")]
 
 
 def test_service_user_is_a_system_user_without_login(host):
@@ -17,6 +29,7 @@ def test_service_user_is_a_system_user_without_login(host):
 def test_directories(host):
     for path, owner, group, mode in [
         ("/opt/sglang", "root", "root", 0o755),
+        ("/opt/sglang/releases", "root", "root", 0o755),
         ("/etc/sglang", "root", "sglang", 0o750),
         ("/var/lib/sglang", "sglang", "sglang", 0o750),
         ("/srv/models", "sglang", "sglang", 0o755),
@@ -26,12 +39,17 @@ def test_directories(host):
 
 
 def test_venv_holds_the_server_and_is_root_owned(host):
-    assert host.file(VENV + "/bin/python").user == "root"
-    assert host.file(VENV + "/lib").user == "root"
-    out = host.check_output(VENV + "/bin/python -m pip show sglang-emulator")
+    v = venv(host)
+    assert host.file(v + "/bin/python").user == "root"
+    assert host.file(v + "/lib").user == "root"
+    out = host.check_output(v + "/bin/python -m pip show sglang-emulator")
     assert "Version: 0.5.23" in out
-    host.check_output(VENV + "/bin/python -c 'import bench.emulator, aiohttp, yaml'")
-    assert host.file("/opt/sglang/wheels/sglang_emulator-0.5.23-py3-none-any.whl").exists
+    host.check_output(v + "/bin/python -c 'import bench.emulator, aiohttp, yaml'")
+    release = v[:-len("/venv")]
+    assert host.file(release + "/wheels/sglang_emulator-0.5.23-py3-none-any.whl").exists
+    assert host.file(release + "/constraints.txt").contains("^aiohttp==3.14.5$")
+    meta = json.loads(host.file(release + "/release.json").content_string)
+    assert meta["release"] == release.rsplit("/", 1)[1]
 
 
 def test_environment_file_and_no_secrets_file(host):
@@ -43,10 +61,10 @@ def test_environment_file_and_no_secrets_file(host):
 
 def test_unit_is_the_rendered_profile(host, rendered_unit):
     installed = host.file(UNIT).content_string
-    rendered = rendered_unit("nextn_3step")
+    rendered = rendered_unit("nextn_3step", *DOWNLOAD_VARS)
     assert installed == rendered
     argv = exec_start(installed)
-    assert argv[:3] == [VENV + "/bin/python", "-m", "bench.emulator"]
+    assert argv[:3] == [venv(host) + "/bin/python", "-m", "bench.emulator"]
     assert argv[argv.index("--speculative-num-steps") + 1] == "3"
     # systemd runs exactly that argv
     shown = host.check_output("systemctl show --property ExecStart --value sglang")
@@ -84,3 +102,44 @@ def test_unit_exposure_score_is_printed_and_at_most_4(host, capsys):
     with capsys.disabled():
         print("\nsystemd-analyze security sglang.service: overall exposure %.1f" % score)
     assert score <= 4.0, out
+
+
+HUB = "/var/tmp/molecule/hub"
+MODEL = "/srv/models/Qwen3.6-27B"
+FILES = ["config.json", "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
+         "model.safetensors.index.json"]
+
+
+def hub_requests(host):
+    return [json.loads(ln) for ln in host.file(HUB + "/requests.jsonl").content_string.splitlines()]
+
+
+def test_the_model_came_from_the_hub_once_with_the_token(host):
+    """Every repository request carried the token; each file was fetched once by converge, the
+    second shard once more after side_effect truncated it; the idempotence run and the snapshot
+    cases fetched nothing."""
+    reqs = [r for r in hub_requests(host) if r["path"].startswith(("/api/models/", "/Qwen/"))]
+    assert reqs and all(r["token"] and r["status"] == 200 for r in reqs), reqs
+    gets = Counter(r["path"].rsplit("/", 1)[1] for r in reqs
+                   if r["method"] == "GET" and "/resolve/" in r["path"])
+    assert gets == {FILES[0]: 1, FILES[1]: 1, FILES[2]: 2, FILES[3]: 1}
+    for f in FILES:
+        assert host.file("%s/%s" % (MODEL, f)).user == "sglang", f
+    assert host.file(MODEL + "/.cache/huggingface/download/config.json.metadata").exists
+
+
+def test_the_token_is_gone_and_was_never_written_or_logged(host):
+    hf = host.file("/var/lib/sglang/hf")
+    assert hf.is_directory and (hf.user, hf.group, hf.mode) == ("sglang", "sglang", 0o700)
+    assert not host.file("/var/lib/sglang/hf/token").exists
+    # grep reads the token from the hub's file: it is never in this process's output
+    found = host.run("grep -rlF -f %s/token /var/lib/sglang /etc/sglang /etc/systemd/system /srv/models"
+                     % HUB)
+    assert found.rc == 1, "the token is in " + found.stdout
+    journal = host.run("journalctl --no-pager -o cat | grep -cF -f %s/token" % HUB)
+    assert journal.stdout.strip() == "0", "the token is in the journal"
+    log = ROOT / "out" / "molecule" / "sglang.log"
+    if log.exists():
+        token = host.file(HUB + "/token").content_string.strip()
+        leaked = token in log.read_text(errors="replace")
+        assert not leaked, "the token is in out/molecule/sglang.log"
