@@ -117,7 +117,7 @@ def test_the_select_step_prints_a_json_matrix(tmp_path, before, expect_all):
     scenarios = json.loads(line.split("=", 1)[1])
     assert isinstance(scenarios, list)
     if expect_all:
-        assert len(scenarios) >= 7 and "nvidia_gpu" in scenarios
+        assert len(scenarios) >= 6 and "nvidia_gpu" in scenarios
 
 
 def test_pre_commit_hooks_are_local_and_fetch_nothing():
