@@ -26,20 +26,32 @@ demo: venv local-host dist
 	$(PY) scripts/demo.py
 
 # The emulator wheel the local inventory installs into the container's service venv, and a second
-# release of the same code as version 0.5.24 (the release-rollback test bumps to it).
+# release of the same code as version 0.5.24 (the release-rollback test bumps to it). The vLLM side
+# (python -m bench.emulator.vllm) is the same package released as vllm-emulator 0.33.0, so an
+# installed copy reports vLLM's version (server.py reads its own distribution's metadata).
 EMULATOR_WHEEL := dist/sglang_emulator-0.5.23-py3-none-any.whl
 EMULATOR_NEXT := 0.5.24
 EMULATOR_WHEEL_NEXT := dist/sglang_emulator-$(EMULATOR_NEXT)-py3-none-any.whl
-dist: $(EMULATOR_WHEEL) $(EMULATOR_WHEEL_NEXT)
-$(EMULATOR_WHEEL): pyproject.toml $(wildcard bench/emulator/*.py) $(STAMP)
+VLLM_EMULATOR_VERSION := 0.33.0
+VLLM_EMULATOR_WHEEL := dist/vllm_emulator-$(VLLM_EMULATOR_VERSION)-py3-none-any.whl
+EMULATOR_SOURCES := pyproject.toml $(wildcard bench/emulator/*.py bench/emulator/vllm/*.py) $(STAMP)
+dist: $(EMULATOR_WHEEL) $(EMULATOR_WHEEL_NEXT) $(VLLM_EMULATOR_WHEEL)
+$(EMULATOR_WHEEL): $(EMULATOR_SOURCES)
 	rm -f $@
 	$(PY) -m pip wheel --quiet --no-deps --wheel-dir dist .
-$(EMULATOR_WHEEL_NEXT): pyproject.toml $(wildcard bench/emulator/*.py) $(STAMP)
-	rm -f $@
-	d="$$(mktemp -d)" && mkdir -p "$$d/bench/emulator" && cp bench/__init__.py "$$d/bench/" \
-	  && cp bench/emulator/*.py "$$d/bench/emulator/" \
-	  && sed 's/^version = .*/version = "$(EMULATOR_NEXT)"/' pyproject.toml > "$$d/pyproject.toml" \
+# $(call emulator_release,NAME,VERSION): the same sources built as another distribution/version.
+define emulator_release
+	d="$$(mktemp -d)" && mkdir -p "$$d/bench/emulator/vllm" && cp bench/__init__.py "$$d/bench/" \
+	  && cp bench/emulator/*.py "$$d/bench/emulator/" && cp bench/emulator/vllm/*.py "$$d/bench/emulator/vllm/" \
+	  && sed -e 's/^version = .*/version = "$(2)"/' -e 's/^name = .*/name = "$(1)"/' pyproject.toml > "$$d/pyproject.toml" \
 	  && $(PY) -m pip wheel --quiet --no-deps --wheel-dir dist "$$d"; rc=$$?; rm -rf "$$d"; exit $$rc
+endef
+$(EMULATOR_WHEEL_NEXT): $(EMULATOR_SOURCES)
+	rm -f $@
+	$(call emulator_release,sglang-emulator,$(EMULATOR_NEXT))
+$(VLLM_EMULATOR_WHEEL): $(EMULATOR_SOURCES)
+	rm -f $@
+	$(call emulator_release,vllm-emulator,$(VLLM_EMULATOR_VERSION))
 
 # Host packages (podman, runc, mmdebstrap...), containers.conf and the Debian 12 systemd image.
 podman:

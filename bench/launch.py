@@ -23,14 +23,14 @@ class EmulatorProcess(object):
     """An emulator subprocess; ``log`` is a file object (never a pipe: a chatty server must not
     block on a full pipe)."""
 
-    def __init__(self, args, log, env=None, port=None):
+    def __init__(self, args, log, env=None, port=None, module="bench.emulator"):
         self.port = port or free_port()
         self.url = "http://127.0.0.1:%d" % self.port
         full_env = dict(os.environ)
         full_env.update({k: str(v) for k, v in (env or {}).items()})
         full_env["PYTHONPATH"] = str(ROOT)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bench.emulator", *args, "--host", "127.0.0.1",
+            [sys.executable, "-m", module, *args, "--host", "127.0.0.1",
              "--port", str(self.port)],
             cwd=str(ROOT), env=full_env, stdout=log, stderr=subprocess.STDOUT)
 

@@ -240,6 +240,11 @@ class Scheduler:
         self.stopping = False
         self.on_step_hooks: List[Callable[[], None]] = []
         self.crash_hook: Callable[[Req], None] | None = None
+        # vLLM's accounting (v1/core/sched/scheduler.py update_from_output): a verify step's
+        # histogram bucket is the drafts the sampler accepted, before the output is cut at
+        # max_tokens; SGLang counts only the emitted ones. on_verify(req, accepted) sees each.
+        self.hist_untruncated = False
+        self.on_verify: Callable[[Req, int], None] | None = None
         # counters
         self.requests: List[Req] = []
         self.totals = {"generation_tokens": 0, "verify_steps": 0, "requests": 0,
@@ -456,7 +461,9 @@ class Scheduler:
                 if n > remaining:
                     n = remaining
                 r.verify_ct += 1
-                good = n - 1
+                good = acc if self.hist_untruncated else n - 1
+                if self.on_verify is not None:
+                    self.on_verify(r, acc)
                 r.correct += good
                 hist = r.hist
                 while len(hist) <= good:

@@ -350,14 +350,16 @@ class HealthSink(Sink):
 
 # ---------------------------------------------------------------------------------------------
 class EmulatorServer:
+    scheduler_cls = Scheduler
+
     def __init__(self, cfg: Dict[str, Any], knobs: Knobs, launch_command: str,
                  capacity=None):
         self.cfg = cfg
         self.knobs = knobs
         self.launch_command = launch_command
-        self.metrics = Metrics(cfg["served_model_name"], cfg["enable_metrics"])
+        self.metrics = self.make_metrics(cfg)
         prefix = " TP0" if cfg["tp_size"] > 1 else ""
-        self.sched = Scheduler(cfg, knobs, self.metrics, prefix, capacity)
+        self.sched = self.scheduler_cls(cfg, knobs, self.metrics, prefix, capacity)
         self.sched.crash_hook = crash_now
         self.t_start = time.monotonic()
         self.startup_time = time.time()
@@ -367,6 +369,15 @@ class EmulatorServer:
         self.crash_armed = True
         self.sched.on_step_hooks.append(self._touch)
 
+    @staticmethod
+    def error_response(message: str, err_type: str = "BadRequestError", code: int = 400,
+                       param: str | None = None):
+        """The OpenAI routes' ErrorResponse (SGLang's shape)."""
+        return _openai_error(message, err_type, code)
+
+    def make_metrics(self, cfg: Dict[str, Any]):
+        return Metrics(cfg["served_model_name"], cfg["enable_metrics"])
+
     def _touch(self) -> None:
         self.last_receive = time.monotonic()
 
@@ -374,28 +385,32 @@ class EmulatorServer:
         return time.monotonic() >= self.up_at
 
     # -- app ---------------------------------------------------------------------------------
+    def routes(self):
+        """(method, path, handler) of every endpoint; /_emulator/* are never behind the key."""
+        return [
+            ("GET", "/health", self.health), ("GET", "/health_generate", self.health),
+            ("GET", "/ready", self.ready), ("GET", "/v1/models", self.models),
+            ("GET", "/v1/models/{model:.*}", self.retrieve_model),
+            ("GET", "/model_info", self.model_info), ("GET", "/get_model_info", self.get_model_info),
+            ("GET", "/server_info", self.server_info),
+            ("GET", "/get_server_info", self.get_server_info),
+            ("GET", "/metrics", self.metrics_endpoint), ("POST", "/generate", self.generate),
+            ("PUT", "/generate", self.generate), ("POST", "/v1/completions", self.completions),
+            ("POST", "/v1/chat/completions", self.chat)]
+
     def build_app(self) -> web.Application:
         app = web.Application(middlewares=[self.auth_middleware], client_max_size=64 * 2 ** 20)
-        r = app.router
-        r.add_get("/health", self.health)
-        r.add_get("/health_generate", self.health)
-        r.add_get("/ready", self.ready)
-        r.add_get("/v1/models", self.models)
-        r.add_get("/v1/models/{model:.*}", self.retrieve_model)
-        r.add_get("/model_info", self.model_info)
-        r.add_get("/get_model_info", self.get_model_info)
-        r.add_get("/server_info", self.server_info)
-        r.add_get("/get_server_info", self.get_server_info)
-        r.add_get("/metrics", self.metrics_endpoint)
-        r.add_route("POST", "/generate", self.generate)
-        r.add_route("PUT", "/generate", self.generate)
-        r.add_post("/v1/completions", self.completions)
-        r.add_post("/v1/chat/completions", self.chat)
+        for method, path, handler in self.routes():
+            app.router.add_route(method, path, handler)
+        self.add_control_routes(app.router)
+        return app
+
+    def add_control_routes(self, r) -> None:
+        """/_emulator/*: the exact counters and the fault switches (never behind an api key)."""
         r.add_get("/_emulator/stats", self.stats)
         r.add_post("/_emulator/faults", self.faults)
         r.add_get("/_emulator/faults", self.faults)
         r.add_post("/_emulator/reset", self.reset)
-        return app
 
     @web.middleware
     async def auth_middleware(self, request: web.Request, handler):
@@ -656,7 +671,7 @@ class EmulatorServer:
             req.t_finish = time.monotonic()
             msg = "Internal server error: emulated fault (SGLEMU_FAULT_HTTP500_EVERY)"
             if openai:
-                return _openai_error(msg, "InternalServerError", 500)
+                return self.error_response(msg, "InternalServerError", 500)
             return web.json_response({"error": {"message": msg}}, status=500, dumps=_dumps)
         if not sink.stream:
             self.sched.submit(req)
