@@ -107,7 +107,8 @@ def read(path, warn=None):
         thresholds = raw.get("thresholds") if isinstance(raw.get("thresholds"), dict) else {}
         runs.append({
             "line": lineno, "time": t, "profile": str(raw.get("profile") or "?"),
-            "version": str(raw.get("sglang_version") or "-"),
+            "version": ("%s %s" % (raw["engine"], raw.get("sglang_version") or "-")) if raw.get("engine")
+            not in (None, "sglang") else str(raw.get("sglang_version") or "-"),
             "decode": _num(shared.median_of(raw)), "decode_min": _num(decode.get("min")),
             "decode_max": _num(decode.get("max")), "accept_len": _num(raw.get("accept_len")),
             "aggregate": _num(raw.get("aggregate_tok_s")), "share_pct": _num(roof.get("share_pct")),

@@ -33,7 +33,11 @@ pytestmark = pytest.mark.contract
 DEFAULTS = yaml.safe_load((ROOT / "roles/sglang/defaults/main.yml").read_text())
 VERSION = os.environ.get("SGLANG_VERSION") or DEFAULTS["sglang_version"]
 OLD_VERSION = os.environ.get("SGLANG_OLD_VERSION", "0.5.19")
-PROFILES = sorted(DEFAULTS["sglang_profiles"])
+# the SGLang profiles (tests/test_contract_vllm.py holds the vLLM ones against vLLM's parser)
+PROFILES = sorted(n for n, p in DEFAULTS["sglang_profiles"].items() if flt.profile_engine(p) == "sglang")
+# rendered through render.yml in both inventories (a playbook run each); the deeper NEXTN
+# profiles differ from nextn_3step only in the steps, and are parsed from the filter's argv
+RENDERED = ["nextn_1step", "nextn_3step", "no_spec"]
 KEY = "contract-test-key-0123456789"
 
 
@@ -95,7 +99,7 @@ def rendered(tmp_path_factory):
     SGLANG_VERSION."""
     units = {}
     for inventory in ("local", "production"):
-        for profile in PROFILES:
+        for profile in RENDERED:
             for key in ([None, KEY] if inventory == "production" else [None]):
                 d = tmp_path_factory.mktemp("units")
                 extra = {"sglang_profile": profile, "sglang_version": VERSION}
@@ -109,7 +113,7 @@ def rendered(tmp_path_factory):
                 for unit in sorted(d.glob("*.service")):
                     name = "%s/%s/%s%s" % (inventory, unit.stem, profile, "+api-key" if key else "")
                     units[name] = unit.read_text()
-    assert len(units) == 9
+    assert len(units) == 3 * len(RENDERED)
     return units
 
 
@@ -142,6 +146,19 @@ def test_every_rendered_unit_passes_sglangs_parser_and_start_up_checks(contract,
         # the key reaches SGLang through the --config file, and only there
         assert r["fields"]["api_key"] == (KEY if n.endswith("+api-key") else None), n
         assert KEY not in rendered[n]
+
+
+def test_every_sglang_profile_passes_sglangs_parser_and_start_up_checks(contract):
+    """Each SGLang profile of the defaults (the deeper NEXTN ones too), rendered by the filter:
+    SGLang's own parser and start-up checks take it, with the steps and draft tokens it says."""
+    argvs = [MODEL_ARGS + flt.sglang_argv(DEFAULTS["sglang_profiles"][n], VERSION) for n in PROFILES]
+    results = sglang_parse(contract, argvs, startup=True)
+    assert [n for n, r in zip(PROFILES, results) if not r["ok"]] == [], results
+    for n, r in zip(PROFILES, results):
+        profile = DEFAULTS["sglang_profiles"][n]
+        assert r["fields"]["speculative_num_steps"] == profile.get("speculative_num_steps"), n
+        assert r["fields"]["speculative_num_draft_tokens"] == profile.get("speculative_num_draft_tokens"), n
+    assert {"nextn_2step", "nextn_4step", "nextn_5step"} <= set(PROFILES)
 
 
 def test_multinode_units_are_what_sglang_parses(contract, tmp_path):

@@ -153,8 +153,11 @@ CASES = [
      ["sglang_gate_plan.coding.prompt_tokens must be an integer >= 2048, got None"]),
     ("benchmark API typo", {"sglang_gate_api": "openai"},
      ["sglang_gate_api", "chat, completions, native"]),
-    ("launch module with a space", {"sglang_launch_module": "sglang launch_server"},
-     ["sglang_launch_module = sglang launch_server is not valid: a dotted Python module name"]),
+    ("launch module with a space",
+     {"sglang_launch_modules": {"sglang": "sglang launch_server", "vllm": "vllm.entrypoints.cli.main"}},
+     ["sglang_launch_modules = {'sglang': 'sglang launch_server', 'vllm': 'vllm.entrypoints.cli.main'} "
+      "is not valid: a mapping of each engine"]),
+    ("unknown engine", {"sglang_engine": "tgi"}, ["sglang_engine = tgi is not valid: sglang or vllm"]),
     ("service as root", {"sglang_user": "root"},
      ["sglang_user = root is not valid: a non-root user name"]),
     ("firewall network without a prefix", {"sglang_allowed_networks": ["10.1.230.0"]},

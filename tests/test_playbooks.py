@@ -105,7 +105,7 @@ def test_render_an_older_sglang_uses_the_old_mamba_flag(tmp_path):
 
 
 @pytest.mark.parametrize("extra, words", [
-    (["-e", "sglang_profile=nextn_2step"], "sglang_profile: 'nextn_2step' is not defined in "
+    (["-e", "sglang_profile=nextn_9step"], "sglang_profile: 'nextn_9step' is not defined in "
                                            "sglang_profiles"),
     (["-e", '{"sglang_profiles": {"p": {"speculative_algorithm": "NEXTN", '
             '"speculative_num_draft_tokens": 4}}, "sglang_profile": "p"}'],

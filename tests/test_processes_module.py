@@ -37,7 +37,7 @@ def test_stray_found_reported_and_stopped_on_request():
                               "127.0.0.1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_listening(port)
-        args = "port=%d launch_module=http.server service=sglang-test" % port
+        args = "port=%d launch_modules={\"http.server\":\"sglang\"} service=sglang-test" % port
         r = module(args)
         assert r["changed"] is False
         found = [s for s in r["strays"] if s["pid"] == stray.pid]
@@ -53,7 +53,7 @@ def test_stray_found_reported_and_stopped_on_request():
 
 
 def test_nothing_found_on_a_free_port():
-    r = module("port=%d launch_module=no.such.module service=sglang-test" % free_port())
+    r = module("port=%d launch_modules={\"no.such.module\":\"sglang\"} service=sglang-test" % free_port())
     assert r["strays"] == [] and r["changed"] is False
 
 

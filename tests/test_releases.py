@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
+import yaml
 
 from conftest import ROOT
 
@@ -33,6 +34,7 @@ def test_prune_plan(entries, keep, protect, kept, removed):
 
 
 @pytest.mark.parametrize("path", ["roles/sglang/files/locks/sglang-0.5.23.txt",
+                                  "roles/sglang/files/locks/vllm-0.33.0.txt",
                                   "bench/emulator/release.lock"])
 def test_lock_files_pin_every_requirement(path):
     requirements, pins = lock_release.read(ROOT / path)
@@ -42,12 +44,16 @@ def test_lock_files_pin_every_requirement(path):
         assert pins[name.lower()] == version, req
 
 
-def test_the_sglang_lock_pins_the_torch_the_cuda_check_reads():
-    # roles/sglang/vars/main.yml: SGLang 0.5.23 runs on CUDA 13.0 through torch 2.14.1
-    _, pins = lock_release.read(ROOT / "roles/sglang/files/locks/sglang-0.5.23.txt")
-    assert pins["sglang"] == "0.5.23" and pins["torch"] == "2.14.1"
+@pytest.mark.parametrize("engine, version, torch", [("sglang", "0.5.23", "2.14.1"),
+                                                   ("vllm", "0.33.0", "2.14.0")])
+def test_each_engine_lock_pins_the_torch_the_cuda_check_reads(engine, version, torch):
+    # roles/sglang/vars/main.yml sglang_cuda_runtime_by_release: both run on CUDA 13.0 (their torch)
+    _, pins = lock_release.read(ROOT / ("roles/sglang/files/locks/%s-%s.txt" % (engine, version)))
+    assert pins[engine] == version and pins["torch"] == torch
     assert pins["cuda-toolkit"].startswith("13.0.")
     assert len(pins) > 150
+    cuda = yaml.safe_load((ROOT / "roles/sglang/vars/main.yml").read_text())["sglang_cuda_runtime_by_release"]
+    assert cuda["%s-%s" % (engine, version)] == "13.0"
 
 
 def test_a_lock_file_without_its_requirements_line_is_refused(tmp_path):

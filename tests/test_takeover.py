@@ -61,6 +61,11 @@ def test_exec_start_joins_continuations_and_reads_drop_ins():
     ("/v/bin/python -m bench.emulator --tp-size 2", "bench.emulator", "sglang", "--tp-size"),
     ("/v/bin/python -m bench.emulator --tp-size 2", None, None, None),
     ("/usr/bin/python3 -m http.server 8000", "sglang.launch_server", None, None),
+    ("/v/bin/python -m vllm.entrypoints.cli.main serve /m -tp 2", None, "vllm", "/m"),
+    ("/v/bin/python -m bench.emulator.vllm serve /m -tp 2",
+     {"bench.emulator": "sglang", "bench.emulator.vllm": "vllm"}, "vllm", "/m"),
+    ("/v/bin/python -m bench.emulator --tp-size 2",
+     {"bench.emulator": "sglang", "bench.emulator.vllm": "vllm"}, "sglang", "--tp-size"),
 ])
 def test_engines_are_recognised_by_their_launchers(cmd, launch_module, engine, first):
     argv = shlex.split(cmd)
@@ -106,9 +111,27 @@ def test_other_spellings_old_flags_aliases_and_unknown_flags():
     assert r["unknown"] == ["--chunked-prefill-size 8192", "--enable-foo"]
 
 
-def test_a_vllm_command_line_is_not_read_as_a_profile():
-    r = read("vllm serve /m --tensor-parallel-size 2")
-    assert r == {"engine": "vllm", "profile": {}, "server": {}, "unknown": []}
+def test_a_vllm_command_line_is_read_with_the_vllm_table():
+    r = read("vllm serve /m -tp 2 --max-model-len 65536 --gpu-memory-utilization=0.9 "
+             "--speculative-config '{\"method\": \"qwen3_5_mtp\", \"num_speculative_tokens\": 3}' "
+             "--no-enable-prefix-caching --enable-auto-tool-choice --tool-call-parser qwen3_coder "
+             "--mamba-cache-mode align --port 8000 --trust-remote-code", "0.33.0")
+    assert r["engine"] == "vllm" and r["unknown"] == ["--mamba-cache-mode align"]
+    assert r["profile"] == {"tp_size": 2, "context_length": 65536, "mem_fraction_static": 0.9,
+                            "speculative_algorithm": "MTP", "speculative_num_steps": 3,
+                            "enable_prefix_caching": False, "tool_call_parser": "qwen3_coder"}
+    assert r["server"] == {"model_path": "/m", "port": "8000", "trust_remote_code": True}
+    # what the role renders reads back as the profile it came from, NEXTN and MTP alike
+    for name, algo in (("vllm_mtp_3", "MTP"), ("vllm_mtp_1", "NEXTN")):
+        profile = dict(PROFILES[name], speculative_algorithm=algo)
+        argv = flt.sglang_argv(profile, "0.33.0", {"model_path": "/m", "port": 30000})
+        back = read("/v/bin/python -m vllm.entrypoints.cli.main " + shlex.join(argv), "0.33.0")
+        assert back["server"] == {"model_path": "/m", "port": "30000"} and back["unknown"] == []
+        assert flt.sglang_profile_diff(back["profile"], profile) == [], name
+    assert flt.sglang_profile_diff(r["profile"], PROFILES["vllm_mtp_3"]) == [
+        "context_length 131072 vs 65536", "max_running_requests 8 vs unset",
+        "reasoning_parser qwen3 vs unset",
+        "enable_prefix_caching true vs false", "language_model_only true vs unset"]
 
 
 def module(args):

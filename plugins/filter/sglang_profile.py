@@ -1,11 +1,13 @@
 # -*- coding: utf-8 -*-
-"""Filters: an SGLang launch profile -> validated argv for the installed SGLang version.
+"""Filters: a launch profile -> validated argv for the installed engine (SGLang or vLLM) and version.
 
-The unit template stays dumb: it joins what ``sglang_argv`` returns. Flag names per SGLang version
-live in one table (FLAGS) instead of version ``if`` branches in templates; ``sglang_profile_errors``
-refuses inconsistent profiles before any host changes, naming the variable and the rule (SGLang
-itself raises a bare AssertionError or TypeError for several of these, at start-up, minutes into
-a model load).
+The unit template stays dumb: it joins what ``sglang_argv`` returns. Flag names per engine and
+version live in tables (FLAGS for SGLang, VLLM_FLAGS for vLLM; ENGINES ties them together)
+instead of version ``if`` branches in templates; ``sglang_profile_errors`` refuses inconsistent
+profiles before any host changes, naming the variable and the rule (SGLang itself raises a bare
+AssertionError or TypeError for several of these, at start-up, minutes into a model load). The
+profile schema is the engines' common one; a setting with no counterpart in the chosen engine is
+refused by name (NO_COUNTERPART says why).
 """
 from __future__ import annotations
 
@@ -13,8 +15,8 @@ DOCUMENTATION = r"""
 name: sglang_profile
 short_description: SGLang launch profile to argv, and profile validation
 description:
-  - C(sglang_argv) renders a profile (a dict of SGLang server settings) plus server settings to the
-    argv of the given SGLang version.
+  - C(sglang_argv) renders a profile (a dict of server settings, engine-neutral) plus server settings
+    to the argv of the given engine (SGLang by default, or vLLM) and version.
   - C(sglang_profile_errors) returns the list of problems of a profile (empty when it is valid).
   - C(systemd_exec_args) quotes an argv for a systemd C(ExecStart=) line.
   - C(sglang_drift) compares a running server's C(/server_info) with the intended profile.
@@ -25,6 +27,7 @@ description:
 
 import difflib
 import ipaddress
+import json
 import re
 
 try:
@@ -113,6 +116,75 @@ CHOICES = {
 }
 MAMBA_TRACK_INTERVAL = 256  # SGLang's default; extra_buffer needs it >= draft tokens
 
+# --- vLLM (read in the vllm 0.33.0 wheel) -------------------------------------------------------
+# engine/arg_utils.py add_cli_args and entrypoints/common/cli_args.py make_arg_parser. The
+# speculative pair renders as one --speculative-config JSON (config/speculative.py: method "mtp",
+# num_speculative_tokens); booleans are argparse BooleanOptionalAction (--flag / --no-flag).
+# Not rendered: --mamba-cache-mode (0.33 keeps it as a deprecated no-op: "Mamba prefix caching
+# follows --enable-prefix-caching") and --enable-metrics (vLLM always serves /metrics).
+VLLM_FLAGS = {
+    "tp_size": [("0.33.0", "--tensor-parallel-size")],
+    "mem_fraction_static": [("0.33.0", "--gpu-memory-utilization")],
+    "context_length": [("0.33.0", "--max-model-len")],
+    "max_running_requests": [("0.33.0", "--max-num-seqs")],
+    "speculative_algorithm": [("0.33.0", "--speculative-config")],
+    "speculative_num_steps": [("0.33.0", "--speculative-config")],
+    "enable_prefix_caching": [("0.33.0", "--enable-prefix-caching")],
+    "reasoning_parser": [("0.33.0", "--reasoning-parser")],
+    "tool_call_parser": [("0.33.0", "--tool-call-parser")],
+    "language_model_only": [("0.33.0", "--language-model-only")],
+}
+VLLM_BOOL_SETTINGS = ("enable_prefix_caching", "language_model_only")
+# The profile's algorithm name -> vLLM's method. NEXTN is SGLang's name for the model's own MTP
+# head, which vLLM calls mtp (the older qwen3_next_mtp / qwen3_5_mtp are aliases it rewrites).
+VLLM_SPEC_METHODS = {"MTP": "mtp", "NEXTN": "mtp"}
+VLLM_SERVER_FLAGS = {
+    "served_model_name": "--served-model-name",
+    "host": "--host",
+    "port": "--port",
+    "trust_remote_code": "--trust-remote-code",
+    "config": "--config",
+}
+VLLM_CHOICES = {}
+
+# Why a setting of the common schema has no counterpart in an engine (refused by name there).
+NO_COUNTERPART = {
+    "vllm": {
+        "speculative_eagle_topk": "vLLM's MTP drafts one chain (top-1); remove it",
+        "speculative_num_draft_tokens": "vLLM drafts speculative_num_steps tokens per step "
+                                        "(num_speculative_tokens); remove it",
+        "mamba_full_memory_ratio": "vLLM sizes the mamba state pool per running sequence itself",
+        "mamba_cache_strategy": "vLLM 0.33's --mamba-cache-mode is a deprecated no-op (mamba prefix "
+                                "caching follows --enable-prefix-caching): set enable_prefix_caching",
+    },
+    "sglang": {
+        "enable_prefix_caching": "SGLang's radix cache is on unless disabled; remove it",
+        "language_model_only": "SGLang 0.5.23 has no --language-model-only; remove it",
+    },
+}
+
+# Per engine: its flag tables, the oldest release they know, the variable naming its version.
+ENGINES = {
+    "sglang": {"label": "SGLang", "flags": FLAGS, "server": SERVER_FLAGS, "choices": CHOICES,
+               "oldest": "0.5.10", "version_var": "sglang_version"},
+    "vllm": {"label": "vLLM", "flags": VLLM_FLAGS, "server": VLLM_SERVER_FLAGS,
+             "choices": VLLM_CHOICES, "oldest": "0.33.0", "version_var": "sglang_vllm_version"},
+}
+PROFILE_KEYS = ("engine",)  # profile keys that are no engine setting
+
+
+def profile_engine(profile, default="sglang"):
+    """The engine a profile runs on: its own ``engine`` key, else ``default`` (sglang_engine)."""
+    if isinstance(profile, dict) and profile.get("engine"):
+        return profile["engine"]
+    return default or "sglang"
+
+
+def _engine_table(engine):
+    if engine not in ENGINES:
+        raise AnsibleFilterError("engine %r is not one of %s" % (engine, ", ".join(ENGINES)))
+    return ENGINES[engine]
+
 
 def version_tuple(version, var="sglang_version"):
     m = re.match(r"^(\d+)\.(\d+)\.(\d+)(?:\.?post(\d+))?$", str(version).strip())
@@ -122,28 +194,30 @@ def version_tuple(version, var="sglang_version"):
     return tuple(int(x or 0) for x in m.groups())
 
 
-def flag_for(setting, version):
-    """The spelling of ``setting`` in SGLang ``version`` (the table's newest entry <= version)."""
-    v = version_tuple(version)
-    if v < version_tuple(OLDEST):
-        raise AnsibleFilterError("sglang_version: %s is older than %s, the oldest release the flag "
-                                 "table in plugins/filter/sglang_profile.py knows" % (version, OLDEST))
+def flag_for(setting, version, engine="sglang"):
+    """The spelling of ``setting`` in ``engine`` ``version`` (the table's newest entry <= version)."""
+    table = _engine_table(engine)
+    v = version_tuple(version, table["version_var"])
+    if v < version_tuple(table["oldest"]):
+        raise AnsibleFilterError("%s: %s is older than %s, the oldest %s release the flag table in "
+                                 "plugins/filter/sglang_profile.py knows"
+                                 % (table["version_var"], version, table["oldest"], table["label"]))
     chosen = None
-    for since, flag in FLAGS[setting]:
+    for since, flag in table["flags"][setting]:
         if version_tuple(since) <= v:
             chosen = flag
     return chosen
 
 
-def choices_for(setting, version):
-    """The values SGLang ``version`` accepts for ``setting`` (CHOICES), or None: not a choice
+def choices_for(setting, version, engine="sglang"):
+    """The values ``engine`` ``version`` accepts for ``setting`` (CHOICES), or None: not a choice
     setting, a release before its first row, or not a release version (reported elsewhere)."""
     try:
         v = version_tuple(version)
     except AnsibleFilterError:
         return None
     chosen = None
-    for since, values in CHOICES.get(setting, ()):
+    for since, values in _engine_table(engine)["choices"].get(setting, ()):
         if version_tuple(since) <= v:
             chosen = values
     return chosen
@@ -168,11 +242,12 @@ def sglang_profile_errors(profiles, name, gpu_count=None, min_accept_len=None,
                           profiles_var="sglang_profiles", name_var="sglang_profile",
                           gpu_var="nvidia_gpu_expected_count",
                           accept_var="sglang_gate_min_accept_len", nnodes=1, group=None,
-                          version=None):
+                          version=None, engine=None):
     """Every problem of profile ``name`` in ``profiles``, each naming its variable. [] = valid.
     ``nnodes`` > 1: the profile serves one model over that many hosts (tensor parallel across
-    them, ``group`` naming the deployment). ``version``: the SGLang release whose choices
-    (CHOICES) the parser and strategy names are checked against (None: the newest row)."""
+    them, ``group`` naming the deployment). ``version``: the engine release whose choices
+    (CHOICES) the parser and strategy names are checked against (None: the newest row).
+    ``engine``: the host's engine (sglang_engine) for a profile without its own ``engine`` key."""
     if not isinstance(profiles, dict) or not profiles:
         return ["%s must be a non-empty mapping of profile name -> settings" % profiles_var]
     if name not in profiles:
@@ -182,9 +257,19 @@ def sglang_profile_errors(profiles, name, gpu_count=None, min_accept_len=None,
     var = "%s.%s" % (profiles_var, name)
     if not isinstance(p, dict):
         return ["%s must be a mapping of SGLang settings, got %r" % (var, p)]
+    engine = profile_engine(p, engine)
+    if engine not in ENGINES:
+        return ["%s.engine (or sglang_engine) must be one of %s, got %r"
+                % (var, ", ".join(ENGINES), engine)]
+    table = ENGINES[engine]
     errors = []
-    for key in sorted(set(p) - set(FLAGS)):
-        errors.append("%s.%s: unknown setting (known: %s)" % (var, key, ", ".join(sorted(FLAGS))))
+    for key in sorted(set(p) - set(table["flags"]) - set(PROFILE_KEYS)):
+        why = NO_COUNTERPART[engine].get(key)
+        if why:
+            errors.append("%s.%s has no counterpart in %s: %s" % (var, key, table["label"], why))
+        else:
+            errors.append("%s.%s: unknown setting (known for %s: %s)"
+                          % (var, key, table["label"], ", ".join(sorted(table["flags"]))))
 
     def int_at_least(key, minimum):
         value = p.get(key)
@@ -209,10 +294,11 @@ def sglang_profile_errors(profiles, name, gpu_count=None, min_accept_len=None,
             errors.append("%s.%s must be a fraction strictly between 0 and 1, got %r"
                           % (var, key, value))
     strategy = p.get("mamba_cache_strategy")
-    release = version or max((rows[-1][0] for rows in CHOICES.values()), key=version_tuple)
+    release = version or max((rows[-1][0] for rows in table["choices"].values()),
+                             key=version_tuple, default=table["oldest"])
     for key in ("reasoning_parser", "tool_call_parser", "mamba_cache_strategy"):
-        value, allowed = p.get(key), choices_for(key, release)
-        if value is None:
+        value, allowed = p.get(key), choices_for(key, release, engine)
+        if value is None or key not in table["flags"]:
             continue
         if not isinstance(value, str) or not value:
             errors.append("%s.%s must be a name such as %s, got %r"
@@ -220,13 +306,27 @@ def sglang_profile_errors(profiles, name, gpu_count=None, min_accept_len=None,
         elif allowed is not None and value not in allowed:
             near = difflib.get_close_matches(value, allowed, 1)
             # SGLang's argparse: "argument --reasoning-parser: invalid choice: 'qwen_3' (choose from ...)"
-            errors.append("%s.%s must be one of %s (SGLang %s), got %r%s"
-                          % (var, key, ", ".join(allowed), release, value,
+            errors.append("%s.%s must be one of %s (%s %s), got %r%s"
+                          % (var, key, ", ".join(allowed), table["label"], release, value,
                              "; did you mean %s?" % near[0] if near else ""))
+    for key in VLLM_BOOL_SETTINGS:
+        if key in table["flags"] and p.get(key) is not None and not isinstance(p[key], bool):
+            errors.append("%s.%s must be true or false, got %r" % (var, key, p[key]))
 
     spec_keys = [k for k in ("speculative_num_steps", "speculative_eagle_topk",
                              "speculative_num_draft_tokens") if p.get(k) is not None]
-    if algo is None:
+    if engine == "vllm":
+        draft = steps + 1 if algo and steps else None  # the ceiling of the accept length
+        if algo is None and steps is not None:
+            errors.append("%s sets speculative_num_steps without speculative_algorithm: set "
+                          "speculative_algorithm: MTP or remove it" % var)
+        elif algo is not None and algo not in VLLM_SPEC_METHODS:
+            errors.append("%s.speculative_algorithm must be one of %s for vLLM (its mtp method), got "
+                          "%r" % (var, ", ".join(VLLM_SPEC_METHODS), algo))
+        elif algo is not None and p.get("speculative_num_steps") is None:
+            errors.append("%s: speculative_algorithm %s needs %s.speculative_num_steps (vLLM's "
+                          "num_speculative_tokens)" % (var, algo, var))
+    elif algo is None:
         if spec_keys:
             errors.append("%s sets %s without speculative_algorithm: SGLang ignores them; set "
                           "speculative_algorithm: NEXTN or remove them" % (var, ", ".join(spec_keys)))
@@ -252,7 +352,11 @@ def sglang_profile_errors(profiles, name, gpu_count=None, min_accept_len=None,
                           "interval (%d) with mamba_cache_strategy %s"
                           % (var, draft, MAMBA_TRACK_INTERVAL, strategy))
     nodes = nnodes if _is_int(nnodes) and nnodes > 1 else 1
-    if nodes > 1 and "tp_size" in p and tp is not None and tp % nodes:
+    if nodes > 1 and engine != "sglang":
+        errors.append("%s runs on %s: multi-node deployment %s (%d nodes) is rendered for SGLang "
+                      "only (--nnodes/--node-rank/--dist-init-addr); unset sglang_multinode_group "
+                      "or run SGLang" % (var, table["label"], group, nodes))
+    elif nodes > 1 and "tp_size" in p and tp is not None and tp % nodes:
         errors.append("%s.tp_size (%d) must be divisible by the %d nodes of multi-node deployment %s "
                       "(SGLang asserts 'tp_size must be divisible by number of nodes')"
                       % (var, tp, nodes, group))
@@ -271,7 +375,8 @@ def sglang_profile_errors(profiles, name, gpu_count=None, min_accept_len=None,
         elif min_accept_len > ceiling:
             errors.append("%s (%s) cannot be met by profile %s: the accept length is at most %s "
                           "(%s)" % (accept_var, min_accept_len, name, ceiling,
-                                    "speculative_num_draft_tokens" if algo else
+                                    ("speculative_num_steps + 1" if engine == "vllm" else
+                                     "speculative_num_draft_tokens") if algo else
                                     "no speculative decoding"))
     return errors
 
@@ -328,30 +433,88 @@ def sglang_exposure_errors(host, api_key_set, allowed_networks, allow_open_netwo
             "sglang_allow_open_network: true to serve every network without a key on purpose" % host]
 
 
-def sglang_argv(profile, version, server=None):
-    """Argv (without the interpreter) for SGLang ``version``: profile flags in table order, then
-    the server settings. Booleans render as bare flags when true and are omitted when false."""
+def sglang_argv(profile, version, server=None, engine=None):
+    """Argv (without the interpreter and ``-m <module>``) for ``engine`` ``version``: profile flags
+    in table order, then the server settings. SGLang: booleans render as bare flags when true and
+    are omitted when false. vLLM: ``serve MODEL`` first, the speculative pair as one
+    --speculative-config JSON (with the per-request acceptance metrics the gate reads), profile
+    booleans as --flag / --no-flag. ``engine``: the host's engine for a profile without its own
+    ``engine`` key (default sglang)."""
     if not isinstance(profile, dict):
         raise AnsibleFilterError("sglang_argv: the profile must be a mapping, got %r" % (profile,))
+    engine = profile_engine(profile, engine)
+    table = _engine_table(engine)
+    unknown = sorted(set(profile) - set(table["flags"]) - set(PROFILE_KEYS))
+    if unknown:
+        raise AnsibleFilterError("sglang_argv: profile settings %s are unknown to %s"
+                                 % (", ".join(unknown), table["label"]))
+    server = dict(server or {})
+    if engine == "vllm":
+        return _vllm_argv(profile, version, server)
     argv = []
     for setting in FLAGS:
         value = profile.get(setting)
         if value is None:
             continue
         argv += [flag_for(setting, version), _text(normalised(setting, value))]
-    unknown = sorted(set(profile) - set(FLAGS))
-    if unknown:
-        raise AnsibleFilterError("sglang_argv: unknown profile settings %s" % ", ".join(unknown))
-    for key, value in (server or {}).items():
-        if key not in SERVER_FLAGS:
-            raise AnsibleFilterError("sglang_argv: unknown server setting %r (known: %s)"
-                                     % (key, ", ".join(sorted(SERVER_FLAGS))))
+    return argv + _server_argv(server, SERVER_FLAGS, "SGLang")
+
+
+def _server_argv(server, flags, label, ignored=()):
+    argv = []
+    for key, value in server.items():
+        if key in ignored:
+            continue
+        if key not in flags:
+            raise AnsibleFilterError("sglang_argv: server setting %r has no %s flag (known: %s)"
+                                     % (key, label, ", ".join(sorted(flags))))
         if value is None or value is False or value == "":
             continue
         if value is True:
-            argv.append(SERVER_FLAGS[key])
+            argv.append(flags[key])
         else:
-            argv += [SERVER_FLAGS[key], _text(value)]
+            argv += [flags[key], _text(value)]
+    return argv
+
+
+# Server settings vLLM has no flag for: enable_metrics (/metrics is always served). The
+# multi-node ones are refused by sglang_profile_errors before anything renders.
+VLLM_IGNORED_SERVER = ("enable_metrics",)
+
+
+def _vllm_argv(profile, version, server):
+    model = server.pop("model_path", None)
+    if not model:
+        raise AnsibleFilterError("sglang_argv: vLLM serves a model named on its command line "
+                                 "(serve MODEL): the server settings lack model_path")
+    for key in ("nnodes", "node_rank", "dist_init_addr"):
+        if server.pop(key, None) not in (None, "", 1, 0):
+            raise AnsibleFilterError("sglang_argv: %s: multi-node deployments are rendered for SGLang "
+                                     "only" % key)
+    argv = ["serve", _text(model)]
+    algo = normalised("speculative_algorithm", profile.get("speculative_algorithm"))
+    for setting in VLLM_FLAGS:
+        value = profile.get(setting)
+        if setting == "speculative_num_steps" or value is None:
+            continue
+        flag = flag_for(setting, version, "vllm")
+        if setting == "speculative_algorithm":
+            if algo not in VLLM_SPEC_METHODS or not _is_int(profile.get("speculative_num_steps")):
+                raise AnsibleFilterError("sglang_argv: vLLM needs speculative_algorithm MTP and an "
+                                         "integer speculative_num_steps, got %r / %r"
+                                         % (value, profile.get("speculative_num_steps")))
+            argv += [flag, json.dumps({"method": VLLM_SPEC_METHODS[algo],
+                                       "num_speculative_tokens": profile["speculative_num_steps"]})]
+        elif setting in VLLM_BOOL_SETTINGS:
+            argv.append(flag if value else "--no-" + flag[2:])
+        elif setting == "tool_call_parser":
+            argv += ["--enable-auto-tool-choice", flag, _text(value)]
+        else:
+            argv += [flag, _text(value)]
+    argv += _server_argv(server, VLLM_SERVER_FLAGS, "vLLM", VLLM_IGNORED_SERVER)
+    if algo:
+        # per-request acceptance on the final usage chunk (vLLM refuses it without speculation)
+        argv += ["--per-request-spec-decode-metrics", "summary"]
     return argv
 
 
@@ -491,39 +654,71 @@ def _typed(setting, value):
     return value
 
 
-def sglang_command_profile(unit, version):
-    """What an SGLang command line sets (``unit``: an entry of the sglang_units module's result,
-    with ``argv``, ``engine`` and ``args_from``, the index of its first engine argument), read with
-    the flag table: {"engine", "profile": {setting: value}, "server": {setting: value},
-    "unknown": [flags the table does not know, with their values]}. Every spelling the table has
-    known is read (an old unit may use --mamba-scheduler-strategy); ``--flag=value`` too."""
-    out = {"engine": unit.get("engine"), "profile": {}, "server": {}, "unknown": []}
-    if out["engine"] != "sglang":
-        return out
+def _flag_index(engine):
+    """Every spelling ``engine``'s tables have known -> ("profile"|"server", setting)."""
+    table = ENGINES[engine]
     by_flag = {}
-    for setting, spellings in FLAGS.items():
+    for setting, spellings in table["flags"].items():
         for _, flag in spellings:
             by_flag[flag] = ("profile", setting)
-    for setting, flag in SERVER_FLAGS.items():
+    for setting, flag in table["server"].items():
         by_flag[flag] = ("server", setting)
+    if engine == "sglang":
+        by_flag["--model-path"] = ("server", "model_path")
+    else:
+        by_flag["--model"] = ("server", "model_path")
+        for setting in VLLM_BOOL_SETTINGS:
+            by_flag["--no-" + table["flags"][setting][0][1][2:]] = ("profile", setting)
+    return by_flag
+
+
+# Flags vLLM units carry that our renderer implies (no profile setting of their own).
+VLLM_IMPLIED = ("--enable-auto-tool-choice", "--per-request-spec-decode-metrics")
+
+
+def sglang_command_profile(unit, version):
+    """What an engine command line sets (``unit``: an entry of the sglang_units module's result,
+    with ``argv``, ``engine`` and ``args_from``, the index of its first engine argument), read with
+    that engine's flag table: {"engine", "profile": {setting: value}, "server": {setting: value},
+    "unknown": [flags the table does not know, with their values]}. Every spelling the table has
+    known is read (an old unit may use --mamba-scheduler-strategy); ``--flag=value`` too. vLLM:
+    the positional model (after ``serve``), --speculative-config's JSON read back into the
+    algorithm and steps, --no-<flag> as false."""
+    engine = unit.get("engine")
+    out = {"engine": engine, "profile": {}, "server": {}, "unknown": []}
+    if engine not in ENGINES:
+        return out
+    by_flag = _flag_index(engine)
     words = [str(w) for w in unit["argv"][unit["args_from"]:]]
+    if engine == "vllm":
+        if words[:1] == ["serve"]:
+            words = words[1:]
+        if words and not words[0].startswith("-"):
+            out["server"]["model_path"], words = words[0], words[1:]
     i = 0
     while i < len(words):
         word = words[i]
         flag, eq, inline = word.partition("=")
-        known = by_flag.get(FLAG_ALIASES.get(flag, flag))
+        flag = FLAG_ALIASES.get(flag, flag) if engine == "sglang" else VLLM_ALIASES.get(flag, flag)
+        known = by_flag.get(flag)
+        takes = not eq and i + 1 < len(words) and not words[i + 1].startswith("--")
         if known is None:
-            if word.startswith("-"):
-                takes = not eq and i + 1 < len(words) and not words[i + 1].startswith("--")
+            if engine == "vllm" and flag in VLLM_IMPLIED:
+                i += 2 if takes and flag != "--enable-auto-tool-choice" else 1
+            elif word.startswith("-"):
                 out["unknown"].append(word + (" " + words[i + 1] if takes else ""))
                 i += 2 if takes else 1
             else:
-                out["unknown"].append(word)  # a positional argument SGLang would refuse
+                out["unknown"].append(word)  # a positional argument the engine would refuse
                 i += 1
             continue
         where, setting = known
         if where == "server" and setting in BOOL_SERVER_SETTINGS and not eq:
             out[where][setting] = True
+            i += 1
+            continue
+        if engine == "vllm" and setting in VLLM_BOOL_SETTINGS:
+            out["profile"][setting] = not flag.startswith("--no-")
             i += 1
             continue
         if eq:
@@ -532,8 +727,35 @@ def sglang_command_profile(unit, version):
             value, i = words[i + 1], i + 2
         else:
             value, i = None, i + 1
-        out[where][setting] = _typed(setting, value) if where == "profile" else value
+        if engine == "vllm" and flag == "--speculative-config":
+            out["profile"].update(_vllm_spec_read(value, out["unknown"]))
+        else:
+            out[where][setting] = _typed(setting, value) if where == "profile" else value
     return out
+
+
+VLLM_ALIASES = {"-tp": "--tensor-parallel-size", "-sc": "--speculative-config"}
+
+
+def _vllm_spec_read(text, unknown):
+    """--speculative-config's JSON -> {speculative_algorithm, speculative_num_steps}; what it
+    holds beyond method and num_speculative_tokens goes to ``unknown``."""
+    try:
+        spec = json.loads(text)
+    except (TypeError, ValueError):
+        unknown.append("--speculative-config %s (not JSON)" % text)
+        return {}
+    if not isinstance(spec, dict):
+        unknown.append("--speculative-config %s" % text)
+        return {}
+    method = str(spec.get("method") or "")
+    out = {"speculative_algorithm": "MTP" if method in ("mtp", "qwen3_next_mtp", "qwen3_5_mtp")
+           else method or None,
+           "speculative_num_steps": _typed("speculative_num_steps", spec.get("num_speculative_tokens"))}
+    rest = {k: v for k, v in spec.items() if k not in ("method", "num_speculative_tokens")}
+    if rest:
+        unknown.append("--speculative-config %s" % json.dumps(rest, sort_keys=True))
+    return {k: v for k, v in out.items() if v is not None}
 
 
 def _shown(value):
@@ -543,13 +765,15 @@ def _shown(value):
 def sglang_profile_diff(found, profile):
     """The settings where a command line (``found``: sglang_command_profile's "profile") differs
     from the intended ``profile``, as "setting intended vs found" ("speculative_num_steps 3 vs 1",
-    "mem_fraction_static 0.88 vs unset"), in the flag table's order. SGLang upper-cases the
-    speculative algorithm, so its case does not count."""
+    "mem_fraction_static 0.88 vs unset"), in the flag tables' order (SGLang's, then vLLM's own
+    settings). SGLang upper-cases the speculative algorithm, so its case does not count; NEXTN
+    and MTP name the same head on vLLM."""
     lines = []
-    for setting in FLAGS:
+    for setting in list(FLAGS) + [k for k in VLLM_FLAGS if k not in FLAGS]:
         want, have = profile.get(setting), found.get(setting)
         if setting == "speculative_algorithm" and isinstance(want, str) and isinstance(have, str):
-            if want.upper() == have.upper():
+            same = {want.upper(), have.upper()}
+            if len(same) == 1 or (same == {"MTP", "NEXTN"} and profile.get("engine") == "vllm"):
                 continue
         if want is None and have is None or (want is not None and have is not None and _same(want, have)):
             continue
@@ -568,4 +792,5 @@ class FilterModule(object):
             "sglang_profile_diff": sglang_profile_diff,
             "sglang_exposure_errors": sglang_exposure_errors,
             "sglang_host_problem": sglang_host_problem,
+            "profile_engine": profile_engine,
         }

@@ -8,7 +8,7 @@ DOCUMENTATION = r"""
 module: sglang_processes
 short_description: Find (and optionally stop) SGLang processes that systemd does not manage
 description:
-  - Finds processes that look like a model server - their command line runs O(launch_module),
+  - Finds processes that look like a model server - their command line runs one of O(launch_modules),
     SGLang or vLLM (C(plugins/module_utils/sglang_perf/launchers.py)), they listen on O(port), or
     C(nvidia-smi --query-compute-apps) lists them as GPU users - and
     that do not belong to the cgroup of O(service). These are the leftovers of hand launches
@@ -23,10 +23,13 @@ options:
     description: TCP port the server listens on.
     type: int
     required: true
-  launch_module:
-    description: Python module a server process runs (C(python -m <module>)).
-    type: str
-    default: sglang.launch_server
+  launch_modules:
+    description:
+      - Python modules a server process runs (C(python -m <module>)), each mapped to its engine
+        (C(sglang) or C(vllm)); the role passes C(sglang_launch_modules) inverted. Engines' own
+        launchers (C(sglang.launch_server), C(sglang serve), C(vllm serve) ...) are always recognised.
+    type: dict
+    default: {sglang.launch_server: sglang, vllm.entrypoints.cli.main: vllm}
   service:
     description: systemd unit whose processes are managed (name with or without C(.service)).
     type: str
@@ -55,7 +58,7 @@ EXAMPLES = r"""
 - name: Refuse to deploy beside a hand-launched server
   sglang_processes:
     port: 30000
-    launch_module: sglang.launch_server
+    launch_modules: {sglang.launch_server: sglang}
     service: sglang
   register: strays
   failed_when: strays.strays | length > 0
@@ -72,7 +75,8 @@ strays:
     cmdline: {description: Command line, type: str}
     user: {description: Owner uid, type: int}
     reasons:
-      description: "Why it matched: launch_module, sglang or vllm (the command line), port, gpu"
+      description: "Why it matched: launch_module (one of O(launch_modules)), sglang or vllm (the command
+        line), port, gpu"
       type: list
     unit:
       description: The systemd service it runs in (a hand-made unit), or null (nohup, tmux, a shell)
@@ -153,7 +157,7 @@ def gpu_processes(module, nvidia_smi):
     return apps
 
 
-def scan(module, port, launch_module, service, nvidia_smi):
+def scan(module, port, launch_modules, service, nvidia_smi):
     unit = service if service.endswith(".service") else service + ".service"
     listen = listening_inodes(port)
     gpu = gpu_processes(module, nvidia_smi)
@@ -179,9 +183,9 @@ def scan(module, port, launch_module, service, nvidia_smi):
             continue
         argv = [a.decode("utf-8", "replace") for a in raw.split(b"\0") if a]
         reasons = []
-        engine, _ = engine_of(argv, launch_module)
+        engine, _ = engine_of(argv, launch_modules)
         if engine:
-            reasons.append("launch_module" if launch_module in argv else engine)
+            reasons.append("launch_module" if set(launch_modules or ()) & set(argv) else engine)
         if listen and socket_inodes(pid) & listen:
             reasons.append("port")
         if pid in gpu:
@@ -242,7 +246,8 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             port=dict(type="int", required=True),
-            launch_module=dict(type="str", default="sglang.launch_server"),
+            launch_modules=dict(type="dict", default={"sglang.launch_server": "sglang",
+                                                         "vllm.entrypoints.cli.main": "vllm"}),
             service=dict(type="str", required=True),
             stop=dict(type="bool", default=False),
             stop_timeout=dict(type="int", default=30),
@@ -253,7 +258,7 @@ def main():
     p = module.params
     if not 0 < p["port"] < 65536:
         module.fail_json(msg="port must be between 1 and 65535, got %d" % p["port"])
-    strays, managed = scan(module, p["port"], p["launch_module"], p["service"], p["nvidia_smi"])
+    strays, managed = scan(module, p["port"], p["launch_modules"], p["service"], p["nvidia_smi"])
     result = dict(changed=False, strays=strays, managed_pids=managed, stopped=[])
     if p["stop"] and strays:
         result["changed"] = True
@@ -261,7 +266,7 @@ def main():
         if not module.check_mode:
             killed = stop(result["stopped"], p["stop_timeout"])
             result["killed"] = killed
-            left, _ = scan(module, p["port"], p["launch_module"], p["service"], p["nvidia_smi"])
+            left, _ = scan(module, p["port"], p["launch_modules"], p["service"], p["nvidia_smi"])
             if left:
                 module.fail_json(msg="stray SGLang processes still running after SIGTERM/SIGKILL: %s"
                                  % ", ".join("%d" % s["pid"] for s in left), **result)

@@ -11,7 +11,7 @@ description:
   - O(state=found) (read-only) lists the systemd units under O(unit_dirs) whose effective
     C(ExecStart=) (the unit file, then its C(.d/*.conf) drop-ins) launches SGLang or vLLM
     (C(python -m sglang.launch_server), C(sglang serve), C(vllm serve), C(python -m
-    vllm.entrypoints.openai.api_server), or C(python -m) O(launch_module)) and that are enabled
+    vllm.entrypoints.openai.api_server), or C(python -m) one of O(launch_modules)) and that are enabled
     or running. The managed unit O(service) is never listed.
   - O(state=adopted) does the same, then copies each found unit file (and its drop-in
     directory) into a new dated directory under O(backup_dir) with a C(manifest.json) saying
@@ -36,9 +36,11 @@ options:
     description: The managed unit's name without C(.service); never found, adopted or restored.
     type: str
     required: true
-  launch_module:
-    description: Python module the managed unit runs (C(sglang_launch_module)); counts as SGLang.
-    type: str
+  launch_modules:
+    description:
+      - Python modules the managed unit may run, each mapped to its engine (C(sglang_launch_modules)
+        inverted).
+    type: dict
   unit_dirs:
     description: Directories holding unit files, in systemd's order of precedence.
     type: list
@@ -189,12 +191,12 @@ def systemctl(module, *args):
     return rc, out.strip()
 
 
-def find(module, unit_dirs, service, launch_module):
+def find(module, unit_dirs, service, launch_modules):
     units = []
     for name, (path, dropins) in sorted(candidates(unit_dirs, service).items()):
         texts = [_read(path) or ""] + [_read(p) or "" for p in dropins]
         argv = exec_start(texts)
-        engine, args_from = engine_of(argv or [], launch_module)
+        engine, args_from = engine_of(argv or [], launch_modules)
         if not engine:
             continue
         enabled = systemctl(module, "is-enabled", name)[1] in ("enabled", "enabled-runtime", "alias")
@@ -327,7 +329,7 @@ def main():
         argument_spec=dict(
             state=dict(type="str", choices=["found", "adopted", "restored", "imported"], default="found"),
             service=dict(type="str", required=True),
-            launch_module=dict(type="str"),
+            launch_modules=dict(type="dict"),
             unit_dirs=dict(type="list", elements="path",
                            default=["/etc/systemd/system", "/run/systemd/system", "/usr/lib/systemd/system",
                                     "/lib/systemd/system"]),
@@ -347,7 +349,7 @@ def main():
     if p["state"] == "imported":
         path, written = import_lkg(module, p["service"], p["backup_dir"], p["import_unit"], p["lkg_dir"])
         module.exit_json(changed=written, units=[], backup=path, imported=written)
-    units = find(module, p["unit_dirs"], p["service"], p["launch_module"])
+    units = find(module, p["unit_dirs"], p["service"], p["launch_modules"])
     if p["state"] == "adopted" and units:
         path = adopt(module, units, p["backup_dir"])
         module.exit_json(changed=True, units=units, backup=path, imported=False)
