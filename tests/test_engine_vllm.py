@@ -73,6 +73,21 @@ def test_without_metrics_the_kv_capacity_and_speculation_are_said_to_be_unknown(
     assert any("/metrics not reachable" in n for n in r["notes"])
 
 
+def test_metrics_without_vllm_series_teach_nothing(vllm):
+    """--disable-log-stats: /metrics serves only the process collectors, no vllm:* series."""
+    s = vllm()
+    s.server.routes[("GET", "/metrics")] = lambda b: (200, [b"# TYPE process_cpu_seconds_total counter\n"
+                                                           b"process_cpu_seconds_total 1.5\n"])
+    _, server = engine.discover(engine.Endpoint(s.url))
+    assert server["metrics_exposed"] is False and server["speculative_algorithm"] is None
+    assert "speculative_algorithm" in server["not_exposed"]
+    assert "--disable-log-stats" in server["not_exposed"]["max_total_num_tokens"]
+    r = engine.run(opts(s.url, requests=1, warmup=0))
+    assert r["metrics"] is None and r["accept_len"] is not None
+    assert "/metrics has no vllm:* series (vLLM started with --disable-log-stats?): no window " \
+           "cross-check" in r["notes"]
+
+
 def test_dev_mode_server_info_gives_max_num_seqs_and_the_method(vllm):
     s = vllm(dev_mode={"scheduler_config": {"max_num_seqs": 8},
                        "speculative_config": {"method": "mtp", "num_speculative_tokens": 3},

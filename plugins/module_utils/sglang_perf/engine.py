@@ -470,7 +470,8 @@ VLLM_NOT_EXPOSED = {
     "speculative_algorithm": "vLLM names its speculative method nowhere but the dev-mode /server_info: "
                              "/metrics shows only that speculation runs (vllm:spec_decode_* counters) "
                              "and with how many draft positions",
-    "max_total_num_tokens": "no vllm:cache_config_info in /metrics (unreachable?): the KV capacity is "
+    "max_total_num_tokens": "no vllm:cache_config_info in /metrics (unreachable, or vLLM runs with "
+                            "--disable-log-stats, which drops its vllm:* metrics): the KV capacity is "
                             "unknown",
 }
 # Shown as the method when speculation runs but vLLM does not say which.
@@ -490,6 +491,8 @@ def _vllm_server(endpoint, card, version, server_info):
               "enable_prefix_caching": None, "mamba_cache_mode": None,
               "max_running_requests": None, "metrics_exposed": False, "not_exposed": {}}
     scrape = _scrape(endpoint, True)
+    if prom.kind_of(scrape) != "vllm":
+        scrape = None  # no vllm:* metrics (--disable-log-stats): nothing to learn, not "spec off"
     if scrape is not None:
         server["metrics_exposed"] = True
         info = scrape.get("vllm:cache_config_info")
@@ -832,9 +835,12 @@ def _result(cfg, ep, model, server, warm, meas, wall, before, after):
     if cfg["requests"] < cfg["concurrency"]:
         notes.append("requests (%d) < concurrency (%d): the aggregate is not measured at full "
                      "concurrency" % (cfg["requests"], cfg["concurrency"]))
-    if before is None and cfg["metrics"] == "auto":
-        notes.append("/metrics not reachable (vLLM always serves it)" if server["kind"] == "vllm"
-                     else "/metrics not exposed (start SGLang with --enable-metrics for a cross-check)")
+    if server["kind"] == "vllm" and not before and cfg["metrics"] == "auto":
+        notes.append("/metrics %s: no window cross-check" % (
+            "not reachable (vLLM always serves it)" if before is None
+            else "has no vllm:* series (vLLM started with --disable-log-stats?)"))
+    elif before is None and cfg["metrics"] == "auto":
+        notes.append("/metrics not exposed (start SGLang with --enable-metrics for a cross-check)")
     if cfg["model_size"] and cfg["hardware"]:
         steps = server.get("speculative_num_steps") if server.get("speculative_algorithm") else 0
         result["roofline"] = capacity.roofline(cfg["model_size"], cfg["hardware"], steps or 0,
