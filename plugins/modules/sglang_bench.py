@@ -386,7 +386,8 @@ failures:
   type: list
   elements: dict
 per_request:
-  description: Per-request records (warmup and measured).
+  description: Per-request records (warmup and measured), each with C(verify_ct), C(accept_len)
+    (completion tokens / verify steps) and, for vLLM, C(engine_accept_len) (1 + accepted / steps).
   returned: when the benchmark ran and O(per_request) is true
   type: list
   elements: dict
