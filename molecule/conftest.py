@@ -100,13 +100,14 @@ def listener_pids(host, port=30000):
     return pids
 
 
-def assert_service_healthy(host):
-    """Active, enabled, running as the service user, listening on the port, /health_generate 200."""
+def assert_service_healthy(host, ready="/health_generate"):
+    """Active, enabled, running as the service user, listening on the port, ``ready`` 200 (SGLang's
+    /health_generate; vLLM's is /health)."""
     svc = host.service("sglang")
     assert svc.is_running and svc.is_enabled
     pid = main_pid(host)
     assert host.check_output("ps -o user= -p %d" % pid) == "sglang"
     assert pid in listener_pids(host), "port 30000 is not held by the service's main process %d" % pid
-    code = host.check_output("curl -s -o /dev/null -w '%%{http_code}' --max-time 60 %s/health_generate" % URL)
+    code = host.check_output("curl -s -o /dev/null -w '%%{http_code}' --max-time 60 %s%s" % (URL, ready))
     assert code == "200"
     return pid

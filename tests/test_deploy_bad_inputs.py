@@ -97,7 +97,7 @@ CASES = [
     ("version 'latest'", {"sglang_version": "latest"},
      ["sglang_version = latest is not valid: an SGLang release such as 0.5.23"]),
     ("version with unknown CUDA runtime", {"sglang_version": "0.5.99"},
-     ["sglang_version 0.5.99 is not in sglang_cuda_runtime_by_version"]),
+     ["sglang-0.5.99 is not in sglang_cuda_runtime_by_release"]),
     ("driver too old for the CUDA runtime", {"nvidia_gpu_driver_branch": "570"},
      ["needs NVIDIA driver >= 580.65.06; nvidia_gpu_driver_branch is 570"]),
     ("API key too short", {"sglang_api_key": "abc"},
