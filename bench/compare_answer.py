@@ -215,7 +215,8 @@ def depth_verdicts(pairs):
                     "pays_in": yes, "cases": [p["case"] for p in group],
                     "sentence": "%s %d -> %d steps: %s %s (in %s)" % (
                         _label(engine), k, k2, "one more step" if k2 == k + 1 else "%d more steps" % (k2 - k),
-                        verdict if verdict != "mixed" else "pays in %s only" % ", ".join(yes),
+                        (verdict if k2 == k + 1 else {"pays": "pay", "does not pay": "do not pay"}.get(
+                            verdict, verdict)) if verdict != "mixed" else "pays in %s only" % ", ".join(yes),
                         ", ".join(p["case"] for p in group))})
     return out
 

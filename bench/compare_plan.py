@@ -90,7 +90,7 @@ def sweep_plan(targets, v, api_key=None, model=None, quiet=False, progress=None)
 
 def analyse_plan(rows, model=None, hardware=None, current=None):
     """Per-row roofline (as compare.analyse) and the summary: the answer's keys (winner at the
-    top level), "profiles", "cases", "statements" (the rows not measured, roofline problems)."""
+    top level), "profiles", "plan_cases", "statements" (the rows not measured, roofline problems)."""
     seen, statements = set(), []
     for row in rows:
         key = (row["profile"], row["case"])
@@ -108,7 +108,7 @@ def analyse_plan(rows, model=None, hardware=None, current=None):
             statements.append("%s in %s not measured: %s" % (row["profile"], row["case"], row["error"]))
     summary = compare_answer.answer(rows, current)
     summary.update(profiles=list(dict.fromkeys(r["profile"] for r in rows)),
-                   cases=list(dict.fromkeys(r["case"] for r in rows)), statements=statements)
+                   plan_cases=list(dict.fromkeys(r["case"] for r in rows)), statements=statements)
     return summary
 
 
@@ -134,7 +134,7 @@ def markdown(rows, summary, created=None):
     out += ["- " + compare._md(line) for line in summary["lines"]]
     out += ["", "%s; cases %s; per-request decode = median over a case's requests, aggregate = all "
             "tokens / wall time; a C=1 case is judged on per-request decode, a C>1 case on the "
-            "aggregate." % (created or compare._now(), ", ".join(summary["cases"])), "",
+            "aggregate." % (created or compare._now(), ", ".join(summary["plan_cases"])), "",
             markdown_table(rows), ""]
     if summary["statements"]:
         out += ["## Not measured", ""] + ["- " + compare._md(s) for s in summary["statements"]]
@@ -147,7 +147,7 @@ def plot(rows, summary, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    cases = summary["cases"]
+    cases = summary["plan_cases"]
     fig, axes = plt.subplots(1, len(cases), figsize=(4.5 * len(cases), 4.5), squeeze=False)
     for ax, case in zip(axes[0], cases):
         got = [r for r in rows if r["case"] == case and compare_answer._ok(r)]
@@ -176,7 +176,7 @@ def plot(rows, summary, path):
 
 def write_reports(rows, summary, out_dir, created=None):
     """OUT/compare.md, .csv, .json, .png of a plan comparison (compare.write_reports)."""
-    return compare.write_reports(rows, summary, out_dir, created, PLAN_ROW_KEYS, markdown, plot, "cases")
+    return compare.write_reports(rows, summary, out_dir, created, PLAN_ROW_KEYS, markdown, plot, "plan_cases")
 
 
 def cmd_compare_plan(args):
