@@ -37,10 +37,11 @@ def table(result):
     d, t, i = result["decode_tok_s"], result["ttft_s"], result["itl_ms"]
     srv = result.get("server") or {}
     spec = srv.get("speculative_algorithm")
+    drafts = ("num_speculative_tokens=%s" % srv.get("num_speculative_tokens") if srv.get("kind") == "vllm"
+              else "draft=%s" % srv.get("speculative_num_draft_tokens"))
     rows = [
         ("server", "%s %s (%s)" % (srv.get("kind"), srv.get("version") or "",
-                                   "%s steps=%s draft=%s" % (spec, srv.get("speculative_num_steps"),
-                                                             srv.get("speculative_num_draft_tokens"))
+                                   "%s steps=%s %s" % (spec, srv.get("speculative_num_steps"), drafts)
                                    if spec else "no speculation")),
         ("model / api", "%s / %s" % (result["model"], result["api"])),
         ("requests", "%d measured at C=%d, %d warmup, %d tokens each"
@@ -55,6 +56,9 @@ def table(result):
             "  by prompt: " + ", ".join("%s %.2f" % kv for kv in result["accept_len_by_prompt"].items())
             if len(result["accept_len_by_prompt"]) > 1 else "")),
     ]
+    if result.get("engine_accept_len") is not None:
+        rows.append(("", "= %s; vLLM's own 1 + accepted / drafts: %.2f"
+                     % (engine.CONVENTION_SHORT, result["engine_accept_len"])))
     if result.get("accept_by_position"):
         rows.append(("accepted at draft pos", "  ".join(
             "%d: %.0f%%" % (k + 1, p * 100) for k, p in enumerate(result["accept_by_position"]))))
@@ -73,6 +77,12 @@ def table(result):
                      % (_fmt(m["generation_tokens"], ".0f"), _fmt(m["verify_calls"], ".0f"),
                         _fmt(m["accept_len"], ".2f"),
                         "matches the client" if m["matches_client"] else (m["note"] or ""))))
+        if m.get("engine_accept_len") is not None:
+            rows.append(("", "vLLM's 1 + accepted / drafts %s, acceptance rate %s, by position %s" % (
+                _fmt(m["engine_accept_len"], ".2f"), _fmt(m["acceptance_rate"], ".2f"),
+                "/".join("%.0f%%" % (100 * p) for p in m["by_position"] or []) or "-")))
+    for key, why in sorted((srv.get("not_exposed") or {}).items()):
+        rows.append(("not exposed", "%s: %s" % (key, why)))
     if srv.get("cumulative_accept_len") is not None:
         rows.append(("server cumulative AL", "%.2f (since start, warmup included; not used)"
                      % srv["cumulative_accept_len"]))

@@ -7,30 +7,13 @@ import time
 import pytest
 
 from conftest import free_port
-from fakeserver import FakeServer, models, openai_stream, sse
+from fakeserver import FakeServer, fixture_of, models, openai_stream, options, sse
 from sglang_perf import engine
 from sglang_perf.client import MeasureError
 
 
-@pytest.fixture
-def fake():
-    servers = []
-
-    def make(routes):
-        s = FakeServer(routes)
-        servers.append(s)
-        return s
-
-    yield make
-    for s in servers:
-        s.close()
-
-
-def opts(url, **kw):
-    base = {"url": url, "requests": 3, "warmup": 1, "max_tokens": 16, "concurrency": 1,
-            "first_token_timeout": 5, "stall_timeout": 2, "run_timeout": 30}
-    base.update(kw)
-    return base
+fake = pytest.fixture(fixture_of(FakeServer), name="fake")
+opts = options
 
 
 def test_plain_openai_server_has_no_accept_length_and_says_why(fake):

@@ -134,3 +134,23 @@ def test_the_api_key_reaches_vllm_through_its_config_file_only():
     argv = flt.sglang_argv(PROFILES["vllm_mtp_3"], VLLM, dict(SERVER, config=secrets))
     assert argv[argv.index("--config") + 1] == "/etc/sglang/sglang-secrets.yaml"
     assert "--api-key" not in argv
+
+
+def test_vllm_drift_reads_what_vllm_exposes_and_names_what_it_does_not():
+    models = {"object": "list", "data": [{"id": "Qwen3.6-27B", "max_model_len": 65536}]}
+    metrics = ('# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n'
+               'vllm:cache_config_info{block_size="800",enable_prefix_caching="True",engine="0",'
+               'gpu_memory_utilization="0.85",num_gpu_blocks="587"} 1.0\n')
+    name = {"served_model_name": "Qwen3.6-27B"}
+    d = flt.vllm_drift(models, metrics, PROFILES["vllm_mtp_3"], "0.33.0", name)
+    assert d["lines"] == ["context_length: intended 131072, running 65536",
+                          "mem_fraction_static: intended 0.9, running 0.85"]
+    assert d["checked"] == 4 and "tp_size" in d["not_exposed"] and "speculative_num_steps" in d["not_exposed"]
+    same = flt.vllm_drift({"data": [{"id": "Qwen3.6-27B", "max_model_len": 131072}]},
+                          metrics.replace("0.85", "0.9"), PROFILES["vllm_mtp_3"], "0.33.0",
+                          {"served_model_name": "Qwen3.6-27B"})
+    assert same["differences"] == []
+    gone = flt.vllm_drift(models, "", PROFILES["vllm_mtp_3"], "0.33.0")
+    assert "mem_fraction_static: intended 0.9, running none (not reported by the server)" in gone["lines"]
+    with pytest.raises(flt.AnsibleFilterError, match="did not return a model list"):
+        flt.vllm_drift({"error": "x"}, metrics, PROFILES["vllm_mtp_3"], "0.33.0")

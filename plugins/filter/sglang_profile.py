@@ -19,7 +19,8 @@ description:
     to the argv of the given engine (SGLang by default, or vLLM) and version.
   - C(sglang_profile_errors) returns the list of problems of a profile (empty when it is valid).
   - C(systemd_exec_args) quotes an argv for a systemd C(ExecStart=) line.
-  - C(sglang_drift) compares a running server's C(/server_info) with the intended profile.
+  - C(sglang_drift) compares a running server's C(/server_info) with the intended profile;
+    C(vllm_drift) does it for vLLM from C(/v1/models) and C(/metrics) (what vLLM exposes).
   - C(sglang_host_problem) says why a value cannot be bound as SGLang's C(--host) (empty when it can).
   - C(sglang_exposure_errors) refuses a server bound beyond loopback with neither an API key, nor
     allowed networks, nor an explicit opt-in to an open network.
@@ -611,6 +612,59 @@ def sglang_drift(server_info, profile, version, server=None):
             "running_version": server_info.get("version"), "lines": lines}
 
 
+# What a vLLM 0.33 server tells over HTTP about its settings (it has no /server_info outside
+# VLLM_SERVER_DEV_MODE): /v1/models' max_model_len and id, and the labels of /metrics'
+# vllm:cache_config_info (CacheConfig.metrics_info: every field, str() of its value).
+VLLM_DRIFT_FROM_CACHE_INFO = {"mem_fraction_static": "gpu_memory_utilization",
+                              "enable_prefix_caching": "enable_prefix_caching"}
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def _cache_config_info(metrics_text):
+    for line in str(metrics_text or "").splitlines():
+        if line.startswith("vllm:cache_config_info{"):
+            return dict(_LABEL.findall(line[line.index("{"):line.rindex("}")]))
+    return {}
+
+
+def vllm_drift(models, metrics_text, profile, version, server=None):
+    """sglang_drift's answer for a running vLLM: ``models`` (GET /v1/models), ``metrics_text``
+    (GET /metrics) against the intended profile and server settings. What vLLM does not expose
+    over HTTP (tensor parallel size, max_num_seqs, the speculative config) is listed as
+    ``not_exposed``, not passed silently; the unit's own command line is what the deploy rendered."""
+    if not isinstance(models, dict) or not isinstance(models.get("data"), list):
+        raise AnsibleFilterError("vllm_drift: /v1/models did not return a model list: %r" % (models,))
+    served = [m for m in models["data"] if isinstance(m, dict)]
+    first = served[0] if served else {}
+    info = _cache_config_info(metrics_text)
+    differences, checked = [], 0
+
+    def compare(setting, field, intended, running):
+        nonlocal checked
+        if intended is None:
+            return
+        checked += 1
+        if running is None or not _same(intended, running):
+            differences.append({"setting": setting, "field": field, "intended": intended, "running": running,
+                                "note": "" if running is not None else "not reported by the server"})
+
+    compare("context_length", "max_model_len", profile.get("context_length"), first.get("max_model_len"))
+    for setting, label in VLLM_DRIFT_FROM_CACHE_INFO.items():
+        raw = info.get(label)
+        running = None if raw is None else (raw == "True" if setting == "enable_prefix_caching" else
+                                            _typed("mem_fraction_static", raw))
+        compare(setting, "vllm:cache_config_info " + label, profile.get(setting), running)
+    name, ids = (server or {}).get("served_model_name"), [m.get("id") for m in served]
+    compare("served_model_name", "id", name, name if name in ids else first.get("id"))
+    exposed = {"context_length"} | set(VLLM_DRIFT_FROM_CACHE_INFO)
+    lines = ["%s: intended %s, running %s%s" % (
+        d["setting"], d["intended"], "none" if d["running"] is None else d["running"],
+        " (%s)" % d["note"] if d["note"] else "") for d in differences]
+    return {"differences": differences, "chosen_by_sglang": [], "checked": checked,
+            "running_version": version, "lines": lines,
+            "not_exposed": sorted(k for k in VLLM_FLAGS if k not in exposed and profile.get(k) is not None)}
+
+
 def _text(value):
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -793,4 +847,5 @@ class FilterModule(object):
             "sglang_exposure_errors": sglang_exposure_errors,
             "sglang_host_problem": sglang_host_problem,
             "profile_engine": profile_engine,
+            "vllm_drift": vllm_drift,
         }

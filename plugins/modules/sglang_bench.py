@@ -6,18 +6,24 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: sglang_bench
-short_description: Benchmark an SGLang server and gate on decode speed and speculative accept length
+short_description: Benchmark an SGLang or vLLM server and gate on decode speed and speculative accept length
 description:
   - Sends warmup requests (discarded), then O(requests) streamed requests at O(concurrency) to a
-    running SGLang server, and measures per request the time to first token, the decode speed
-    (tokens after the first over the time from the first to the last token) and the speculative
-    accept length from SGLang's own per-request counters (C(spec_verify_ct)), never from the
-    cumulative C(/server_info) average, which includes warmup.
+    running SGLang or vLLM 0.33 server, and measures per request the time to first token, the
+    decode speed (tokens after the first over the time from the first to the last token) and the
+    speculative accept length from the engine's own per-request counters (SGLang's
+    C(spec_verify_ct); vLLM's C(metrics.speculative_decoding) on the final usage chunk, which needs
+    C(--per-request-spec-decode-metrics summary)), never from a cumulative server average, which
+    includes warmup.
+  - The engine is recognised from the server (SGLang's C(/server_info); vLLM's C(/version) without
+    it). One accept length for both - completion tokens / verify steps (SGLang's
+    C(spec_verify_ct), vLLM's C(num_spec_steps)) - so thresholds, history and the roofline mean the
+    same; vLLM's own C(1 + accepted / drafts) is reported beside it as C(engine_accept_len).
   - Reports median, min, max and spread of per-request decode tok/s, the accept length (total
     tokens / total verify steps, also per prompt case and per draft position), aggregate tok/s at
     the concurrency, TTFT and inter-token latency percentiles and every error. When the server
-    exposes C(/metrics) (C(--enable-metrics)), the counter deltas over the measured window are
-    reported beside the client's figures.
+    exposes C(/metrics) (SGLang's C(--enable-metrics); vLLM always), the counter deltas over the
+    measured window are reported beside the client's figures.
   - Fails when a figure is below its threshold, or when any request failed (O(max_errors)), with a
     C(msg) that states measured vs required for every failed threshold and the full result attached.
   - The engine runs under the target host's Python 3.9+ with the standard library only.
@@ -37,8 +43,9 @@ options:
   api:
     description:
       - Which endpoint to stream from. C(chat) is C(/v1/chat/completions) (thinking included via
-        C(reasoning_content)), C(completions) is C(/v1/completions), C(native) is C(/generate)
-        (prompt sent as raw text, no chat template).
+        SGLang's C(reasoning_content), vLLM's C(reasoning)), C(completions) is C(/v1/completions),
+        C(native) is SGLang's C(/generate) (prompt sent as raw text, no chat template; vLLM serves
+        none and is refused).
     type: str
     choices: [chat, completions, native]
     default: chat
@@ -113,7 +120,8 @@ options:
     type: str
   promise:
     description: With O(plan), what the profile promises (C(context_length),
-      C(max_running_requests)); the gate fails when the server's C(/server_info) cannot hold it.
+      C(max_running_requests)); the gate fails when the server's figures (SGLang's
+      C(/server_info); vLLM's C(max_model_len) and KV capacity) cannot hold it.
     type: dict
   connect_timeout:
     description: Seconds to open a connection.
@@ -147,7 +155,8 @@ options:
     description: Required per-request median decode tok/s.
     type: float
   min_accept_len:
-    description: Required speculative accept length (tokens per verify step, bonus token included).
+    description: Required speculative accept length (completion tokens / verify steps, for either
+      engine; not vLLM's C(1 + accepted / drafts)).
     type: float
   min_aggregate_tok_s:
     description: Required aggregate tok/s at O(concurrency).
@@ -196,10 +205,17 @@ attributes:
     support: none
 notes:
   - The benchmark only reads from the server; it never reports C(changed).
+  - vLLM 0.33 does not expose C(max_num_seqs) or its speculative method (only its dev-mode
+    C(/server_info) under C(VLLM_SERVER_DEV_MODE) does); C(server.not_exposed) names what is
+    missing and the plan's capacity check lists each need it could not verify in
+    C(capacity.unverified) and its notes.
 seealso:
   - name: SGLang server arguments
     description: The flags whose effect this module measures.
     link: https://docs.sglang.ai/advanced_features/server_arguments.html
+  - name: vLLM speculative decoding acceptance metrics
+    description: The per-request and C(/metrics) figures the module reads from vLLM.
+    link: https://docs.vllm.ai/en/latest/features/speculative_decoding/
 """
 
 EXAMPLES = r"""
@@ -247,10 +263,26 @@ decode_tok_s:
   sample: {median: 54.8, min: 52.1, max: 57.3, spread_pct: 9.5, n: 8}
 accept_len:
   description: Total completion tokens / total verify steps of the measured requests (SGLang's
-    per-request C(spec_verify_ct)); null when the server reports no speculative counters.
+    per-request C(spec_verify_ct), vLLM's C(num_spec_steps)), the same convention for both engines;
+    null when the server reports no speculative counters.
   returned: when the benchmark ran
   type: float
   sample: 3.16
+accept_len_convention:
+  description: How C(accept_len) is counted (the prefill's token of each request included).
+  returned: when the benchmark ran
+  type: str
+engine_accept_len:
+  description: vLLM's own accept length, C(1 + accepted draft tokens / verify steps) (its
+    C(mean_acceptance_length), the prefill's token not counted), over the measured requests;
+    null for SGLang, whose own is C(accept_len).
+  returned: when the benchmark ran
+  type: float
+  sample: 3.05
+engine_accept_len_convention:
+  description: How C(engine_accept_len) is counted; null without it.
+  returned: when the benchmark ran
+  type: str
 accept_len_by_prompt:
   description: Accept length per prompt (coding prompt name, or the long-context case).
   returned: when the benchmark ran
@@ -274,9 +306,11 @@ failed_cases:
   type: list
   elements: str
 capacity:
-  description: With O(plan), the server's figures from C(/server_info) (C(effective_context),
-    C(context_length), C(max_total_num_tokens), C(max_running_requests),
-    C(max_mamba_cache_size)), what was needed, failures and notes.
+  description: With O(plan), the server's figures (C(effective_context), C(context_length),
+    C(max_total_num_tokens), C(max_running_requests), C(max_mamba_cache_size); for vLLM also
+    C(kv_cache_tokens_from) and C(kv_cache_max_concurrency)), what was needed, failures, notes and
+    C(unverified) - each need the server's figures cannot check (vLLM's running-request limit),
+    with C(what), C(needed_by) and C(why).
   returned: when the plan ran
   type: dict
 time_to_verdict_s:
@@ -285,7 +319,8 @@ time_to_verdict_s:
   type: float
 accept_by_position:
   description: Share of verify steps that accepted at least 1, 2, ... draft tokens
-    (from C(spec_correct_drafts_histogram)), when the server reports it.
+    (from SGLang's C(spec_correct_drafts_histogram) or vLLM's C(acceptance_histogram)), when the
+    server reports it.
   returned: when the benchmark ran
   type: list
   elements: float
@@ -320,14 +355,29 @@ excluded_short:
   returned: when the benchmark ran
   type: int
 metrics:
-  description: C(/metrics) counter deltas over the measured window (generation tokens, verify
-    calls, their accept length) and whether they match what the client received; null when the
-    server exposes no metrics.
+  description: C(/metrics) counter deltas over the measured window (C(kind), generation tokens,
+    verify calls - vLLM's C(spec_decode_num_drafts) - and their C(accept_len) in the convention of
+    C(accept_len)) and whether they match what the client received (C(matches_client); for vLLM
+    also C(matches_client_verify), its drafts against the requests' verify steps). For vLLM also
+    C(draft_tokens), C(accepted_tokens), C(engine_accept_len) (1 + accepted / drafts),
+    C(acceptance_rate) (accepted / draft tokens) and C(by_position) (accepted per position /
+    drafts). Null when the server exposes no metrics.
   returned: when the benchmark ran
   type: dict
 server:
-  description: What C(/server_info) says about the server (version, resolved speculative
-    settings, and its cumulative accept length, which includes warmup and is not used).
+  description:
+    - What the server says about itself; C(kind) is C(sglang), C(vllm) or C(unknown).
+    - SGLang, from C(/server_info) - version, resolved speculative settings, its capacity and its
+      cumulative accept length, which includes warmup and is not used.
+    - vLLM - C(version) (C(/version)), C(context_length) (the model card's C(max_model_len)),
+      C(max_total_num_tokens) (C(vllm:cache_config_info)'s group-aware C(kv_cache_size_tokens),
+      else C(num_gpu_blocks x block_size); C(kv_cache_tokens_from) says which), C(num_gpu_blocks),
+      C(block_size), C(kv_cache_max_concurrency), C(gpu_memory_utilization),
+      C(enable_prefix_caching), C(mamba_cache_mode), C(num_speculative_tokens) and
+      C(speculative_num_steps) (from the per-position spec counters or the responses'
+      C(num_spec_tokens)), C(speculative_algorithm) (C(unreported) when speculation runs but vLLM
+      does not name its method), C(max_running_requests) (null - C(max_num_seqs) is exposed only
+      by the dev-mode C(/server_info)) and C(not_exposed), each missing figure with why.
   returned: always
   type: dict
 failures:
@@ -336,7 +386,8 @@ failures:
   type: list
   elements: dict
 per_request:
-  description: Per-request records (warmup and measured).
+  description: Per-request records (warmup and measured), each with C(verify_ct), C(accept_len)
+    (completion tokens / verify steps) and, for vLLM, C(engine_accept_len) (1 + accepted / steps).
   returned: when the benchmark ran and O(per_request) is true
   type: list
   elements: dict

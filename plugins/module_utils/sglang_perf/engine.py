@@ -26,6 +26,14 @@ APIS = {
 
 METRICS_MODES = ("auto", "always", "never")
 
+# One accept length for both engines (result["accept_len"], the thresholds, history, roofline).
+ACCEPT_LEN_CONVENTION = ("completion tokens / verify steps (SGLang's spec_verify_ct, vLLM's "
+                         "num_spec_steps); the token of each request's prefill counted")
+CONVENTION_SHORT = "completion tokens / verify steps"
+# vLLM's own, reported beside it as engine_accept_len.
+VLLM_ACCEPT_LEN_CONVENTION = ("vLLM's mean_acceptance_length: 1 + accepted draft tokens / verify "
+                              "steps; the prefill's token not counted")
+
 THRESHOLDS = ("min_tok_s", "min_accept_len", "min_aggregate_tok_s", "max_ttft_s", "max_errors")
 
 # A long-context case shorter than this is not one (and the corpus sample of the warmup is
@@ -163,7 +171,7 @@ class _Request(object):
 
     __slots__ = ("rid", "phase", "case", "t_send", "t_first", "t_last", "tokens", "chunks",
                  "itl", "finish", "finish_message", "completion_tokens", "prompt_tokens", "verify_ct",
-                 "histogram", "done", "error", "counted")
+                 "histogram", "accepted", "spec_tokens", "done", "error", "counted")
 
     def __init__(self, rid, phase, case):
         self.rid, self.phase, self.case = rid, phase, case
@@ -177,6 +185,8 @@ class _Request(object):
         self.prompt_tokens = None
         self.verify_ct = None
         self.histogram = None
+        self.accepted = None     # accepted draft tokens (vLLM's num_accepted_draft_tokens)
+        self.spec_tokens = None  # drafts per verify step configured (vLLM's num_spec_tokens)
         self.done = False
         self.error = None        # (kind, message)
         self.counted = True      # False when the server gives no per-chunk token counts
@@ -212,6 +222,8 @@ class _Request(object):
             "verify_ct": self.verify_ct,
             "accept_len": (self.completion_tokens / self.verify_ct)
             if self.verify_ct and self.completion_tokens else None,
+            "engine_accept_len": (1.0 + self.accepted / self.verify_ct)
+            if self.verify_ct and self.accepted is not None else None,
             "chunks": self.chunks,
             "finish_reason": self.finish,
             "short": self.is_short(max_tokens),
@@ -234,15 +246,28 @@ def _finish(rec, reason):
         rec.finish_message = str(reason["message"])
 
 
-def _body(cfg, model, prompt, rid, max_tokens):
+# What each engine takes besides the OpenAI fields, keyed by the request's id. SGLang: ``rid`` and
+# the spec details of its sglext chunk. vLLM 0.33 (ChatCompletionRequest, CompletionRequest):
+# ``request_id`` (its logs' chatcmpl-<id>); its per-request spec figures need no field (the server's
+# --per-request-spec-decode-metrics), and the fields it does not know it only logs as ignored.
+ENGINE_FIELDS = {
+    "vllm": lambda rid: {"request_id": rid},
+}
+
+
+def _sglang_fields(rid):
+    return {"rid": rid, "return_spec_tokens_details": True}
+
+
+def _body(cfg, model, prompt, rid, max_tokens, kind=None):
     if cfg["api"] == "native":
         return {"text": prompt, "rid": rid, "stream": True,
                 "sampling_params": {"max_new_tokens": max_tokens, "ignore_eos": True,
                                     "temperature": cfg["temperature"]}}
     body = {"model": model, "max_tokens": max_tokens, "temperature": cfg["temperature"],
-            "stream": True, "ignore_eos": True, "rid": rid,
-            "return_spec_tokens_details": True,
+            "stream": True, "ignore_eos": True,
             "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+    body.update(ENGINE_FIELDS.get(kind, _sglang_fields)(rid))
     if cfg["api"] == "chat":
         body["messages"] = [{"role": "user", "content": prompt}]
     else:
@@ -250,15 +275,26 @@ def _body(cfg, model, prompt, rid, max_tokens):
     return body
 
 
-def _spec_from(rec, details):
+# Where each engine puts a request's spec figures: SGLang's spec_tokens_details / meta_info, vLLM
+# 0.33's metrics.speculative_decoding (SpeculativeDecodingMetrics, on the final usage chunk).
+# acceptance_histogram[j] = verify steps that accepted exactly j drafts, as SGLang's
+# spec_correct_drafts_histogram; num_spec_steps = its sum, the verify steps (spec_verify_ct).
+SPEC_FIELDS = {
+    "sglang": {"verify_ct": "spec_verify_ct", "histogram": "spec_correct_drafts_histogram"},
+    "vllm": {"verify_ct": "num_spec_steps", "histogram": "acceptance_histogram",
+             "accepted": "num_accepted_draft_tokens", "spec_tokens": "num_spec_tokens"},
+}
+
+
+def _spec_from(rec, details, kind="sglang"):
     if isinstance(details, list):
         details = details[0] if details else None
     if not isinstance(details, dict):
         return
-    if details.get("spec_verify_ct"):
-        rec.verify_ct = int(details["spec_verify_ct"])
-    if details.get("spec_correct_drafts_histogram"):
-        rec.histogram = list(details["spec_correct_drafts_histogram"])
+    for attr, key in SPEC_FIELDS[kind].items():
+        value = details.get(key)
+        if value or (attr == "accepted" and value is not None):  # no accepted draft is a figure
+            setattr(rec, attr, list(value) if attr == "histogram" else int(value))
 
 
 def _consume_native(rec, now, ev):
@@ -278,13 +314,17 @@ def _consume_openai(rec, now, ev):
     text = False
     for ch in choices:
         delta = ch.get("delta") or {}
-        if delta.get("content") or delta.get("reasoning_content") or ch.get("text"):
+        # thinking: SGLang's reasoning_content, vLLM 0.33's reasoning (DeltaMessage)
+        if delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning") \
+                or ch.get("text"):
             text = True
         if ch.get("finish_reason") is not None:
             _finish(rec, ch["finish_reason"])
     if rec.t_first is None and any("role" in (ch.get("delta") or {}) for ch in choices):
         # SGLang sends the role chunk when the first output (the prefill's token) arrives; under
         # a reasoning parser that token (<think>) has no visible delta, so this is its arrival.
+        # vLLM 0.33 too: its role chunk goes out on the first RequestOutput, which its scheduler
+        # emits only with the first new token (a chunked prefill step emits nothing).
         rec.on_tokens(now, 1)
     if usage and usage.get("completion_tokens") is not None:
         total = int(usage["completion_tokens"])
@@ -300,13 +340,17 @@ def _consume_openai(rec, now, ev):
     sglext = ev.get("sglext") or {}
     if sglext.get("spec_tokens_details"):
         _spec_from(rec, sglext["spec_tokens_details"])
+    metrics = ev.get("metrics")
+    if isinstance(metrics, dict) and metrics.get("speculative_decoding"):
+        _spec_from(rec, metrics["speculative_decoding"], "vllm")
 
 
 class _Run(object):
     """Shared state of one benchmark run: open streams (for aborting), progress, deadline."""
 
-    def __init__(self, cfg, endpoint, model, progress):
+    def __init__(self, cfg, endpoint, model, progress, kind=None):
         self.cfg, self.endpoint, self.model, self.progress = cfg, endpoint, model, progress
+        self.kind = kind
         self.lock = threading.Lock()
         self.active = set()
         self.deadline = time.perf_counter() + cfg["run_timeout"]
@@ -316,8 +360,9 @@ class _Run(object):
         path = APIS[self.cfg["api"]]
         consume = _consume_native if self.cfg["api"] == "native" else _consume_openai
         tokens = self.cfg["warmup_max_tokens" if rec.phase == "warmup" else "max_tokens"]
-        stream = SSEStream(self.endpoint, path, _body(self.cfg, self.model, prompt, rec.rid, tokens),
-                           self.cfg["first_token_timeout"], self.cfg["stall_timeout"])
+        body = _body(self.cfg, self.model, prompt, rec.rid, tokens, self.kind)
+        stream = SSEStream(self.endpoint, path, body, self.cfg["first_token_timeout"],
+                           self.cfg["stall_timeout"])
         with self.lock:
             if self.abort_reason:
                 rec.error = ("aborted", self.abort_reason)
@@ -398,8 +443,117 @@ class _Run(object):
                 rec.error = ("aborted", self.abort_reason or "not run")
 
 
+def _get_json(endpoint, path):
+    """GET ``path`` as JSON: (status, object), (None, None) when the server did not answer."""
+    try:
+        return endpoint.get_json(path)
+    except RequestError:
+        return None, None
+
+
+def _figure(labels, key, kind):
+    """A vllm:cache_config_info label as a number or bool (str(None) is 'None'), else None."""
+    value = labels.get(key)
+    if kind is bool:
+        return {"True": True, "False": False}.get(value)
+    try:
+        return kind(value)
+    except (TypeError, ValueError):
+        return None
+
+
+# What vLLM 0.33 does not expose (outside VLLM_SERVER_DEV_MODE, whose /server_info dumps the whole
+# VllmConfig): server[key] stays None and server["not_exposed"][key] says why.
+VLLM_NOT_EXPOSED = {
+    "max_running_requests": "vLLM exposes max_num_seqs nowhere but /server_info, which it serves only "
+                            "under VLLM_SERVER_DEV_MODE (not in /v1/models, /version, /metrics)",
+    "speculative_algorithm": "vLLM names its speculative method nowhere but the dev-mode /server_info: "
+                             "/metrics shows only that speculation runs (vllm:spec_decode_* counters) "
+                             "and with how many draft positions",
+    "max_total_num_tokens": "no vllm:cache_config_info in /metrics (unreachable, or vLLM runs with "
+                            "--disable-log-stats, which drops its vllm:* metrics): the KV capacity is "
+                            "unknown",
+}
+# Shown as the method when speculation runs but vLLM does not say which.
+UNREPORTED = "unreported"
+
+
+def _vllm_server(endpoint, card, version, server_info):
+    """What a vLLM 0.33 server exposes: /version, the model card's max_model_len (its context),
+    /metrics (vllm:cache_config_info: the KV capacity; the spec-decode counters: speculation and
+    its draft positions) and, under VLLM_SERVER_DEV_MODE only, /server_info's VllmConfig."""
+    server = {"kind": "vllm", "version": version, "speculative_algorithm": None,
+              "speculative_method": None, "num_speculative_tokens": None,
+              "speculative_num_steps": None, "tp_size": None,
+              "context_length": card.get("max_model_len"), "max_total_num_tokens": None,
+              "kv_cache_tokens_from": None, "num_gpu_blocks": None, "block_size": None,
+              "kv_cache_max_concurrency": None, "gpu_memory_utilization": None,
+              "enable_prefix_caching": None, "mamba_cache_mode": None,
+              "max_running_requests": None, "metrics_exposed": False, "not_exposed": {}}
+    scrape = _scrape(endpoint, True)
+    if prom.kind_of(scrape) != "vllm":
+        scrape = None  # no vllm:* metrics (--disable-log-stats): nothing to learn, not "spec off"
+    if scrape is not None:
+        server["metrics_exposed"] = True
+        info = scrape.get("vllm:cache_config_info")
+        if isinstance(info, dict):
+            blocks, size = _figure(info, "num_gpu_blocks", int), _figure(info, "block_size", int)
+            tokens = _figure(info, "kv_cache_size_tokens", int)
+            server.update(num_gpu_blocks=blocks, block_size=size,
+                          kv_cache_max_concurrency=_figure(info, "kv_cache_max_concurrency", float),
+                          gpu_memory_utilization=_figure(info, "gpu_memory_utilization", float),
+                          enable_prefix_caching=_figure(info, "enable_prefix_caching", bool),
+                          mamba_cache_mode=info.get("mamba_cache_mode"))
+            # vLLM's own group-aware capacity (CacheConfig.kv_cache_size_tokens: "num_gpu_blocks *
+            # block_size can be wrong for hybrid models"), else blocks x block size
+            if tokens:
+                server.update(max_total_num_tokens=tokens, kv_cache_tokens_from="kv_cache_size_tokens")
+            elif blocks and size:
+                server.update(max_total_num_tokens=blocks * size,
+                              kv_cache_tokens_from="num_gpu_blocks x block_size")
+        if prom.ENGINES["vllm"]["verify_calls"] in scrape:
+            server["speculative_algorithm"] = UNREPORTED
+            per_pos = prom.positions(scrape.get(prom.PER_POSITION))
+            if per_pos:
+                server["num_speculative_tokens"] = len(per_pos)
+    if isinstance(server_info, dict) and "vllm_config" in server_info:
+        _, dev = _get_json(endpoint, "/server_info?config_format=json")
+        config = dev.get("vllm_config") if isinstance(dev, dict) else None
+        if isinstance(config, dict):
+            sched = config.get("scheduler_config") or {}
+            spec = config.get("speculative_config") or {}
+            par = config.get("parallel_config") or {}
+            server["max_running_requests"] = sched.get("max_num_seqs")
+            server["tp_size"] = par.get("tensor_parallel_size")
+            if isinstance(spec, dict) and spec.get("method"):
+                server.update(speculative_method=spec["method"], speculative_algorithm=spec["method"],
+                              num_speculative_tokens=spec.get("num_speculative_tokens"))
+    vllm_spec_steps(server, server["num_speculative_tokens"])
+    for key, why in VLLM_NOT_EXPOSED.items():
+        # speculative_algorithm None with /metrics read: no spec-decode counters, speculation is off
+        if server[key] == UNREPORTED or (server[key] is None and (
+                key != "speculative_algorithm" or scrape is None)):
+            server["not_exposed"][key] = why
+    return server
+
+
+def vllm_spec_steps(server, spec_tokens):
+    """vLLM's MTP drafts one token per step: num_speculative_tokens is the draft steps (the roofline's
+    ``spec_steps``). ``spec_tokens`` (a request's num_spec_tokens) fills what discovery lacked."""
+    if server.get("kind") != "vllm" or not spec_tokens:
+        return
+    if not server.get("num_speculative_tokens"):
+        server["num_speculative_tokens"] = spec_tokens
+    server["speculative_num_steps"] = server["num_speculative_tokens"]
+    if not server.get("speculative_algorithm"):
+        server["speculative_algorithm"] = UNREPORTED
+        server.setdefault("not_exposed", {})["speculative_algorithm"] = \
+            VLLM_NOT_EXPOSED["speculative_algorithm"]
+
+
 def discover(endpoint, model=None):
-    """Model name from /v1/models (checking ``model`` is served) and SGLang's /server_info.
+    """Model name from /v1/models (checking ``model`` is served) and what the engine says about
+    itself: SGLang's /server_info, or vLLM's /version, model card and /metrics (_vllm_server).
 
     Raises MeasureError with a one-line reason when the server cannot be used at all."""
     try:
@@ -412,7 +566,8 @@ def discover(endpoint, model=None):
     if status != 200 or not isinstance(body, dict) or not isinstance(body.get("data"), list):
         raise MeasureError("GET %s/v1/models answered HTTP %d without a model list: not an "
                            "SGLang/OpenAI-compatible server" % (endpoint.url, status))
-    served = [m.get("id") for m in body["data"] if isinstance(m, dict) and m.get("id")]
+    cards = {m["id"]: m for m in body["data"] if isinstance(m, dict) and m.get("id")}
+    served = list(cards)
     if not served:
         raise MeasureError("the server lists no models at /v1/models")
     if model is None:
@@ -421,10 +576,13 @@ def discover(endpoint, model=None):
         raise MeasureError("model %r is not served at %s; the server offers: %s"
                            % (model, endpoint.url, ", ".join(served)))
     server = {"kind": "unknown", "version": None, "speculative_algorithm": None}
-    try:
-        status, info = endpoint.get_json("/server_info")
-    except RequestError:
-        status, info = None, None
+    status, info = _get_json(endpoint, "/server_info")
+    if not (status == 200 and isinstance(info, dict) and "version" in info):
+        # not SGLang: vLLM answers GET /version {"version": ...} (and /server_info only in dev mode)
+        vstatus, version = _get_json(endpoint, "/version")
+        if vstatus == 200 and isinstance(version, dict) and version.get("version"):
+            return model, _vllm_server(endpoint, cards[model], version["version"],
+                                       info if status == 200 else None)
     if status == 200 and isinstance(info, dict) and "version" in info:
         server["kind"] = "sglang"
         for key in ("version", "speculative_algorithm", "speculative_num_steps",
@@ -455,7 +613,10 @@ def probe(options):
         out["reason"] = e.message
         return out
     if out["health_status"] != 200:
-        out["reason"] = "GET /health answered HTTP %d (loading or warming up)" % out["health_status"]
+        # SGLang answers 503 while it loads or warms up; vLLM 0.33 keeps its port closed until the
+        # engine is up and answers 503 only once the engine died (EngineDeadError)
+        out["reason"] = ("GET /health answered HTTP %d (SGLang: loading or warming up; vLLM: its "
+                         "engine died)" % out["health_status"])
         return out
     try:
         out["model"], out["server"] = discover(ep, cfg["model"])
@@ -480,13 +641,18 @@ def _scrape(endpoint, wanted):
 
 
 def _acceptance(recs):
-    """Accept length = total tokens / total verify steps; per case; per draft position."""
+    """Accept length = total tokens / total verify steps; per case; per draft position; vLLM's own
+    1 + accepted drafts / verify steps beside it."""
     spec = [r for r in recs if r.verify_ct]
-    out = {"accept_len": None, "by_prompt": {}, "by_position": None}
+    out = {"accept_len": None, "by_prompt": {}, "by_position": None, "engine_accept_len": None}
     if not spec:
         return out
     out["accept_len"] = sum(r.completion_tokens for r in spec) / float(sum(r.verify_ct
                                                                             for r in spec))
+    own = [r for r in spec if r.accepted is not None]
+    if own:
+        out["engine_accept_len"] = 1.0 + sum(r.accepted for r in own) / float(sum(r.verify_ct
+                                                                               for r in own))
     cases = {}
     for r in spec:
         tok, ver = cases.get(r.case, (0, 0))
@@ -509,7 +675,7 @@ def endpoint(cfg):
     return Endpoint(cfg["url"], cfg["api_key"], cfg["connect_timeout"], cfg["validate_certs"])
 
 
-def warm_up(cfg, ep, model, progress=None, learn=False):
+def warm_up(cfg, ep, model, progress=None, learn=False, kind=None):
     """The warmup requests (discarded; the first decode batches are slow). Their prompts are
     WARMUP_PROMPTS and, with ``learn``, a corpus sample: the two prompt sizes the server counted
     give its characters per token for the corpus (the chat template's tokens cancel out).
@@ -524,7 +690,7 @@ def warm_up(cfg, ep, model, progress=None, learn=False):
         texts[-1] = promptset.corpus_sample(SAMPLE_CHARS, "warm-%s-%d" % (tag, n - 1))
     recs = [_Request("bench-%s-w%d" % (tag, i), "warmup", "warmup") for i in range(n)]
     if recs:
-        _Run(cfg, ep, model, progress).phase(recs, texts)
+        _Run(cfg, ep, model, progress, kind).phase(recs, texts)
     cpt = None
     if learn and n >= 2:
         a, b = recs[0], recs[-1]
@@ -562,7 +728,7 @@ def measure(cfg, ep, model, server, warm=(), chars_per_token=None, progress=None
             text = promptset.tagged(rtag, body)
         recs.append(_Request("bench-%s-m%d" % (tag, i), "measure", name))
         texts.append(text)
-    runner = _Run(cfg, ep, model, progress)
+    runner = _Run(cfg, ep, model, progress, server.get("kind"))
     before = _scrape(ep, want_metrics)
     t0 = time.perf_counter()
     runner.phase(recs, texts)
@@ -573,14 +739,22 @@ def measure(cfg, ep, model, server, warm=(), chars_per_token=None, progress=None
     return result
 
 
+def check_api(cfg, server):
+    """Refuse an API the engine does not serve (before any request)."""
+    if server.get("kind") == "vllm" and cfg["api"] == "native":
+        raise MeasureError("api native is SGLang's /generate; vLLM %s serves no /generate: use api "
+                           "chat or completions" % (server.get("version") or ""))
+
+
 def run(options, progress=None):
     """Benchmark the server with one case; returns the full result dict (see the module's
     RETURN). Raises ConfigError for bad options and MeasureError when nothing could be measured."""
     cfg = validate(options)
     ep = endpoint(cfg)
     model, server = discover(ep, cfg["model"])
+    check_api(cfg, server)
     learn = cfg["prompts"] == "long_context" and not cfg["chars_per_token"]
-    warm, cpt = warm_up(cfg, ep, model, progress, learn=learn)
+    warm, cpt = warm_up(cfg, ep, model, progress, learn=learn, kind=server["kind"])
     return measure(cfg, ep, model, server, warm, cpt, progress)
 
 
@@ -604,11 +778,16 @@ def _result(cfg, ep, model, server, warm, meas, wall, before, after):
     if any(not r.counted for r in ok):
         notes.append("the server sent no per-chunk token counts: inter-token latency is per chunk")
     acc = _acceptance(ok)
+    vllm_spec_steps(server, next((r.spec_tokens for r in ok if r.spec_tokens), None))
     if acc["accept_len"] is None:
-        if server.get("speculative_algorithm"):
+        if server["kind"] == "vllm" and server.get("speculative_algorithm"):
+            notes.append("the server runs speculative decoding (vllm:spec_decode_* counters) but "
+                         "returned no per-request metrics.speculative_decoding: start vLLM with "
+                         "--per-request-spec-decode-metrics summary")
+        elif server.get("speculative_algorithm"):
             notes.append("the server runs %s but returned no per-request spec_verify_ct"
                          % server["speculative_algorithm"])
-        elif server["kind"] == "sglang":
+        elif server["kind"] in ("sglang", "vllm"):
             notes.append("speculative decoding is off on this server: no accept length")
         else:
             notes.append("no per-request speculative counters (spec_verify_ct): not an SGLang "
@@ -630,6 +809,12 @@ def _result(cfg, ep, model, server, warm, meas, wall, before, after):
                           "max": max(counted) if counted else None},
         "decode_tok_s": summarize([r.decode_tok_s() for r in full if r.decode_tok_s()]),
         "accept_len": acc["accept_len"],
+        "accept_len_convention": ACCEPT_LEN_CONVENTION,
+        # vLLM's own accept length (its mean_acceptance_length), beside ours; None for SGLang,
+        # whose own is accept_len
+        "engine_accept_len": acc["engine_accept_len"],
+        "engine_accept_len_convention": VLLM_ACCEPT_LEN_CONVENTION
+        if acc["engine_accept_len"] is not None else None,
         "accept_len_by_prompt": acc["by_prompt"],
         "accept_by_position": acc["by_position"],
         "aggregate_tok_s": total_tokens / wall if wall > 0 else None,
@@ -642,14 +827,19 @@ def _result(cfg, ep, model, server, warm, meas, wall, before, after):
         "error_details": [dict(rid=r.rid, phase=r.phase, kind=r.error[0], message=r.error[1])
                           for r in failed],
         "excluded_short": len(short),
-        "metrics": prom.window(before, after, total_tokens) if before and after else None,
+        "metrics": prom.window(before, after, total_tokens, sum(r.verify_ct or 0 for r in ok))
+        if before and after else None,
         "per_request": [r.as_dict(cfg["max_tokens"]) for r in list(warm) + list(meas)],
         "notes": notes,
     }
     if cfg["requests"] < cfg["concurrency"]:
         notes.append("requests (%d) < concurrency (%d): the aggregate is not measured at full "
                      "concurrency" % (cfg["requests"], cfg["concurrency"]))
-    if before is None and cfg["metrics"] == "auto":
+    if server["kind"] == "vllm" and not before and cfg["metrics"] == "auto":
+        notes.append("/metrics %s: no window cross-check" % (
+            "not reachable (vLLM always serves it)" if before is None
+            else "has no vllm:* series (vLLM started with --disable-log-stats?)"))
+    elif before is None and cfg["metrics"] == "auto":
         notes.append("/metrics not exposed (start SGLang with --enable-metrics for a cross-check)")
     if cfg["model_size"] and cfg["hardware"]:
         steps = server.get("speculative_num_steps") if server.get("speculative_algorithm") else 0
@@ -687,6 +877,10 @@ def evaluate(result, cfg):
     below("min_tok_s", "decode tok/s (per-request median)",
           result["decode_tok_s"]["median"], cfg["min_tok_s"])
     below("min_accept_len", "accept length", result["accept_len"], cfg["min_accept_len"])
+    own = result.get("engine_accept_len")
+    if own is not None and failures and failures[-1]["threshold"] == "min_accept_len":
+        failures[-1]["message"] += " (%s; vLLM's own 1 + accepted / drafts is %.2f)" % (
+            CONVENTION_SHORT, own)
     below("min_aggregate_tok_s", "aggregate tok/s at C=%d" % cfg["concurrency"],
           result["aggregate_tok_s"], cfg["min_aggregate_tok_s"])
     ttft = (result.get("ttft_s") or {}).get("p50")
@@ -729,8 +923,14 @@ def evaluate(result, cfg):
 
 
 def context_line(result):
-    """Roofline share and change from the baseline, for one-line summaries ('' without them)."""
+    """vLLM's own accept length beside ours (naming both conventions), the roofline share and the
+    change from the baseline, for one-line summaries ('' without them)."""
     parts = []
+    own = result.get("engine_accept_len")
+    if own is not None:
+        parts.append("accept length %s = %s; vLLM's own 1 + accepted / drafts %.2f" % (
+            "-" if result.get("accept_len") is None else "%.2f" % result["accept_len"],
+            CONVENTION_SHORT, own))
     r = result.get("roofline")
     if r:
         parts.append("roofline %.1f tok/s%s" % (r["ceiling_tok_s"], "" if r["share_pct"] is None

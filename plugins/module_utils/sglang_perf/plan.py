@@ -169,6 +169,35 @@ def _fmt_tokens(n):
     return "{:,}".format(int(n))
 
 
+# How a capacity message names each figure: SGLang's /server_info keys, vLLM's own names.
+LABELS = {"sglang": {"context_length": "context_length",
+                     "max_total_num_tokens": "KV pool max_total_num_tokens",
+                     "max_running_requests": "effective max_running_requests",
+                     "fewer": "its memory pools hold no more"},
+          "vllm": {"context_length": "max_model_len", "max_running_requests": "max_num_seqs",
+                   "fewer": "its max_num_seqs"}}
+
+
+def _unverified(out, server, ctx_needs, run_needs, asked):
+    """What the server does not expose (``server["not_exposed"]``: vLLM's max_num_seqs, its KV
+    capacity without /metrics) cannot be checked: each need it leaves unchecked is named, with
+    why, in ``unverified`` and the notes, never passed in silence."""
+    hidden = server.get("not_exposed") or {}
+    if "max_running_requests" in hidden:
+        who = ["%s %d" % (w, r) for r, w in run_needs]
+        if _is_number(asked):
+            who.append("the profile asks for %d" % asked)
+        if who:
+            out["unverified"].append({"what": "running requests", "needed_by": who,
+                                      "why": hidden["max_running_requests"]})
+    if "max_total_num_tokens" in hidden and ctx_needs:
+        out["unverified"].append({"what": "KV capacity", "why": hidden["max_total_num_tokens"],
+                                  "needed_by": ["%s %s" % (w, _fmt_tokens(t)) for t, w in ctx_needs]})
+    for u in out["unverified"]:
+        out["notes"].append("not verified: %s (%s): %s" % (u["what"], ", ".join(u["needed_by"]),
+                                                           u["why"]))
+
+
 def check_capacity(server, cases, promise=None):
     """What the running server can hold against what the profile promises (``promise``:
     context_length; its max_running_requests is a ceiling, reported when the server holds fewer)
@@ -183,7 +212,10 @@ def check_capacity(server, cases, promise=None):
                "max_mamba_cache_size": server.get("max_mamba_cache_size")}
     known = [v for v in (ctx, kv) if _is_number(v) and v > 0]
     figures["effective_context"] = min(known) if known else None
-    out = {"figures": figures, "needs": [], "failures": [], "notes": []}
+    if server.get("kind") == "vllm":
+        figures["kv_cache_tokens_from"] = server.get("kv_cache_tokens_from")
+        figures["kv_cache_max_concurrency"] = server.get("kv_cache_max_concurrency")
+    out = {"figures": figures, "needs": [], "failures": [], "notes": [], "unverified": []}
     ctx_needs, run_needs = [], []
     if _is_number(promise.get("context_length")):
         ctx_needs.append((int(promise["context_length"]), "the profile promises"))
@@ -199,27 +231,32 @@ def check_capacity(server, cases, promise=None):
             run_needs.append((o["concurrency"], "case %s runs" % c["case"]))
     out["needs"] = [{"what": "context", "tokens": t, "who": w} for t, w in ctx_needs] + \
                    [{"what": "running requests", "requests": r, "who": w} for r, w in run_needs]
+    _unverified(out, server, ctx_needs, run_needs, asked)
     if figures["effective_context"] is None and running is None:
         out["notes"].append("the server reports no capacity (no SGLang /server_info): not checked")
         out["passed"] = True
         return out
     parts = []
+    label = dict(LABELS["sglang"], **LABELS.get(server.get("kind"), {}))
+    if server.get("kind") == "vllm":
+        label["max_total_num_tokens"] = "KV cache %s" % (server.get("kv_cache_tokens_from") or "")
     eff = figures["effective_context"]
     short = [(t, w) for t, w in ctx_needs if eff is not None and eff < t]
     if short:
-        parts.append("it holds a %s-token context (context_length %s, KV pool max_total_num_tokens %s), "
-                     "%s" % (_fmt_tokens(eff), "?" if ctx is None else _fmt_tokens(ctx),
+        parts.append("it holds a %s-token context (%s %s, %s %s), "
+                     "%s" % (_fmt_tokens(eff), label["context_length"],
+                             "?" if ctx is None else _fmt_tokens(ctx), label["max_total_num_tokens"],
                              "?" if kv is None else _fmt_tokens(kv),
                              ", ".join("%s %s" % (w, _fmt_tokens(t)) for t, w in short)))
     if _is_number(asked) and _is_number(running) and running < asked:
         out["notes"].append(
-            "the profile asks for %d running requests; the server runs at most %d at once (its memory "
-            "pools hold no more%s)" % (asked, running, "" if figures["max_mamba_cache_size"] is None
+            "the profile asks for %d running requests; the server runs at most %d at once (%s%s)"
+            % (asked, running, label["fewer"], "" if figures["max_mamba_cache_size"] is None
                                        else ": %d mamba state slots" % figures["max_mamba_cache_size"]))
     few = [(r, w) for r, w in run_needs if _is_number(running) and running < r]
     if few:
-        parts.append("it runs at most %d request%s at once (effective max_running_requests), %s"
-                     % (running, "" if running == 1 else "s",
+        parts.append("it runs at most %d request%s at once (%s), %s"
+                     % (running, "" if running == 1 else "s", label["max_running_requests"],
                         ", ".join("%s %d" % (w, r) for r, w in few)))
     if parts:
         out["failures"].append({"case": "capacity", "threshold": "capacity",
@@ -269,9 +306,10 @@ def run(common, plan, thresholds, profile, calibrated=None, promise=None, baseli
         cfgs.append(engine.validate(opts))
     ep = engine.endpoint(base)
     model, server = engine.discover(ep, base["model"])
+    engine.check_api(base, server)
     capacity = check_capacity(server, cases, promise)
     learn = any(c["options"]["prompts"] == "long_context" for c in cases)
-    warm, cpt = engine.warm_up(base, ep, model, progress, learn=learn)
+    warm, cpt = engine.warm_up(base, ep, model, progress, learn=learn, kind=server["kind"])
     results = []
     for i, (c, cfg) in enumerate(zip(cases, cfgs)):
         try:
@@ -288,7 +326,8 @@ def run(common, plan, thresholds, profile, calibrated=None, promise=None, baseli
 
 
 HEADLINE = ("decode_tok_s", "accept_len", "accept_by_position", "aggregate_tok_s", "ttft_s",
-            "itl_ms", "roofline", "regression", "concurrency", "requests", "max_tokens")
+            "itl_ms", "roofline", "regression", "concurrency", "requests", "max_tokens",
+            "accept_len_convention", "engine_accept_len", "engine_accept_len_convention")
 
 
 def judge(results, capacity, server, profile, model, url, seconds, notes=()):
@@ -385,7 +424,10 @@ def table(result):
     f = result["capacity"]["figures"]
     lines.append("capacity: context %s tokens (context_length %s, KV pool %s), %s running requests%s"
                  % (_f(f["effective_context"], ",.0f"), _f(f["context_length"], ",.0f"),
-                    _f(f["max_total_num_tokens"], ",.0f"), _f(f["max_running_requests"], ".0f"),
+                    _f(f["max_total_num_tokens"], ",.0f"),
+                    "? (not exposed)" if any(u["what"] == "running requests"
+                                             for u in result["capacity"].get("unverified") or [])
+                    else _f(f["max_running_requests"], ".0f"),
                     "" if result["capacity"]["passed"] else "  FAILED"))
     for note in result.get("notes") or []:
         lines.append("note: " + note)
