@@ -9,11 +9,13 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
 from bench import compare
 from bench.sizes import DEFAULT_SIZE_FILES, load_sizes
+from bench.launch import EmulatorProcess
 from conftest import ROOT, free_port
 from sglang_perf import capacity
 
@@ -368,7 +370,16 @@ sglang_gate_plan:
 PLAN_SCALE = 8  # emulator speed; the sizes file's bandwidth is scaled with it (shares near 100 %)
 
 
-def test_compare_plan_answers_whether_more_steps_pay(emulator, tmp_path):
+@pytest.fixture
+def vllm_emus():
+    started = []
+    yield started
+    for emu, log in started:
+        emu.stop()
+        log.close()
+
+
+def test_compare_plan_answers_whether_more_steps_pay(emulator, vllm_emus, tmp_path):
     import yaml
     sys.path.insert(0, str(ROOT / "plugins" / "filter"))
     import sglang_profile as flt
@@ -378,6 +389,19 @@ def test_compare_plan_answers_whether_more_steps_pay(emulator, tmp_path):
     names = ("nextn_1step", "nextn_3step", "nextn_5step")
     emus = {n: emulator(MODEL_ARGS + flt.sglang_argv(defaults["sglang_profiles"][n],
                                                      defaults["sglang_version"]), env=env) for n in names}
+    # the vLLM targets: python -m bench.emulator.vllm serve MODEL ..., as the role renders it
+    server = {"model_path": "/models/Qwen3.6-27B", "served_model_name": "Qwen3.6-27B",
+              "trust_remote_code": True}
+    for n in ("vllm_mtp_1", "vllm_mtp_3"):
+        log = tempfile.TemporaryFile()
+        emu = EmulatorProcess(flt.sglang_argv(defaults["sglang_profiles"][n], defaults["sglang_vllm_version"],
+                                              server), log, env=dict(env, SGLEMU_SEED="0"),
+                              module="bench.emulator.vllm")
+        vllm_emus.append((emu, log))
+        emus[n] = emu
+    for emu, _log in vllm_emus:
+        emu.wait_ready("/health", 60)
+    names += ("vllm_mtp_1", "vllm_mtp_3")
     plan_vars = tmp_path / "plan.yml"
     plan_vars.write_text(SMALL_PLAN)
     sizes = tmp_path / "sizes.yml"
@@ -395,8 +419,9 @@ def test_compare_plan_answers_whether_more_steps_pay(emulator, tmp_path):
     doc = json.loads((out / "compare.json").read_text())
     rows = {(r["profile"], r["case"]): r for r in doc["rows"]}
     assert set(rows) == {(n, c) for n in names for c in ("coding", "long_context", "concurrent")}
-    assert all(r["error"] is None and r["engine"] == "sglang" for r in rows.values())
-    assert {n: rows[(n, "coding")]["spec_steps"] for n in names} == dict(zip(names, (1, 3, 5)))
+    assert all(r["error"] is None for r in rows.values()), [r["error"] for r in rows.values()]
+    assert {n: (rows[(n, "coding")]["engine"], rows[(n, "coding")]["spec_steps"]) for n in names} == dict(
+        zip(names, (("sglang", 1), ("sglang", 3), ("sglang", 5), ("vllm", 1), ("vllm", 3))))
     assert len(rows[("nextn_5step", "coding")]["accept_by_position"]) == 5
     s = doc["summary"]
     print("\n".join(s["lines"]))  # the answer, for the log
@@ -408,10 +433,14 @@ def test_compare_plan_answers_whether_more_steps_pay(emulator, tmp_path):
     # 3 steps beat 1 step in every case, and by more than the spread
     for a in s["cases"]:
         assert a["best"] != "nextn_1step", a["sentence"]
-    pairs = {(p_["from_steps"], p_["to_steps"], p_["case"]): p_ for p_ in s["depth"]}
+    pairs = {(p_["from_steps"], p_["to_steps"], p_["case"]): p_ for p_ in s["depth"]
+             if p_["engine"] == "sglang"}
     assert all(pairs[(1, 3, c)]["pays"] for c in ("coding", "long_context", "concurrent"))
     # the emulator is calibrated so that steps 4-5 stop paying
-    verdicts = {(v["from_steps"], v["to_steps"]): v for v in s["depth_verdicts"]}
+    verdicts = {(v["from_steps"], v["to_steps"]): v for v in s["depth_verdicts"] if v["engine"] == "sglang"}
+    # vLLM's depths are compared among themselves: 1 -> 3 steps (0.80 / 0.52 / 0.35 per position)
+    vllm_pairs = [(v["from_steps"], v["to_steps"]) for v in s["depth_verdicts"] if v["engine"] == "vllm"]
+    assert vllm_pairs == [(1, 3)]
     assert verdicts[(1, 3)]["verdict"] == "pays"
     assert verdicts[(3, 5)]["verdict"] == "does not pay", verdicts[(3, 5)]
     coding35 = pairs[(3, 5, "coding")]
@@ -423,7 +452,7 @@ def test_compare_plan_answers_whether_more_steps_pay(emulator, tmp_path):
     assert [e["profile"] for e in s["roofline"]] == list(names)
     assert all(0 < share < 150 for e in s["roofline"] for share in e["shares"].values())
     with open(str(out / "compare.csv"), newline="") as f:
-        assert len(list(csv.DictReader(f))) == 9
+        assert len(list(csv.DictReader(f))) == 15
 
 
 def test_compare_plan_refuses_unknown_profiles_and_sweep_options(tmp_path):
