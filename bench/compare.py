@@ -266,23 +266,26 @@ def markdown_table(rows):
             "roofline ceiling tok/s (share)", "errors")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        roof = r.get("roofline")
         if r.get("error") is not None:
             cells = [r["profile"], r["concurrency"], _fmt(r.get("requests"), "d"), "-", "-", "-",
                      "-", "-", "-", "not measured: " + _md(r["error"])]
         else:
-            decode = _fmt(r.get("decode_tok_s_median"))
-            if r.get("decode_tok_s_min") is not None and r.get("decode_tok_s_max") is not None:
-                decode += " (%.1f-%.1f)" % (r["decode_tok_s_min"], r["decode_tok_s_max"])
-            cells = [r["profile"], r["concurrency"], _fmt(r.get("requests"), "d"), decode,
-                     _fmt(r.get("aggregate_tok_s")), _fmt(r.get("accept_len"), ".2f"),
-                     plan.positions(r.get("accept_by_position")), _fmt(r.get("ttft_p50_s"), ".3f"),
-                     "-" if not roof else "%.1f (%s)" % (
-                         roof["ceiling_tok_s"], "-" if roof["share_pct"] is None
-                         else "%.1f%%" % roof["share_pct"]),
-                     _fmt(r.get("errors"), "d")]
+            cells = [r["profile"], r["concurrency"], _fmt(r.get("requests"), "d")] + figure_cells(r)
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(lines)
+
+
+def figure_cells(r):
+    """A measured row's cells from decode to errors (both comparison tables)."""
+    roof = r.get("roofline")
+    decode = _fmt(r.get("decode_tok_s_median"))
+    if r.get("decode_tok_s_min") is not None and r.get("decode_tok_s_max") is not None:
+        decode += " (%.1f-%.1f)" % (r["decode_tok_s_min"], r["decode_tok_s_max"])
+    return [decode, _fmt(r.get("aggregate_tok_s")), _fmt(r.get("accept_len"), ".2f"),
+            plan.positions(r.get("accept_by_position")), _fmt(r.get("ttft_p50_s"), ".3f"),
+            "-" if not roof else "%.1f (%s)" % (
+                roof["ceiling_tok_s"], "-" if roof["share_pct"] is None else "%.1f%%" % roof["share_pct"]),
+            _fmt(r.get("errors"), "d")]
 
 
 def markdown(rows, summary, created=None):
@@ -358,24 +361,27 @@ def plot(rows, summary, path):
     plt.close(fig)
 
 
-def write_reports(rows, summary, out_dir, created=None):
-    """OUT/compare.md, .csv, .json, .png; returns their paths (in that order)."""
+def write_reports(rows, summary, out_dir, created=None, keys=ROW_KEYS, render=None, draw=None,
+                  index="levels"):
+    """OUT/compare.md, .csv, .json, .png; returns their paths (in that order). ``keys`` (the CSV
+    columns before the roofline's), ``render`` (Markdown), ``draw`` (the PNG) and ``index`` (the
+    summary key repeated at the top of the JSON) default to the concurrency sweep's."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     created = created or _now()
     paths = [out / name for name in FILES]
-    paths[0].write_text(markdown(rows, summary, created))
+    paths[0].write_text((render or markdown)(rows, summary, created))
     with open(str(paths[1]), "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(ROW_KEYS + ("roofline_ceiling_tok_s", "roofline_share_pct"))
+        w.writerow(tuple(keys) + ("roofline_ceiling_tok_s", "roofline_share_pct"))
         for r in rows:
             roof = r.get("roofline") or {}
-            w.writerow(["" if r.get(k) is None else r[k] for k in ROW_KEYS]
+            w.writerow(["" if r.get(k) is None else r[k] for k in keys]
                        + ["" if roof.get(k) is None else roof[k]
                           for k in ("ceiling_tok_s", "share_pct")])
     paths[2].write_text(json.dumps({"rows": rows, "summary": summary, "created": created,
-                                    "levels": summary.get("levels")}, indent=2) + "\n")
-    plot(rows, summary, paths[3])
+                                    index: summary.get(index)}, indent=2) + "\n")
+    (draw or plot)(rows, summary, paths[3])
     return paths
 
 
@@ -436,15 +442,24 @@ def add_parser(sub):
                                        "concurrency levels; who leads, where they cross")
     p.add_argument("--target", action="append", metavar="NAME=URL", required=True,
                    help="a profile's name and its server's base URL (repeat, in display order)")
-    p.add_argument("--concurrency", default="1,4,16", help="levels, e.g. 1,4,16 (default)")
-    p.add_argument("--requests", type=int, default=engine.DEFAULTS["requests"],
+    p.add_argument("--plan", action="store_true",
+                   help="run the gate plan's cases (as bench gate resolves it) against each target "
+                        "instead of a concurrency sweep; NAME is a profile of sglang_profiles")
+    p.add_argument("--vars", metavar="FILE", action="append",
+                   help="with --plan: group_vars/host_vars file or directory over the role defaults "
+                        "(repeatable, later wins; default: the production group_vars)")
+    p.add_argument("--current", metavar="NAME",
+                   help="with --plan: the target the host runs now (the answer gives the gain over it)")
+    p.add_argument("--concurrency", help="levels, e.g. 1,4,16 (default)")
+    p.add_argument("--requests", type=int,
                    help="measured requests per point, at least 2 x C (default %d)"
                         % engine.DEFAULTS["requests"])
-    p.add_argument("--max-tokens", type=int, default=engine.DEFAULTS["max_tokens"])
-    p.add_argument("--warmup", type=int, default=engine.DEFAULTS["warmup"],
+    p.add_argument("--max-tokens", type=int, help="default %d" % engine.DEFAULTS["max_tokens"])
+    p.add_argument("--warmup", type=int,
                    help="warmup requests before every point (default %d)" % engine.DEFAULTS["warmup"])
-    p.add_argument("--warmup-max-tokens", type=int, default=engine.DEFAULTS["warmup_max_tokens"])
-    p.add_argument("--api", choices=sorted(engine.APIS), default=engine.DEFAULTS["api"])
+    p.add_argument("--warmup-max-tokens", type=int,
+                   help="default %d" % engine.DEFAULTS["warmup_max_tokens"])
+    p.add_argument("--api", choices=sorted(engine.APIS))
     p.add_argument("--model", help="model name (default: the first one each server lists)")
     p.add_argument("--api-key", default=os.environ.get("SGLANG_API_KEY"),
                    help="API key for every target (default: $SGLANG_API_KEY; prefer the variable)")
@@ -499,8 +514,21 @@ def _finish(rows, args, name):
     return EXIT_OK
 
 
+SWEEP_DEFAULTS = {"concurrency": "1,4,16", "requests": engine.DEFAULTS["requests"],
+                  "max_tokens": engine.DEFAULTS["max_tokens"], "warmup": engine.DEFAULTS["warmup"],
+                  "warmup_max_tokens": engine.DEFAULTS["warmup_max_tokens"], "api": engine.DEFAULTS["api"]}
+
+
 def cmd_compare(args):
+    if args.plan:
+        from bench import compare_plan
+        return compare_plan.cmd_compare_plan(args)
+    for key, value in SWEEP_DEFAULTS.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
     try:
+        if args.vars or args.current:
+            raise InputError("--vars and --current are for --plan")
         targets = parse_targets(args.target)
         levels = parse_levels(args.concurrency)
         _sizes(args)  # before measuring: fail fast on bad size files

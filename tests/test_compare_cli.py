@@ -9,11 +9,13 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
 from bench import compare
 from bench.sizes import DEFAULT_SIZE_FILES, load_sizes
+from bench.launch import EmulatorProcess
 from conftest import ROOT, free_port
 from sglang_perf import capacity
 
@@ -354,3 +356,114 @@ def test_compare_report_accepts_string_numbers_and_a_compare_json(tmp_path):
     assert table[("no_spec", 1)][8] == "%.1f (%.1f%%)" % (want["ceiling_tok_s"], want["share_pct"])
     assert not math.isnan(float(table[("nextn_3step", 1)][8].split()[0]))
     assert "nextn_3step beats no_spec at C=1 by 108% per-request decode" in p.stdout  # 55/26.5
+
+
+# --- --plan: the gate plan against several depths, and the answer -------------------------------
+
+SMALL_PLAN = """\
+sglang_gate_warmup: 1
+sglang_gate_plan:
+  coding: {prompts: coding, concurrency: 1, requests: 2, max_tokens: 192}
+  long_context: {prompts: long_context, prompt_tokens: 4096, concurrency: 1, requests: 2, max_tokens: 128}
+  concurrent: {prompts: coding, concurrency: 4, requests: 4, max_tokens: 128}
+"""
+PLAN_SCALE = 8  # emulator speed; the sizes file's bandwidth is scaled with it (shares near 100 %)
+
+
+@pytest.fixture
+def vllm_emus():
+    started = []
+    yield started
+    for emu, log in started:
+        emu.stop()
+        log.close()
+
+
+def test_compare_plan_answers_whether_more_steps_pay(emulator, vllm_emus, tmp_path):
+    import yaml
+    sys.path.insert(0, str(ROOT / "plugins" / "filter"))
+    import sglang_profile as flt
+    from conftest import MODEL_ARGS
+    defaults = yaml.safe_load((ROOT / "roles/sglang/defaults/main.yml").read_text())
+    env = dict(FAST, SGLEMU_SPEED_SCALE=str(PLAN_SCALE))
+    names = ("nextn_1step", "nextn_3step", "nextn_5step")
+    emus = {n: emulator(MODEL_ARGS + flt.sglang_argv(defaults["sglang_profiles"][n],
+                                                     defaults["sglang_version"]), env=env) for n in names}
+    # the vLLM targets: python -m bench.emulator.vllm serve MODEL ..., as the role renders it
+    server = {"model_path": "/models/Qwen3.6-27B", "served_model_name": "Qwen3.6-27B",
+              "trust_remote_code": True}
+    for n in ("vllm_mtp_1", "vllm_mtp_3"):
+        log = tempfile.TemporaryFile()
+        emu = EmulatorProcess(flt.sglang_argv(defaults["sglang_profiles"][n], defaults["sglang_vllm_version"],
+                                              server), log, env=dict(env, SGLEMU_SEED="0"),
+                              module="bench.emulator.vllm")
+        vllm_emus.append((emu, log))
+        emus[n] = emu
+    for emu, _log in vllm_emus:
+        emu.wait_ready("/health", 60)
+    names += ("vllm_mtp_1", "vllm_mtp_3")
+    plan_vars = tmp_path / "plan.yml"
+    plan_vars.write_text(SMALL_PLAN)
+    sizes = tmp_path / "sizes.yml"
+    sizes.write_text("model:\n" + "".join("  %s: %s\n" % kv for kv in MODEL.items()) + "hardware:\n"
+                     + "".join("  %s: %s\n" % (k, v * PLAN_SCALE if k == "gpu_bandwidth_gbs" else v)
+                               for k, v in HARDWARE.items()))
+    out = tmp_path / "out"
+    p = bench("compare", "--plan", "--quiet", "--vars", str(plan_vars), "--sizes", str(sizes),
+              "--out", str(out), "--current", "nextn_1step",
+              *sum((["--target", "%s=%s" % (n, e.url)] for n, e in emus.items()), []))
+    assert p.returncode == 0, p.stderr
+    for name in compare.FILES:
+        assert (out / name).is_file() and (out / name).stat().st_size > 0, name
+    assert (out / "compare.png").read_bytes()[:8] == PNG_MAGIC
+    doc = json.loads((out / "compare.json").read_text())
+    rows = {(r["profile"], r["case"]): r for r in doc["rows"]}
+    assert set(rows) == {(n, c) for n in names for c in ("coding", "long_context", "concurrent")}
+    assert all(r["error"] is None for r in rows.values()), [r["error"] for r in rows.values()]
+    assert {n: (rows[(n, "coding")]["engine"], rows[(n, "coding")]["spec_steps"]) for n in names} == dict(
+        zip(names, (("sglang", 1), ("sglang", 3), ("sglang", 5), ("vllm", 1), ("vllm", 3))))
+    assert len(rows[("nextn_5step", "coding")]["accept_by_position"]) == 5
+    s = doc["summary"]
+    print("\n".join(s["lines"]))  # the answer, for the log
+    # the answer opens the report
+    md = (out / "compare.md").read_text()
+    assert md.index("## The answer") < md.index("| profile | engine |")
+    assert md.splitlines()[4] == "- " + s["lines"][0]
+    assert p.stdout.startswith("- " + s["lines"][0])
+    # 3 steps beat 1 step in every case, and by more than the spread
+    for a in s["cases"]:
+        assert a["best"] != "nextn_1step", a["sentence"]
+    pairs = {(p_["from_steps"], p_["to_steps"], p_["case"]): p_ for p_ in s["depth"]
+             if p_["engine"] == "sglang"}
+    assert all(pairs[(1, 3, c)]["pays"] for c in ("coding", "long_context", "concurrent"))
+    # the emulator is calibrated so that steps 4-5 stop paying
+    verdicts = {(v["from_steps"], v["to_steps"]): v for v in s["depth_verdicts"] if v["engine"] == "sglang"}
+    # vLLM's depths are compared among themselves: 1 -> 3 steps (0.80 / 0.52 / 0.35 per position)
+    vllm_pairs = [(v["from_steps"], v["to_steps"]) for v in s["depth_verdicts"] if v["engine"] == "vllm"]
+    assert vllm_pairs == [(1, 3)]
+    assert verdicts[(1, 3)]["verdict"] == "pays"
+    assert verdicts[(3, 5)]["verdict"] == "does not pay", verdicts[(3, 5)]
+    coding35 = pairs[(3, 5, "coding")]
+    assert coding35["marginal_accept"] < coding35["break_even_accept"]
+    assert "SGLang 3 -> 5 steps: 2 more steps do not pay" in "\n".join(s["lines"])
+    w = s["winner"]
+    assert (w["profile"], w["engine"]) == ("nextn_3step", "sglang")
+    assert w["decided_by"] in ("coding", "long_context", "concurrent") and w["reason"]
+    assert [e["profile"] for e in s["roofline"]] == list(names)
+    assert all(0 < share < 150 for e in s["roofline"] for share in e["shares"].values())
+    with open(str(out / "compare.csv"), newline="") as f:
+        assert len(list(csv.DictReader(f))) == 15
+
+
+def test_compare_plan_refuses_unknown_profiles_and_sweep_options(tmp_path):
+    url = "http://127.0.0.1:%d" % free_port()
+    for args, message in [
+        (["--target", "nextn_9step=" + url], "--target nextn_9step: no such profile in sglang_profiles"),
+        (["--target", "nextn_3step=" + url, "--concurrency", "1,4"], "--concurrency is set by the plan"),
+        (["--target", "nextn_3step=" + url, "--current", "no_spec"], "--current no_spec is not one of"),
+    ]:
+        p = bench("compare", "--plan", "--quiet", "--no-roofline", "--out", str(tmp_path / "o"), *args)
+        assert p.returncode == 2 and message in p.stderr, p.stderr
+        assert len(p.stderr.strip().splitlines()) == 1
+    p = bench("compare", "--quiet", "--no-roofline", "--current", "x", "--target", "x=" + url)
+    assert p.returncode == 2 and "--vars and --current are for --plan" in p.stderr

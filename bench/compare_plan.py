@@ -1,0 +1,230 @@
+"""``python -m bench compare --plan``: the gate plan against several settings, and the answer.
+
+    python -m bench compare --plan [--vars FILE ...] --target NAME=URL [--target NAME=URL ...]
+        [--current NAME] [--api-key K] [--model M] [--out DIR] [--sizes FILE ...] [--no-roofline]
+
+The plan is the one ``bench gate`` runs (bench/gate.py load_vars: the role defaults overlaid by
+the --vars files; by default the production group_vars), run through the same code (gate.run_plan,
+plan.run) against each target without thresholds: this measures, it does not gate. NAME is a
+profile of ``sglang_profiles``; its engine (the profile's ``engine``, else ``sglang_engine``, else
+sglang) and its speculative steps come from the profile. One row per (target, case).
+
+The report opens with the answer (bench/compare_answer.py): per case the best setting, per engine
+whether one more MTP step pays, each setting's share of the roofline, and the winner
+(summary["winner"] = {"profile", "engine", "decided_by", "reason"} in compare.json); then the
+table, compare.csv, compare.json and compare.png (one bar group per case).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from bench import compare, compare_answer, gate
+from sglang_perf import capacity, plan
+from sglang_perf.client import ConfigError, MeasureError
+
+PLAN_ROW_KEYS = ("profile", "engine", "spec_steps", "case", "url", "concurrency", "requests",
+                 "max_tokens", "prompt_tokens", "decode_tok_s_median", "decode_tok_s_min",
+                 "decode_tok_s_max", "aggregate_tok_s", "accept_len", "accept_by_position",
+                 "ttft_p50_s", "errors", "error")
+SWEEP_ONLY = ("concurrency", "requests", "max_tokens", "warmup", "warmup_max_tokens", "api")
+
+
+def profile_facts(v, name):
+    """(engine, speculative steps) of profile ``name`` in the vars ``v``; InputError if unknown."""
+    profiles = v.get("sglang_profiles") or {}
+    if name not in profiles:
+        raise compare.InputError("--target %s: no such profile in sglang_profiles (known: %s)"
+                                 % (name, ", ".join(profiles)))
+    p = profiles[name] or {}
+    engine = p.get("engine") or v.get("sglang_engine") or "sglang"
+    steps = int(p.get("speculative_num_steps") or 0) if p.get("speculative_algorithm") else 0
+    return engine, steps
+
+
+def measure_only(v, name):
+    """The vars with thresholds of {} for every case of the plan: the plan measures, never fails."""
+    cases = v.get("sglang_gate_plan") or {}
+    return dict(v, sglang_gate_thresholds={name: {c: {} for c in cases}}, sglang_gate_calibrated=None)
+
+
+def _plan_row(name, engine, steps, url, case, result=None, error=None):
+    level, reqs = case.get("concurrency"), case.get("requests")
+    row = compare._row(name, url, level, reqs, result, error)
+    row.update(engine=engine, spec_steps=steps, case=case["case"], max_tokens=case.get("max_tokens"),
+               prompt_tokens=((result or {}).get("prompt_tokens") or {}).get("median"))
+    if result is not None and result.get("unmeasured"):
+        row.update(error=result["unmeasured"])
+    return {k: row.get(k) for k in PLAN_ROW_KEYS}
+
+
+def sweep_plan(targets, v, api_key=None, model=None, quiet=False, progress=None):
+    """The gate plan of ``v`` against each (name, url): rows in target order, then plan order. A
+    target that cannot be measured at all gets an error row per case."""
+    cases = [dict(c, case=n) for n, c in (v.get("sglang_gate_plan") or {}).items()]
+    rows = []
+    for name, url in targets:
+        engine, steps = profile_facts(v, name)
+        if progress:
+            progress("%s (%s, %d steps) at %s: plan %s ..." % (name, engine, steps, url,
+                                                              ", ".join(c["case"] for c in cases)))
+        ns = argparse.Namespace(url=url, api_key=api_key, model=model, quiet=quiet)
+        try:
+            result = gate.run_plan(ns, measure_only(v, name), name)
+        except ConfigError as e:
+            result, error = None, "invalid %s: %s" % (e.option, e.message)
+        except MeasureError as e:
+            result, error = None, str(e) or e.__class__.__name__
+        by_case = {r["case"]: r for r in (result or {}).get("cases") or []}
+        for c in cases:
+            r = by_case.get(c["case"])
+            rows.append(_plan_row(name, engine, steps, url, c, r,
+                                  None if r is not None else error if result is None
+                                  else "not in the plan result"))
+            if progress:
+                progress("%s %s: %s" % (name, c["case"], compare.describe(rows[-1])))
+        if result is not None and not result["capacity"]["passed"] and progress:
+            progress("%s: %s" % (name, "; ".join(f["message"] for f in result["capacity"]["failures"])))
+    return rows
+
+
+def analyse_plan(rows, model=None, hardware=None, current=None):
+    """Per-row roofline (as compare.analyse) and the summary: the answer's keys (winner at the
+    top level), "profiles", "plan_cases", "statements" (the rows not measured, roofline problems)."""
+    seen, statements = set(), []
+    for row in rows:
+        key = (row["profile"], row["case"])
+        if key in seen:
+            raise ValueError("two rows for profile %s in case %s" % key)
+        seen.add(key)
+        row["roofline"] = None
+        if model and hardware and compare.measurable(row):
+            try:
+                row["roofline"] = compare._roofline(row, model, hardware)
+            except capacity.CapacityError as e:
+                statements.append("no roofline for %s in %s: %s" % (row["profile"], row["case"], e))
+    for row in rows:
+        if row.get("error") is not None:
+            statements.append("%s in %s not measured: %s" % (row["profile"], row["case"], row["error"]))
+    summary = compare_answer.answer(rows, current)
+    summary.update(profiles=list(dict.fromkeys(r["profile"] for r in rows)),
+                   plan_cases=list(dict.fromkeys(r["case"] for r in rows)), statements=statements)
+    return summary
+
+
+def markdown_table(rows):
+    head = ("profile", "engine", "steps", "case", "C", "requests", "decode tok/s median (min-max)",
+            "aggregate tok/s", "accept length", "accepted by draft position", "TTFT p50 s",
+            "roofline ceiling tok/s (share)", "errors")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        lead = [r["profile"], r.get("engine"), r.get("spec_steps"), r["case"], r.get("concurrency"),
+                compare._fmt(r.get("requests"), "d")]
+        if r.get("error") is not None:
+            cells = lead + ["-"] * 6 + ["not measured: " + compare._md(r["error"])]
+        else:
+            cells = lead + compare.figure_cells(r)
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def markdown(rows, summary, created=None):
+    out = ["# Settings compared on the gate plan", "",
+           "## The answer", ""]
+    out += ["- " + compare._md(line) for line in summary["lines"]]
+    out += ["", "%s; cases %s; per-request decode = median over a case's requests, aggregate = all "
+            "tokens / wall time; a C=1 case is judged on per-request decode, a C>1 case on the "
+            "aggregate." % (created or compare._now(), ", ".join(summary["plan_cases"])), "",
+            markdown_table(rows), ""]
+    if summary["statements"]:
+        out += ["## Not measured", ""] + ["- " + compare._md(s) for s in summary["statements"]]
+    return "\n".join(out) + "\n"
+
+
+def plot(rows, summary, path):
+    """One panel per case: a bar per setting (the case's metric), labelled with its accept length."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cases = summary["plan_cases"]
+    fig, axes = plt.subplots(1, len(cases), figsize=(4.5 * len(cases), 4.5), squeeze=False)
+    for ax, case in zip(axes[0], cases):
+        got = [r for r in rows if r["case"] == case and compare_answer._ok(r)]
+        if not got:
+            ax.set_title("%s: not measured" % case)
+            continue
+        metric, key = compare_answer.metric_of(got[0])
+        names = [r["profile"] for r in got]
+        bars = ax.bar(range(len(got)), [r[key] for r in got],
+                      color=["C0" if (r.get("engine") or "sglang") == "sglang" else "C1" for r in got])
+        for b, r in zip(bars, got):
+            if r.get("accept_len") is not None:
+                ax.annotate("AL %.2f" % r["accept_len"], (b.get_x() + b.get_width() / 2, b.get_height()),
+                            ha="center", textcoords="offset points", xytext=(0, 3), fontsize=8)
+        ax.set_xticks(range(len(got)))
+        ax.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
+        ax.set_ylabel("%s tok/s" % compare_answer.LABELS[metric])
+        ax.set_title("%s (C=%s)" % (case, got[0].get("concurrency")))
+        ax.set_ylim(0, max(r[key] for r in got) * 1.15)
+        ax.grid(alpha=0.3, axis="y")
+    fig.suptitle("winner: %s (%s)" % (summary["winner"]["profile"], summary["winner"]["engine"]))
+    fig.tight_layout()
+    fig.savefig(str(path), dpi=100)
+    plt.close(fig)
+
+
+def write_reports(rows, summary, out_dir, created=None):
+    """OUT/compare.md, .csv, .json, .png of a plan comparison (compare.write_reports)."""
+    return compare.write_reports(rows, summary, out_dir, created, PLAN_ROW_KEYS, markdown, plot, "plan_cases")
+
+
+def cmd_compare_plan(args):
+    try:
+        given = [k for k in SWEEP_ONLY if getattr(args, k) is not None]
+        if given:
+            raise compare.InputError("--plan runs the gate plan's cases: %s %s set by the plan (give a "
+                                     "--vars file), not on the command line" % (
+                                         ", ".join("--" + k.replace("_", "-") for k in given),
+                                         "is" if len(given) == 1 else "are"))
+        targets = compare.parse_targets(args.target)
+        try:
+            v, _ = gate.load_vars(args.vars)
+        except gate.VarsError as e:
+            raise compare.InputError(str(e))
+        for name, _url in targets:
+            profile_facts(v, name)
+        if args.current is not None and args.current not in dict(targets):
+            raise compare.InputError("--current %s is not one of the targets (%s)"
+                                     % (args.current, ", ".join(n for n, _ in targets)))
+        first = measure_only(v, targets[0][0])
+        problems = plan.problems(first["sglang_gate_plan"], first["sglang_gate_thresholds"], targets[0][0])
+        if problems:
+            raise compare.InputError("; ".join(problems))
+        model, hardware = compare._sizes(args)
+        compare._need_matplotlib()
+
+        def progress(message):
+            sys.stderr.write("compare: %s\n" % message)
+            sys.stderr.flush()
+
+        rows = sweep_plan(targets, v, args.api_key, args.model, args.quiet,
+                          None if args.quiet else progress)
+        if not any(compare.measurable(r) for r in rows):
+            raise compare.InputError("nothing measurable: %d row(s), none measured; first: %s %s: %s"
+                                     % (len(rows), rows[0]["profile"], rows[0]["case"], rows[0]["error"]))
+        summary = analyse_plan(rows, model, hardware, args.current)
+        try:
+            paths = write_reports(rows, summary, args.out)
+        except OSError as e:
+            raise compare.InputError("cannot write the reports to %s: %s" % (args.out, e.strerror or e))
+        print("\n".join("- " + line for line in summary["lines"]))
+        print()
+        print(markdown_table(rows))
+        for s in summary["statements"]:
+            sys.stderr.write("bench compare: warning: %s\n" % s)
+        sys.stderr.write("bench compare: wrote %s\n" % ", ".join(str(p) for p in paths))
+        return compare.EXIT_OK
+    except compare.InputError as e:
+        sys.stderr.write("bench compare: %s\n" % e)
+        return compare.EXIT_BAD_INPUT
