@@ -474,6 +474,12 @@ def add_parser(sub):
     r.add_argument("rows", metavar="ROWS_JSON", help="a JSON list of rows as sweep returns them "
                                                      "(or a compare.json)")
     r.add_argument("--out", required=True, help="report directory")
+    r.add_argument("--plan", action="store_true",
+                   help="ROWS_JSON is a list of {profile, url, result, error}, one gate-plan result "
+                        "per profile (playbooks/compare.yml); the report opens with the answer")
+    r.add_argument("--vars", metavar="FILE", action="append",
+                   help="with --plan: the vars the profiles and the plan come from (as bench gate)")
+    r.add_argument("--current", metavar="NAME", help="with --plan: the profile the host runs")
     _add_sizes_args(r)
     r.set_defaults(func=cmd_report)
 
@@ -581,8 +587,8 @@ def _int(value, where, minimum=0, optional=True):
     return int(v)
 
 
-def load_rows(path):
-    """Rows from a JSON file (a list of rows, or a compare.json), checked and normalised."""
+def load_json_list(path, key="rows"):
+    """The non-empty JSON list in ``path`` (or its ``key`` member), or InputError saying why not."""
     try:
         data = json.loads(Path(path).read_text())
     except FileNotFoundError:
@@ -591,10 +597,16 @@ def load_rows(path):
         raise InputError("cannot read %s: %s" % (path, e))
     except ValueError as e:
         raise InputError("%s is not JSON: %s" % (path, e))
-    if isinstance(data, dict) and isinstance(data.get("rows"), list):
-        data = data["rows"]
+    if isinstance(data, dict) and isinstance(data.get(key), list):
+        data = data[key]
     if not isinstance(data, list) or not data:
-        raise InputError("%s: expected a non-empty JSON list of rows" % path)
+        raise InputError("%s: expected a non-empty JSON list of %s" % (path, key))
+    return data
+
+
+def load_rows(path):
+    """Rows from a JSON file (a list of rows, or a compare.json), checked and normalised."""
+    data = load_json_list(path)
     rows = []
     for i, raw in enumerate(data, 1):
         where = "%s row %d" % (path, i)
@@ -624,6 +636,9 @@ def load_rows(path):
 
 
 def cmd_report(args):
+    if args.plan:
+        from bench import compare_plan
+        return compare_plan.cmd_report_plan(args)
     try:
         return _finish(load_rows(args.rows), args, "compare-report")
     except InputError as e:

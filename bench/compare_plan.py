@@ -58,6 +58,31 @@ def _plan_row(name, engine, steps, url, case, result=None, error=None):
     return {k: row.get(k) for k in PLAN_ROW_KEYS}
 
 
+def plan_rows(name, engine, steps, url, cases, result, error=None):
+    """The rows of one target: a row per case of ``cases`` from the plan ``result`` (gate.run_plan's,
+    or the sglang_bench module's), or ``error`` in every row when there is no result."""
+    by_case = {r["case"]: r for r in (result or {}).get("cases") or []}
+    return [_plan_row(name, engine, steps, url, c, by_case.get(c["case"]),
+                      None if c["case"] in by_case else error if result is None else "not in the plan result")
+            for c in cases]
+
+
+def rows_from_results(path, v):
+    """Plan rows from a JSON list of {"profile", "url", "result", "error"} (playbooks/compare.yml
+    writes it: one sglang_bench plan result per profile), the plan's cases from ``v``."""
+    results = compare.load_json_list(path)
+    cases = [dict(c, case=n) for n, c in (v.get("sglang_gate_plan") or {}).items()]
+    rows = []
+    for i, item in enumerate(results):
+        if not isinstance(item, dict) or not isinstance(item.get("profile"), str):
+            raise compare.InputError("%s: entry %d is not {profile, url, result, error}" % (path, i))
+        engine, steps = profile_facts(v, item["profile"])
+        result = item.get("result") if isinstance(item.get("result"), dict) else None
+        rows += plan_rows(item["profile"], engine, steps, item.get("url"), cases, result,
+                          item.get("error") or ("no result" if result is None else None))
+    return rows
+
+
 def sweep_plan(targets, v, api_key=None, model=None, quiet=False, progress=None):
     """The gate plan of ``v`` against each (name, url): rows in target order, then plan order. A
     target that cannot be measured at all gets an error row per case."""
@@ -75,14 +100,10 @@ def sweep_plan(targets, v, api_key=None, model=None, quiet=False, progress=None)
             result, error = None, "invalid %s: %s" % (e.option, e.message)
         except MeasureError as e:
             result, error = None, str(e) or e.__class__.__name__
-        by_case = {r["case"]: r for r in (result or {}).get("cases") or []}
-        for c in cases:
-            r = by_case.get(c["case"])
-            rows.append(_plan_row(name, engine, steps, url, c, r,
-                                  None if r is not None else error if result is None
-                                  else "not in the plan result"))
+        for row in plan_rows(name, engine, steps, url, cases, result, error):
+            rows.append(row)
             if progress:
-                progress("%s %s: %s" % (name, c["case"], compare.describe(rows[-1])))
+                progress("%s %s: %s" % (name, row["case"], compare.describe(row)))
         if result is not None and not result["capacity"]["passed"] and progress:
             progress("%s: %s" % (name, "; ".join(f["message"] for f in result["capacity"]["failures"])))
     return rows
@@ -210,21 +231,45 @@ def cmd_compare_plan(args):
 
         rows = sweep_plan(targets, v, args.api_key, args.model, args.quiet,
                           None if args.quiet else progress)
-        if not any(compare.measurable(r) for r in rows):
-            raise compare.InputError("nothing measurable: %d row(s), none measured; first: %s %s: %s"
-                                     % (len(rows), rows[0]["profile"], rows[0]["case"], rows[0]["error"]))
-        summary = analyse_plan(rows, model, hardware, args.current)
-        try:
-            paths = write_reports(rows, summary, args.out)
-        except OSError as e:
-            raise compare.InputError("cannot write the reports to %s: %s" % (args.out, e.strerror or e))
-        print("\n".join("- " + line for line in summary["lines"]))
-        print()
-        print(markdown_table(rows))
-        for s in summary["statements"]:
-            sys.stderr.write("bench compare: warning: %s\n" % s)
-        sys.stderr.write("bench compare: wrote %s\n" % ", ".join(str(p) for p in paths))
-        return compare.EXIT_OK
+        return _report(rows, args, model, hardware, "bench compare")
     except compare.InputError as e:
         sys.stderr.write("bench compare: %s\n" % e)
+        return compare.EXIT_BAD_INPUT
+
+
+def _report(rows, args, model, hardware, prog):
+    """Analyse ``rows``, write the four reports to args.out, print the answer and the table."""
+    if not any(compare.measurable(r) for r in rows):
+        raise compare.InputError("nothing measurable: %d row(s), none measured; first: %s %s: %s"
+                                 % (len(rows), rows[0]["profile"], rows[0]["case"], rows[0]["error"]))
+    summary = analyse_plan(rows, model, hardware, args.current)
+    try:
+        paths = write_reports(rows, summary, args.out)
+    except OSError as e:
+        raise compare.InputError("cannot write the reports to %s: %s" % (args.out, e.strerror or e))
+    print("\n".join("- " + line for line in summary["lines"]))
+    print()
+    print(markdown_table(rows))
+    for s in summary["statements"]:
+        sys.stderr.write("%s: warning: %s\n" % (prog, s))
+    sys.stderr.write("%s: wrote %s\n" % (prog, ", ".join(str(p) for p in paths)))
+    return compare.EXIT_OK
+
+
+def cmd_report_plan(args):
+    """``bench compare-report --plan RESULTS_JSON``: the plan comparison's reports from the plan
+    results a playbook gathered (rows_from_results)."""
+    try:
+        try:
+            v, _ = gate.load_vars(args.vars)
+        except gate.VarsError as e:
+            raise compare.InputError(str(e))
+        rows = rows_from_results(args.rows, v)
+        if args.current is not None and args.current not in {r["profile"] for r in rows}:
+            raise compare.InputError("--current %s is not one of the compared profiles" % args.current)
+        model, hardware = compare._sizes(args)
+        compare._need_matplotlib()
+        return _report(rows, args, model, hardware, "bench compare-report")
+    except compare.InputError as e:
+        sys.stderr.write("bench compare-report: %s\n" % e)
         return compare.EXIT_BAD_INPUT

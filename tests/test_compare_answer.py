@@ -129,3 +129,49 @@ def test_roofline_shares_are_the_c1_cases():
     rows = [dict(row("a", "coding", 50.0), roofline={"share_pct": 60.0}),
             dict(row("a", "concurrent", 40.0, aggregate=150.0), roofline={"share_pct": 48.0})]
     assert ca.roofline_shares(rows) == [{"profile": "a", "engine": "sglang", "shares": {"coding": 60.0}}]
+
+
+def test_compare_report_plan_builds_the_answer_from_a_playbooks_plan_results(tmp_path):
+    """playbooks/compare.yml hands `bench compare-report --plan` one sglang_bench plan result per
+    profile and the run's variables: the report opens with the answer and names the winner."""
+    import json
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    def case(name, tok_s, accept, positions, aggregate=None):
+        spread = {"median": tok_s, "min": tok_s * 0.98, "max": tok_s * 1.02}
+        return {"case": name, "decode_tok_s": spread,
+                "accept_len": accept, "accept_by_position": positions, "errors": 0,
+                "aggregate_tok_s": aggregate or tok_s, "ttft_s": {"p50": 0.05}}
+
+    plan = {"coding": {"prompts": "coding", "concurrency": 1, "requests": 3, "max_tokens": 192},
+            "concurrent": {"prompts": "coding", "concurrency": 4, "requests": 8, "max_tokens": 256}}
+    profiles = {"nextn_1step": {"speculative_algorithm": "NEXTN", "speculative_num_steps": 1},
+                "nextn_3step": {"speculative_algorithm": "NEXTN", "speculative_num_steps": 3},
+                "vllm_mtp_3": {"engine": "vllm", "speculative_algorithm": "MTP", "speculative_num_steps": 3}}
+    results = [
+        {"profile": "nextn_1step", "url": "http://127.0.0.1:30000", "error": None, "result": {"cases": [
+            case("coding", 37.5, 1.75, [0.75]), case("concurrent", 37.0, 1.75, [0.75], 140.0)]}},
+        {"profile": "nextn_3step", "url": "http://127.0.0.1:30000", "error": None, "result": {"cases": [
+            case("coding", 55.0, 3.2, [0.75, 0.72, 0.69]),
+            case("concurrent", 56.0, 3.2, [0.75, 0.72, 0.69], 224.0)]}},
+        {"profile": "vllm_mtp_3", "url": "http://127.0.0.1:30000", "error": "the server never answered",
+         "result": None}]
+    (tmp_path / "results.json").write_text(json.dumps(results))
+    (tmp_path / "vars.json").write_text(json.dumps({"sglang_profiles": profiles, "sglang_gate_plan": plan}))
+    report = [sys.executable, "-m", "bench", "compare-report", "--plan", str(tmp_path / "results.json"),
+              "--vars", str(tmp_path / "vars.json")]
+    p = subprocess.run(report + ["--current", "nextn_1step", "--no-roofline", "--out", str(tmp_path / "out")],
+                       cwd=str(ROOT), capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    summary = json.loads((tmp_path / "out" / "compare.json").read_text())["summary"]
+    assert (summary["winner"]["profile"], summary["winner"]["engine"]) == ("nextn_3step", "sglang")
+    assert p.stdout.startswith("- **Deploy nextn_3step (SGLang)**")
+    assert "vllm_mtp_3 in coding not measured: the server never answered" in summary["statements"]
+    md = (tmp_path / "out" / "compare.md").read_text()
+    assert md.index("## The answer") < md.index("| profile | engine |")
+    bad = subprocess.run(report + ["--current", "no_spec", "--out", str(tmp_path)],
+                         cwd=str(ROOT), capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "--current no_spec is not one of the compared profiles" in bad.stderr

@@ -4,8 +4,9 @@ history holds the four runs with their engines."""
 from __future__ import annotations
 
 import json
+import shlex
 
-from conftest import LKG_DIR, UNIT, URL, assert_service_healthy, exec_start, history
+from conftest import LKG_DIR, UNIT, URL, assert_service_healthy, history
 
 
 def test_history_holds_the_four_runs_and_their_engines(host):
@@ -29,7 +30,8 @@ def test_history_holds_the_four_runs_and_their_engines(host):
 def test_the_vllm_unit_runs_its_release_and_is_the_last_known_good(host):
     runs = history(host)
     unit = host.file(UNIT).content_string
-    argv = exec_start(unit)
+    # systemd's quoting of the JSON argument is shell-like (plugins/filter systemd_exec_args)
+    argv = shlex.split(next(x for x in unit.splitlines() if x.startswith("ExecStart="))[len("ExecStart="):])
     assert argv[0] == runs[2]["venv"] + "/bin/python"
     assert argv[1:5] == ["-m", "bench.emulator.vllm", "serve", "/srv/models/Qwen3.6-27B"]
     assert argv[argv.index("--speculative-config") + 1] == '{"method": "mtp", "num_speculative_tokens": 3}'
