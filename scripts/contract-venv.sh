@@ -64,7 +64,7 @@ fi
 "$VENV/bin/python" -c 'import torch; assert not torch.cuda.is_available(); print("torch", torch.__version__)' >&2
 touch "$VENV/.complete"
 # venvs of other requirement sets or versions, unused for 30 days, go
-find "$CACHE" -maxdepth 1 -name 'contract-*' ! -path "$VENV" -mtime +30 -exec rm -rf {} +
+find "$CACHE" -maxdepth 1 -name 'contract-*' ! -name 'contract-vllm-*' ! -path "$VENV" -mtime +30 -exec rm -rf {} +
 log "built in $(( $(date +%s) - t0 )) s, $(du -sh "$VENV" | cut -f1)"
 echo "CONTRACT_PYTHON=$VENV/bin/python"
 echo "CONTRACT_OLD_PATH=$VENV/old/$OLD"
