@@ -29,21 +29,12 @@ command -v "$PYTHON" >/dev/null || PYTHON=python3
 
 key="$( (cat "$REQ"; echo "vllm $VERSION"; "$PYTHON" -V) | sha256sum | cut -c1-12)"
 VENV="$CACHE/contract-vllm-$key"
-cached() {
-    [ -f "$VENV/.complete" ] || return 1
-    log "cached: $VENV (vllm $VERSION)"
-    echo "VLLM_CONTRACT_PYTHON=$VENV/bin/python"
-}
-cached && exit 0
-
-t0=$(date +%s)
-mkdir -p "$CACHE"
-exec 9>"$CACHE/contract-vllm.lock"
-flock --timeout 1800 9 || die "another contract-venv-vllm.sh holds $CACHE/contract-vllm.lock"
-cached && exit 0  # built by the one we waited for
-rm -rf "$VENV"
+LOCK=contract-vllm.lock PRUNE='contract-vllm-*'
+answer() { echo "VLLM_CONTRACT_PYTHON=$VENV/bin/python"; }
+# shellcheck source=scripts/contract-venv-lib.sh
+. "$ROOT/scripts/contract-venv-lib.sh"
+venv_begin
 log "building $VENV (vllm $VERSION --no-deps, $(basename "$REQ") --no-deps)"
-"$PYTHON" -m venv "$VENV"
 PIP=("$VENV/bin/pip" --quiet --disable-pip-version-check)
 "${PIP[@]}" install --no-deps -r "$REQ" || die "pip install -r $REQ failed"
 "${PIP[@]}" install --no-deps "vllm==$VERSION" || die "pip install vllm==$VERSION failed (is it on PyPI?)"
@@ -53,8 +44,4 @@ for mod in torchvision triton; do
     fi
 done
 "$VENV/bin/python" -c 'import torch; assert not torch.cuda.is_available(); print("torch", torch.__version__)' >&2
-touch "$VENV/.complete"
-# venvs of other requirement sets or versions, unused for 30 days, go
-find "$CACHE" -maxdepth 1 -name 'contract-vllm-*' ! -path "$VENV" -mtime +30 -exec rm -rf {} +
-log "built in $(( $(date +%s) - t0 )) s, $(du -sh "$VENV" | cut -f1)"
-echo "VLLM_CONTRACT_PYTHON=$VENV/bin/python"
+venv_end
