@@ -90,11 +90,13 @@ molecule-changed: venv
 	if [ -z "$$scenarios" ]; then echo "molecule-changed: nothing to run"; \
 	else $(MAKE) --no-print-directory molecule SCENARIOS="$$(echo $$scenarios)"; fi
 
-# Contract tier alone: rendered units and the emulator against SGLang's own parser (its venv is
-# built and cached by scripts/contract-venv.sh). The version-bump drill, before any host:
-#   make contract SGLANG_VERSION=0.5.24
-contract: venv
-	SGLANG_VERSION=$(SGLANG_VERSION) $(PY) -m pytest -p no:cacheprovider tests/test_contract.py
+# Contract tier alone: rendered units and the emulators against SGLang's and vLLM's own parsers
+# (their venvs are built and cached by scripts/contract-venv.sh and scripts/contract-venv-vllm.sh).
+# The version-bump drill, before any host:
+#   make contract SGLANG_VERSION=0.5.24      make contract VLLM_VERSION=0.33.1
+contract: venv dist
+	SGLANG_VERSION=$(SGLANG_VERSION) VLLM_VERSION=$(VLLM_VERSION) $(PY) -m pytest -p no:cacheprovider \
+	    tests/test_contract.py tests/test_contract_vllm.py
 
 # Independent client cross-check: SGLang's own sglang.benchmark.serving and `bench run` against one
 # emulator (3-step), C = 1 and 4, side by side with the emulator's exact counters (out/crosscheck/).

@@ -34,23 +34,16 @@ command -v "$PYTHON" >/dev/null || PYTHON=python3
 
 key="$( (cat "$REQ" "$REQ_OLD"; echo "$VERSION $OLD $SOURCE_ONLY"; "$PYTHON" -V) | sha256sum | cut -c1-12)"
 VENV="$CACHE/contract-$key"
-cached() {
-    [ -f "$VENV/.complete" ] || return 1
-    log "cached: $VENV (sglang $VERSION, old $OLD)"
+LOCK=contract.lock PRUNE='contract-*' PRUNE_KEEP='contract-vllm-*'
+answer() {
     echo "CONTRACT_PYTHON=$VENV/bin/python"
     echo "CONTRACT_OLD_PATH=$VENV/old/$OLD"
     echo "CONTRACT_WHEELS=$VENV/wheels"
 }
-cached && exit 0
-
-t0=$(date +%s)
-mkdir -p "$CACHE"
-exec 9>"$CACHE/contract.lock"
-flock --timeout 1800 9 || die "another contract-venv.sh holds $CACHE/contract.lock"
-cached && exit 0  # built by the one we waited for
-rm -rf "$VENV"
+# shellcheck source=scripts/contract-venv-lib.sh
+. "$ROOT/scripts/contract-venv-lib.sh"
+venv_begin
 log "building $VENV (sglang $VERSION --no-deps, old $OLD, $(basename "$REQ"))"
-"$PYTHON" -m venv "$VENV"
 PIP=("$VENV/bin/pip" --quiet --disable-pip-version-check)
 "${PIP[@]}" install -r "$REQ" || die "pip install -r $REQ failed"
 "${PIP[@]}" install --no-deps "sglang==$VERSION" || die "pip install sglang==$VERSION failed (is it on PyPI?)"
@@ -62,10 +55,4 @@ if "$VENV/bin/python" -c 'import importlib.util, sys; sys.exit(importlib.util.fi
     die "torchvision got into $VENV (it pulls CUDA torch): check requirements-contract.txt"
 fi
 "$VENV/bin/python" -c 'import torch; assert not torch.cuda.is_available(); print("torch", torch.__version__)' >&2
-touch "$VENV/.complete"
-# venvs of other requirement sets or versions, unused for 30 days, go
-find "$CACHE" -maxdepth 1 -name 'contract-*' ! -path "$VENV" -mtime +30 -exec rm -rf {} +
-log "built in $(( $(date +%s) - t0 )) s, $(du -sh "$VENV" | cut -f1)"
-echo "CONTRACT_PYTHON=$VENV/bin/python"
-echo "CONTRACT_OLD_PATH=$VENV/old/$OLD"
-echo "CONTRACT_WHEELS=$VENV/wheels"
+venv_end

@@ -97,12 +97,18 @@ def rendered(tmp_path_factory):
     """Every unit render.yml renders: both inventories x every profile (production with the vault's
     API key, i.e. with --config, and without a key behind sglang_allowed_networks) for
     SGLANG_VERSION."""
+    return render_units(tmp_path_factory, RENDERED, {"sglang_version": VERSION})
+
+
+def render_units(tmp_path_factory, profiles, versions):
+    """{inventory/host/profile[+api-key]: unit text} of render.yml in both inventories for each of
+    ``profiles``, with the engine release variables ``versions``."""
     units = {}
     for inventory in ("local", "production"):
-        for profile in RENDERED:
+        for profile in profiles:
             for key in ([None, KEY] if inventory == "production" else [None]):
                 d = tmp_path_factory.mktemp("units")
-                extra = {"sglang_profile": profile, "sglang_version": VERSION}
+                extra = dict(versions, sglang_profile=profile)
                 if key:  # the vault file's variable, as production gets it
                     extra["vault_sglang_api_key"] = key
                 elif inventory == "production":  # no key: the firewall instead
@@ -113,7 +119,7 @@ def rendered(tmp_path_factory):
                 for unit in sorted(d.glob("*.service")):
                     name = "%s/%s/%s%s" % (inventory, unit.stem, profile, "+api-key" if key else "")
                     units[name] = unit.read_text()
-    assert len(units) == 3 * len(RENDERED)
+    assert len(units) == 3 * len(profiles)
     return units
 
 
