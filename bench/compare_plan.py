@@ -94,6 +94,7 @@ def sweep_plan(targets, v, api_key=None, model=None, quiet=False, progress=None)
             progress("%s (%s, %d steps) at %s: plan %s ..." % (name, engine, steps, url,
                                                               ", ".join(c["case"] for c in cases)))
         ns = argparse.Namespace(url=url, api_key=api_key, model=model, quiet=quiet)
+        error = None
         try:
             result = gate.run_plan(ns, measure_only(v, name), name)
         except ConfigError as e:

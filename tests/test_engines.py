@@ -154,3 +154,13 @@ def test_vllm_drift_reads_what_vllm_exposes_and_names_what_it_does_not():
     assert "mem_fraction_static: intended 0.9, running none (not reported by the server)" in gone["lines"]
     with pytest.raises(flt.AnsibleFilterError, match="did not return a model list"):
         flt.vllm_drift({"error": "x"}, metrics, PROFILES["vllm_mtp_3"], "0.33.0")
+
+
+def test_vllm_parser_names_are_checked_against_vllms_registries():
+    profiles = {"p": dict(PROFILES["vllm_mtp_3"], reasoning_parser="qwen_3")}
+    errors = flt.sglang_profile_errors(profiles, "p")
+    assert len(errors) == 1 and "reasoning_parser must be one of" in errors[0]
+    assert "(vLLM 0.33.0), got 'qwen_3'; did you mean qwen3?" in errors[0]
+    # SGLang's spelling of the coder parser is vLLM's too; its 'qwen25' is not
+    bad = {"p": dict(PROFILES["vllm_mtp_3"], tool_call_parser="qwen25")}
+    assert "tool_call_parser must be one of" in flt.sglang_profile_errors(bad, "p")[0]

@@ -17,7 +17,7 @@ import molecule_changed as mc  # noqa: E402
 SCENARIOS, NOT_EXERCISED = mc.load(scenario_dirs=mc.scenario_dirs())
 TRACKED = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=str(ROOT),
                          capture_output=True, text=True, check=True).stdout.split()
-DEPLOY = {"deploy_rollback", "brownfield", "fleet_canary", "multinode"}
+DEPLOY = {"deploy_rollback", "brownfield", "fleet_canary", "multinode", "engine_switch"}
 ALL = set(SCENARIOS)
 
 
