@@ -372,8 +372,11 @@ class VllmServer(EmulatorServer):
             return self.error_response(str(exc), exc.err_type, exc.code, exc.param)
         except (BadRequest, TypeError, ValueError, AttributeError) as exc:
             return self.error_response(str(exc))
+        # serving.py: f"chatcmpl-{self._base_request_id(raw_request, request.request_id)}" - the
+        # X-Request-Id header, else the body's request_id, else a random id
         prefix = "chatcmpl-" if chat else "cmpl-"
-        req = Req(prefix + uuid.uuid4().hex, endpoint, prompt_tokens, max_tokens,
+        base = request.headers.get("X-Request-Id") or body.get("request_id") or uuid.uuid4().hex
+        req = Req(prefix + str(base), endpoint, prompt_tokens, max_tokens,
                   bool(body.get("ignore_eos")), key, stream, reasoning=thinking)
         cls = VllmChatSink if chat else VllmCompletionSink
         sink = cls(self, req, stream, model, include, continuous)
