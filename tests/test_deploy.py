@@ -82,9 +82,9 @@ def test_check_mode_changes_nothing_and_runs_no_benchmark():
 def test_bad_input_fails_before_the_host_changes():
     unit = on_host("sha256sum /etc/systemd/system/sglang.service")
     pid = on_host("systemctl show -p MainPID --value sglang")
-    p = play("deploy.yml", "-e", "sglang_profile=nextn_2step")
+    p = play("deploy.yml", "-e", "sglang_profile=nextn_9step")
     assert p.returncode != 0
-    assert "sglang_profile: 'nextn_2step' is not defined in sglang_profiles" in \
+    assert "sglang_profile: 'nextn_9step' is not defined in sglang_profiles" in \
         flat(p.stdout)
     assert recap_changed(p.stdout) == 0
     assert on_host("sha256sum /etc/systemd/system/sglang.service") == unit

@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from conftest import ROOT
 from hostutil import ensure_deployed, flat, needs_local_host, on_host, play, recap_changed
 
 pytestmark = needs_local_host
@@ -34,9 +35,9 @@ def profile(**changes):
 
 # (case id, extra vars, words the message must contain: the variable and what is valid)
 CASES = [
-    ("unknown profile name", {"sglang_profile": "nextn_2step"},
-     ["sglang_profile: 'nextn_2step' is not defined in sglang_profiles",
-      "(defined: nextn_1step, nextn_3step, no_spec)"]),
+    ("unknown profile name", {"sglang_profile": "nextn_9step"},
+     ["sglang_profile: 'nextn_9step' is not defined in sglang_profiles",
+      "(defined: nextn_1step, nextn_2step, nextn_3step, nextn_4step, nextn_5step, no_spec, vllm_mtp_1,"]),
     ("seeds: draft tokens without steps",
      profile(speculative_num_steps=None, speculative_eagle_topk=None),
      ["speculative_algorithm NEXTN needs sglang_profiles.mine.speculative_num_steps",
@@ -96,7 +97,10 @@ CASES = [
      ["sglang_model_path = models/Qwen3.6-27B is not valid: an absolute path"]),
     ("version 'latest'", {"sglang_version": "latest"},
      ["sglang_version = latest is not valid: an SGLang release such as 0.5.23"]),
-    ("version with unknown CUDA runtime", {"sglang_version": "0.5.99"},
+    # the emulator wheel the local inventory names follows the version: keep 0.5.23's
+    ("version with unknown CUDA runtime",
+     {"sglang_version": "0.5.99",
+      "sglang_pip_local_files": [str(ROOT / "dist" / "sglang_emulator-0.5.23-py3-none-any.whl")]},
      ["sglang-0.5.99 is not in sglang_cuda_runtime_by_release"]),
     ("driver too old for the CUDA runtime", {"nvidia_gpu_driver_branch": "570"},
      ["needs NVIDIA driver >= 580.65.06; nvidia_gpu_driver_branch is 570"]),

@@ -140,38 +140,3 @@ def test_calibrate_writes_the_hosts_measured_thresholds_and_shows_the_diff(tmp_p
     assert bad.returncode != 0
     assert "sglang_gate_calibrated.nextn_3step.coding.min_tok_s must be a number >= 0" in flat(bad.stdout)
 
-
-def test_compare_engines_answers_on_the_plan_and_deploys_the_winner_through_the_gate(tmp_path):
-    """`compare.yml -e compare_engines=sglang,vllm -e compare_deploy_best=true` (two settings per
-    engine here): the plan's cases on each, the answer first, the host's own profile back after the
-    sweep, then the winner deployed by the normal gated deploy - it passes (this emulated host's
-    calibration of vLLM n=3) and becomes the host's profile, with a history record of its own."""
-    ensure_deployed()
-    before = len(on_host("cat /var/lib/sglang/gate-history.jsonl").splitlines())
-    settings = {"compare_engine_profiles": {"sglang": ["nextn_1step"],
-                                            "vllm": ["vllm_mtp_1", "vllm_mtp_3"]},
-                "sglang_gate_calibrated": {"vllm_mtp_3": {
-                    "coding": {"min_tok_s": 40, "min_accept_len": 2.3}}}}
-    try:
-        p = play("playbooks/compare.yml", "-e", "compare_out_dir=%s" % tmp_path,
-                 "-e", "compare_engines=sglang,vllm", "-e", "compare_deploy_best=true",
-                 "-e", json.dumps(settings), timeout=1500)
-        assert p.returncode == 0, p.stdout[-4000:]
-        for name in ("results.json", "vars.json", "compare.md", "compare.csv", "compare.json", "compare.png"):
-            assert (tmp_path / name).stat().st_size > 100, name
-        summary = json.loads((tmp_path / "compare.json").read_text())["summary"]
-        assert summary["profiles"] == ["nextn_1step", "vllm_mtp_1", "vllm_mtp_3"]
-        assert summary["winner"]["profile"] == "vllm_mtp_3" and summary["winner"]["decided_by"] == "coding"
-        md = (tmp_path / "compare.md").read_text()
-        assert md.index("## The answer") < md.index("| profile | engine |")
-        assert "vLLM 1 -> 3 steps" in md and "roofline share" in md
-        out = flat(p.stdout)
-        assert "the winner is vllm_mtp_3 (vllm), decided by coding" in out
-        assert "Rollout complete: every host passed its gate." in out
-        lines = on_host("cat /var/lib/sglang/gate-history.jsonl").splitlines()
-        runs = [json.loads(x) for x in lines[before:]]
-        assert [(r["profile"], r["engine"], r["passed"]) for r in runs] == [("vllm_mtp_3", "vllm", True)]
-        assert "-m bench.emulator.vllm serve" in on_host("systemctl show -p ExecStart --value sglang")
-    finally:
-        back = play("deploy.yml")  # the 3-step SGLang profile the other tests expect
-        assert back.returncode == 0, back.stdout[-3000:]
