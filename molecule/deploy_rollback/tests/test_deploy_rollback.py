@@ -47,7 +47,8 @@ def test_both_releases_are_installed_side_by_side(host):
         release = host.file("%s/%s/release.json" % (RELEASES, run["release"]))
         assert release.exists, run["release"]
         meta = json.loads(release.content_string)
-        assert (meta["release"], meta["sglang_version"]) == (run["release"], run["sglang_version"])
+        assert (meta["release"], meta["engine"], meta["version"]) == (run["release"], "sglang",
+                                                                       run["sglang_version"])
         assert host.file("%s/%s/constraints.txt" % (RELEASES, run["release"])).contains("^aiohttp==3.14.5$")
     # the venvs hold their own emulator release
     for run, version in ((runs[0], "0.5.23"), (runs[2], "0.5.24")):
