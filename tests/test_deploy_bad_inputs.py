@@ -161,7 +161,8 @@ CASES = [
      {"sglang_launch_modules": {"sglang": "sglang launch_server", "vllm": "vllm.entrypoints.cli.main"}},
      ["sglang_launch_modules = {'sglang': 'sglang launch_server', 'vllm': 'vllm.entrypoints.cli.main'} "
       "is not valid: a mapping of each engine"]),
-    ("unknown engine", {"sglang_engine": "tgi"}, ["sglang_engine = tgi is not valid: sglang or vllm"]),
+    ("unknown engine", {"sglang_engine": "tgi"},
+     ["sglang_profiles.nextn_3step.engine (or sglang_engine) must be one of sglang, vllm, got 'tgi'"]),
     ("service as root", {"sglang_user": "root"},
      ["sglang_user = root is not valid: a non-root user name"]),
     ("firewall network without a prefix", {"sglang_allowed_networks": ["10.1.230.0"]},
