@@ -183,6 +183,19 @@ def _beats(label, a, b, va, vb, common):
     return out
 
 
+def add_roofline(row, model, hardware):
+    """Set row["roofline"] (None unless both size dicts are given and the row was measured);
+    returns why the size figures cannot give it (capacity.CapacityError, e.g. no MTP figures for
+    a speculative row), else None."""
+    row["roofline"] = None
+    if model and hardware and measurable(row):
+        try:
+            row["roofline"] = _roofline(row, model, hardware)
+        except capacity.CapacityError as e:
+            return str(e)
+    return None
+
+
 def analyse(rows, model=None, hardware=None):
     """Per-row roofline (row["roofline"], when both size dicts are given) and the summary:
     {"leaders": {metric: {C: profile}}, "crossings": [...], "statements": [...],
@@ -195,12 +208,9 @@ def analyse(rows, model=None, hardware=None):
         if key in seen:
             raise ValueError("two rows for profile %s at C=%d" % key)
         seen.add(key)
-        row["roofline"] = None
-        if model and hardware and measurable(row):
-            try:
-                row["roofline"] = _roofline(row, model, hardware)
-            except capacity.CapacityError as e:  # e.g. no MTP figures for a speculative row
-                roof_problems.setdefault(str(e), []).append(key)
+        problem = add_roofline(row, model, hardware)
+        if problem:
+            roof_problems.setdefault(problem, []).append(key)
     profiles = list(dict.fromkeys(r["profile"] for r in rows))
     levels = sorted(set(r["concurrency"] for r in rows))
     values = {m: {p: {} for p in profiles} for m in METRICS}

@@ -20,7 +20,7 @@ import argparse
 import sys
 
 from bench import compare, compare_answer, gate
-from sglang_perf import capacity, plan
+from sglang_perf import plan
 from sglang_perf.client import ConfigError, MeasureError
 
 PLAN_ROW_KEYS = ("profile", "engine", "spec_steps", "case", "url", "concurrency", "requests",
@@ -119,12 +119,9 @@ def analyse_plan(rows, model=None, hardware=None, current=None):
         if key in seen:
             raise ValueError("two rows for profile %s in case %s" % key)
         seen.add(key)
-        row["roofline"] = None
-        if model and hardware and compare.measurable(row):
-            try:
-                row["roofline"] = compare._roofline(row, model, hardware)
-            except capacity.CapacityError as e:
-                statements.append("no roofline for %s in %s: %s" % (row["profile"], row["case"], e))
+        problem = compare.add_roofline(row, model, hardware)
+        if problem:
+            statements.append("no roofline for %s in %s: %s" % (row["profile"], row["case"], problem))
     for row in rows:
         if row.get("error") is not None:
             statements.append("%s in %s not measured: %s" % (row["profile"], row["case"], row["error"]))

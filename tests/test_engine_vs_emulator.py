@@ -11,10 +11,12 @@ from sglang_perf.stats import percentile
 FAST = {"SGLEMU_SPEED_SCALE": "4"}
 
 
-def truth(emu, result):
-    server = {r["rid"]: r for r in emu.stats()["requests"] if r.get("rid")}
+def truth(stats, result, prefix=""):
+    """The emulator's own figures (``stats``: its /_emulator/stats) of the requests the engine
+    measured, matched by request id (vLLM names a chat request ``chatcmpl-<request_id>``)."""
+    server = {r["rid"]: r for r in stats["requests"] if r.get("rid")}
     mine = [r for r in result["per_request"] if r["phase"] == "measure" and r["decode_tok_s"]]
-    matched = [server[r["rid"]] for r in mine]
+    matched = [server[prefix + r["rid"]] for r in mine]
     assert len(matched) == result["decode_tok_s"]["n"] > 0
     tokens = sum(s["completion_tokens"] for s in matched)
     verify = sum(s["verify_ct"] for s in matched)
@@ -29,7 +31,7 @@ def test_engine_matches_the_emulators_counters(emulator, profile, al_range, conc
     emu = emulator(profile, env=FAST)
     r = engine.run({"url": emu.url, "concurrency": concurrency, "requests": 2 * concurrency,
                     "warmup": 2, "max_tokens": 192})
-    t = truth(emu, r)
+    t = truth(emu.stats(), r)
     assert r["errors"] == 0 and r["passed"]
     assert r["decode_tok_s"]["median"] == pytest.approx(t["median"], rel=0.02)
     if al_range is None:
@@ -46,7 +48,7 @@ def test_other_endpoints_measure_the_same(emulator, api):
     emu = emulator("nextn_3step", env=FAST)
     r = engine.run({"url": emu.url, "api": api, "concurrency": 2, "requests": 4, "warmup": 1,
                     "max_tokens": 160})
-    t = truth(emu, r)
+    t = truth(emu.stats(), r)
     assert r["decode_tok_s"]["median"] == pytest.approx(t["median"], rel=0.02)
     assert r["accept_len"] == pytest.approx(t["accept_len"], rel=0.02)
 
@@ -143,19 +145,11 @@ def vllm_emulator():
         log.close()
 
 
-def vllm_truth(emu, result):
+def vllm_stats(emu):
     import json
     import urllib.request
     with urllib.request.urlopen(emu.url + "/_emulator/stats", timeout=10) as r:
-        served = {s["rid"]: s for s in json.loads(r.read())["requests"]}
-    mine = [r for r in result["per_request"] if r["phase"] == "measure" and r["decode_tok_s"]]
-    # vLLM names a chat request chatcmpl-<request_id> (the id the engine sent)
-    matched = [served["chatcmpl-" + r["rid"]] for r in mine]
-    assert len(matched) == result["decode_tok_s"]["n"] > 0
-    tokens = sum(s["completion_tokens"] for s in matched)
-    verify = sum(s["verify_ct"] for s in matched)
-    return {"median": percentile([s["decode_tok_s"] for s in matched], 50),
-            "accept_len": tokens / verify if verify else None, "tokens": tokens}
+        return json.loads(r.read())
 
 
 @pytest.mark.parametrize("profile, al_range", [
@@ -167,7 +161,7 @@ def test_engine_matches_the_vllm_emulators_counters(vllm_emulator, profile, al_r
     emu = vllm_emulator(profile, env=FAST)
     r = engine.run({"url": emu.url, "concurrency": concurrency, "requests": 2 * concurrency,
                     "warmup": 2, "max_tokens": 192})
-    t = vllm_truth(emu, r)
+    t = truth(vllm_stats(emu), r, prefix="chatcmpl-")
     assert r["errors"] == 0 and r["passed"] and r["server"]["kind"] == "vllm"
     assert r["decode_tok_s"]["median"] == pytest.approx(t["median"], rel=0.02)
     if al_range is None:

@@ -13,9 +13,7 @@ def engine_of(argv, launch_modules=None):
     ``python -m sglang.launch_server``, ``sglang serve``, ``vllm serve``, ``python -m
     vllm.entrypoints.openai.api_server``, ``python -m vllm.entrypoints.cli.main serve``, or
     ``python -m <module>`` of ``launch_modules`` ({module: engine}: the modules the managed unit
-    runs, sglang_launch_modules inverted; a bare module name counts as SGLang)."""
-    if isinstance(launch_modules, str):
-        launch_modules = {launch_modules: "sglang"}
+    runs, sglang_launch_modules inverted)."""
     for i, word in enumerate(argv):
         nxt = argv[i + 1] if i + 1 < len(argv) else None
         if word == "-m" and nxt:
