@@ -108,6 +108,10 @@ def handler(repo, token, log):
             pass
 
         def _send(self, status, body=b"", headers=(), head=False):
+            if log:  # before the answer: the client's next request cannot be logged ahead of this one
+                with open(log, "a") as f:
+                    f.write(json.dumps({"method": self.command, "path": urlsplit(self.path).path,
+                                        "status": status, "token": self._auth is not None}) + "\n")
             self.send_response(status)
             for k, v in headers:
                 self.send_header(k, v)
@@ -116,10 +120,6 @@ def handler(repo, token, log):
             self.end_headers()
             if not head:
                 self.wfile.write(body)
-            if log:
-                with open(log, "a") as f:
-                    f.write(json.dumps({"method": self.command, "path": urlsplit(self.path).path,
-                                        "status": status, "token": self._auth is not None}) + "\n")
 
         def _json(self, status, obj, head=False):
             self._send(status, json.dumps(obj).encode(), [("Content-Type", "application/json"),
