@@ -10,7 +10,7 @@ STAMP := $(VENV)/.requirements.sha256
 export CONTAINERS_CONF := $(CURDIR)/.podman/containers.conf
 
 .PHONY: venv demo test check molecule molecule-changed bench-engine clean podman local-host dist contract \
-	crosscheck
+	crosscheck chromium
 
 venv: $(STAMP)
 
@@ -57,6 +57,13 @@ $(VLLM_EMULATOR_WHEEL): $(EMULATOR_SOURCES)
 podman:
 	scripts/podman-setup.sh
 
+# The headless browser tests/test_report_html.py opens the history page in: Debian's chromium
+# (apt-get as root, once). CHROMIUM names another Chromium binary on PATH instead (the test uses it).
+CHROMIUM ?= chromium
+export CHROMIUM
+chromium:
+	@command -v $(CHROMIUM) >/dev/null || scripts/host-packages.sh chromium
+
 # The embedded default host: container sglang-local (Ansible host ct-local), systemd as PID 1,
 # port 30000 on 127.0.0.1:30000; and the container tier's three more (sglang-local-2 to -4: the
 # test files run side by side). Cheap when they already run.
@@ -71,9 +78,10 @@ test:
 
 # The inner loop, under 3 minutes: lint (inside pytest: ruff, yamllint, ansible-lint, the
 # workflow's schema, the pre-commit hooks) and every test that needs neither the local container
-# nor the contract venv. `pytest -m "not container and not contract"` selects the same set.
+# nor the contract venv (headless Chromium for the history page, make chromium).
+# `pytest -m "not container and not contract"` selects the same set.
 CHECK_JOBS ?= 4
-check: venv
+check: venv chromium
 	$(PY) -m pytest -p no:cacheprovider -n $(CHECK_JOBS) --no-skips -m "not container and not contract" tests
 
 # Every Molecule scenario (molecule/*/), each in systemd containers of its own, from the image

@@ -1,6 +1,7 @@
-"""The gate history of one host, as a table and a chart.
+"""The gate history of one host, as a table, a chart and a page.
 
-    python -m bench history HOST_OR_FILE [--dir DIR] [--png FILE] [--last N]
+    python -m bench history HOST_OR_FILE [--dir DIR] [--png FILE] [--html FILE [--compare FILE]]
+        [--last N]
 
 HOST_OR_FILE is a history file (JSON lines, one gate run per line, as the sglang_gate role
 appends them) or an inventory host name, read from DIR/<host>.jsonl (DIR default: history/ under
@@ -10,7 +11,14 @@ did. A ``*`` before the profile marks a run whose profile differs from the run b
 that are not a JSON object with a readable ``time`` are skipped with a warning naming the line
 number.
 
-Exit status: 0 shown, 2 the file is missing, unreadable or holds no run.
+--html FILE writes one self-contained page (bench/report.py: inline CSS and SVG, no script, no
+external URL): per case of the gate plan decode tok/s and accept length over the runs with their
+intervals and thresholds, profile and release changes marked, the latest acceptance by draft
+position, the roofline share, the latest comparison (--compare FILE; default for a host name:
+out/compare/HOST/compare.json when it exists) and a table of every run.
+
+Exit status: 0 shown, 2 the file is missing, unreadable or holds no run (or --compare names a
+file that is not a readable compare.json, or a file cannot be written).
 """
 from __future__ import annotations
 
@@ -25,6 +33,8 @@ if str(ROOT / "plugins" / "module_utils") not in sys.path:
 
 from sglang_perf import history as shared  # noqa: E402  (needs the path above)
 from sglang_perf import plan  # noqa: E402
+
+from bench import report  # noqa: E402
 
 DEFAULT_DIR = ROOT / "history"
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
@@ -42,18 +52,25 @@ def add_parser(sub):
     p.add_argument("--dir", default=str(DEFAULT_DIR),
                    help="where the per-host copies live (default: %s)" % DEFAULT_DIR)
     p.add_argument("--png", metavar="FILE", help="also draw decode tok/s and accept length over time")
+    p.add_argument("--html", metavar="FILE", help="also write one self-contained HTML page: charts "
+                                                  "per case, intervals, changes, comparison, every run")
+    p.add_argument("--compare", metavar="FILE",
+                   help="with --html: the comparison to show (a compare.json; default for a host name: "
+                        "out/compare/HOST/compare.json)")
     p.add_argument("--last", type=int, metavar="N", help="only the last N runs (the changes are "
                                                          "still computed over the whole history)")
     p.set_defaults(func=cmd_history)
 
 
+def is_host(target):
+    """Whether HOST_OR_FILE names a host (not an existing or path-looking file)."""
+    return not (Path(target).is_file() or "/" in target or target.endswith((".jsonl", ".json")))
+
+
 def resolve(target, directory):
     """The history file for HOST_OR_FILE: an existing path, a path-looking argument, else
     DIR/<host>.jsonl."""
-    p = Path(target)
-    if p.is_file() or "/" in target or target.endswith((".jsonl", ".json")):
-        return p
-    return Path(directory) / (target + ".jsonl")
+    return Path(directory) / (target + ".jsonl") if is_host(target) else Path(target)
 
 
 def parse_time(value):
@@ -107,6 +124,7 @@ def read(path, warn=None):
         thresholds = raw.get("thresholds") if isinstance(raw.get("thresholds"), dict) else {}
         runs.append({
             "line": lineno, "time": t, "profile": str(raw.get("profile") or "?"),
+            "release": str(raw.get("release") or "-"),
             "version": ("%s %s" % (raw["engine"], raw.get("sglang_version") or "-")) if raw.get("engine")
             not in (None, "sglang") else str(raw.get("sglang_version") or "-"),
             "decode": _num(shared.median_of(raw)), "decode_min": _num(decode.get("min")),
@@ -128,12 +146,16 @@ def read(path, warn=None):
 
 
 def annotate(runs):
-    """Adds, in place: ``changed`` (profile differs from the previous run), ``baseline`` (the
+    """Adds, in place: ``index`` (1 = the oldest), ``changed`` (profile differs from the previous
+    run), ``release_changed`` (likewise the release, where both name one), ``baseline`` (the
     previous passing run of the same profile or None), ``decode_pct`` / ``accept_pct``."""
     last_pass = {}
-    prev_profile = None
-    for r in runs:
+    prev_profile = prev_release = None
+    for i, r in enumerate(runs, 1):
+        r["index"] = i
         r["changed"] = prev_profile is not None and r["profile"] != prev_profile
+        r["release_changed"] = prev_release not in (None, "-") and r["release"] not in ("-", prev_release)
+        prev_release = r["release"]
         base = last_pass.get(r["profile"])
         r["baseline"] = base
         r["decode_pct"] = shared.change_pct(r["decode"], base["decode"]) if base else None
@@ -252,7 +274,14 @@ def cmd_history(args):
                 raise HistoryError("matplotlib is needed for --png: run it with the repository's "
                                    ".venv/bin/python (make venv)")
         runs = annotate(read(path, warn))
-    except HistoryError as e:
+        if args.compare and not args.html:
+            raise HistoryError("--compare is for --html")
+        comp = None
+        if args.compare:
+            comp = report.load_compare(args.compare, required=True)
+        elif args.html and is_host(args.target):
+            comp = report.load_compare(report.default_compare(args.target, ROOT), required=False)
+    except (HistoryError, report.ReportError) as e:
         sys.stderr.write("bench history: %s\n" % e)
         return EXIT_BAD_INPUT
     shown = runs[-args.last:] if args.last else runs
@@ -269,4 +298,11 @@ def cmd_history(args):
             sys.stderr.write("bench history: cannot write %s: %s\n" % (args.png, e.strerror or e))
             return EXIT_BAD_INPUT
         sys.stderr.write("bench history: wrote %s\n" % args.png)
+    if args.html:
+        try:
+            report.write(args.html, shown, len(runs), ", ".join(hosts) or path.stem, str(path), comp)
+        except report.ReportError as e:
+            sys.stderr.write("bench history: %s\n" % e)
+            return EXIT_BAD_INPUT
+        sys.stderr.write("bench history: wrote %s\n" % args.html)
     return EXIT_OK

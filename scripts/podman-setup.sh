@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Container infrastructure for the local deploy target (no GPU, no registry, no Docker engine):
-#   1. host packages from Debian: podman, runc, mmdebstrap, zstd, python3-venv (installed only when missing)
+#   1. host packages from Debian: podman, runc, mmdebstrap, zstd, python3-venv (installed only when missing,
+#      by scripts/host-packages.sh)
 #   2. the repo-local containers.conf (.podman/containers.conf): runtime runc, default ulimits
 #   3. a Debian 12 root filesystem with systemd (mmdebstrap, cached as .tar.zst, keyed on suite + packages)
 #   4. the image localhost/sglang-deploy/debian12-systemd:<key> (podman import), also tagged :latest
@@ -44,32 +45,7 @@ step_done() {  # step_done "what": print the step's duration, start the next one
 # ---------------------------------------------------------------------------------------------
 # 1. Host packages
 # ---------------------------------------------------------------------------------------------
-installed() { [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = "install ok installed" ]; }
-no_candidate() { apt-cache policy "$1" 2>/dev/null | grep -q 'Candidate: (none)' \
-    || [ -z "$(apt-cache policy "$1" 2>/dev/null)" ]; }
-
-missing=()
-for p in "${HOST_PACKAGES[@]}"; do installed "$p" || missing+=("$p"); done
-if [ "${#missing[@]}" -gt 0 ]; then
-    command -v apt-get >/dev/null || die "missing host packages (${missing[*]}) and no apt-get: install them by hand"
-    [ "$(id -u)" -eq 0 ] || die "missing host packages (${missing[*]}): run as root or: sudo apt-get install ${missing[*]}"
-    log "installing host packages: ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    need_update=0
-    for p in "${missing[@]}"; do no_candidate "$p" && need_update=1; done
-    if [ "$need_update" -eq 1 ]; then
-        apt-get update -qq >&2 || die "apt-get update failed"
-    fi
-    apt_install() { apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2; }
-    if ! apt_install; then
-        # Stale package lists (404 on a superseded version): refresh once and retry.
-        [ "$need_update" -eq 1 ] && die "apt-get install ${missing[*]} failed"
-        log "apt-get install failed; refreshing the package lists and retrying"
-        apt-get update -qq >&2 || die "apt-get update failed"
-        apt_install || die "apt-get install ${missing[*]} failed"
-    fi
-    for p in "${missing[@]}"; do installed "$p" || die "package $p is still not installed"; done
-fi
+"$ROOT/scripts/host-packages.sh" "${HOST_PACKAGES[@]}" || die "host packages (${HOST_PACKAGES[*]}) not installed"
 for c in podman runc mmdebstrap zstd; do command -v "$c" >/dev/null || die "$c not found in PATH"; done
 step_done "host packages"
 
