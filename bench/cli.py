@@ -35,6 +35,7 @@ def _fmt(value, spec=".1f"):
 def table(result):
     """The readable end-of-run table."""
     d, t, i = result["decode_tok_s"], result["ttft_s"], result["itl_ms"]
+    iv = result.get("intervals") or {}
     srv = result.get("server") or {}
     spec = srv.get("speculative_algorithm")
     drafts = ("num_speculative_tokens=%s" % srv.get("num_speculative_tokens") if srv.get("kind") == "vllm"
@@ -51,8 +52,9 @@ def table(result):
             "target %d" % result["prompt_tokens"]["target"] if result["prompt_tokens"]["target"]
             else result["prompts"] + " prompts")),
         ("decode tok/s", "median %s  min %s  max %s  spread %s%%  (n=%d)"
-         % (_fmt(d["median"]), _fmt(d["min"]), _fmt(d["max"]), _fmt(d["spread_pct"]), d["n"])),
-        ("accept length", _fmt(result["accept_len"], ".2f") + (
+         % (engine.fmt_interval(iv.get("decode_tok_s")), _fmt(d["min"]), _fmt(d["max"]),
+            _fmt(d["spread_pct"]), d["n"])),
+        ("accept length", engine.fmt_interval(iv.get("accept_len"), ".2f") + (
             "  by prompt: " + ", ".join("%s %.2f" % kv for kv in result["accept_len_by_prompt"].items())
             if len(result["accept_len_by_prompt"]) > 1 else "")),
     ]
@@ -64,8 +66,8 @@ def table(result):
             "%d: %.0f%%" % (k + 1, p * 100) for k, p in enumerate(result["accept_by_position"]))))
     rows += [
         ("aggregate tok/s", "%s at C=%d (%d tokens in %.1fs)"
-         % (_fmt(result["aggregate_tok_s"]), result["concurrency"], result["completion_tokens"],
-            result["wall_s"])),
+         % (engine.fmt_interval(iv.get("aggregate_tok_s")), result["concurrency"],
+            result["completion_tokens"], result["wall_s"])),
         ("TTFT s", "p50 %s  p90 %s  p99 %s" % (_fmt(t["p50"], ".3f"), _fmt(t["p90"], ".3f"),
                                               _fmt(t["p99"], ".3f"))),
         ("ITL ms", "p50 %s  p90 %s  p99 %s" % (_fmt(i["p50"]), _fmt(i["p90"]), _fmt(i["p99"]))),
@@ -102,25 +104,28 @@ def table(result):
         rows.append(("note", note))
     for f in result.get("failures", []):
         rows.append(("FAILED", f["message"]))
-    rows.append(("gate", "PASSED" if result["passed"] else "FAILED"))
+    for f in result.get("inconclusive", []):
+        if f not in result.get("failures", []):
+            rows.append(("INCONCLUSIVE", f["message"]))
+    seq = result.get("sequential") or {}
+    if iv.get("level"):
+        rows.append(("intervals", "%g%%; decode and TTFT: %s; accept length and aggregate: %s"
+                     % (100 * iv["level"], engine.stats.MEDIAN_METHOD, engine.stats.RATIO_METHOD)))
+    if seq:
+        rows.append(("sequential", "%d measured (%d first, at most %d): %s" % (
+            seq["measured"], seq["min_requests"], seq["max_requests"],
+            "decided" if seq["stopped"] == "decided" else "reached max_requests")))
+    rows.append(("gate", {"pass": "PASSED", "fail": "FAILED"}.get(result.get("verdict"), "INCONCLUSIVE")
+                 + ("" if result["passed"] or result.get("verdict") != "inconclusive" else " (failed)")))
     width = max(len(k) for k, _ in rows)
     return "\n".join("%-*s  %s" % (width, k, v) for k, v in rows)
 
 
 def progress_printer(stream):
-    """A line per finished request: phase, prompt, the server's prompt tokens, tokens, decode
-    tok/s, accept length, TTFT (bench run, bench gate, bench calibrate)."""
-    def report(rec):
-        if rec.error:
-            line = "  %-7s %-20s ERROR %s: %s" % (rec.phase, rec.case, rec.error[0], rec.error[1])
-        else:
-            al = (rec.completion_tokens / rec.verify_ct) if rec.verify_ct else None
-            line = "  %-7s %-20s prompt %6s  %5d tok  %6s tok/s  accept %s  ttft %.2fs" % (
-                rec.phase, rec.case, rec.prompt_tokens or "-", rec.completion_tokens or 0,
-                _fmt(rec.decode_tok_s()), _fmt(al, ".2f"), rec.t_first - rec.t_send)
-        stream.write(line + "\n")
-        stream.flush()
-    return report
+    """The progress of a run on ``stream`` (bench/progress.py: a bar on a terminal, lines
+    otherwise); bench run, bench gate, bench calibrate, bench compare."""
+    from bench.progress import Progress
+    return Progress(stream)
 
 
 def add_run_args(p):
@@ -130,7 +135,15 @@ def add_run_args(p):
     p.add_argument("--model", help="model name (default: the first one at /v1/models)")
     p.add_argument("--api", choices=sorted(engine.APIS), default=engine.DEFAULTS["api"])
     p.add_argument("--concurrency", type=int, default=engine.DEFAULTS["concurrency"])
-    p.add_argument("--requests", type=int, default=engine.DEFAULTS["requests"])
+    p.add_argument("--requests", type=int, default=engine.DEFAULTS["requests"],
+                   help="measured requests before the first verdict (%(default)s)")
+    p.add_argument("--max-requests", type=int,
+                   help="then one more at a time, up to this many, while a threshold is inside its "
+                        "interval (default: --requests, a fixed sample)")
+    p.add_argument("--confidence", type=float, default=engine.DEFAULTS["confidence"],
+                   help="level of the intervals (%(default)s)")
+    p.add_argument("--inconclusive", choices=engine.INCONCLUSIVE, default=engine.DEFAULTS["inconclusive"],
+                   help="what a threshold still inside its interval at --max-requests does (%(default)s)")
     p.add_argument("--warmup", type=int, default=engine.DEFAULTS["warmup"])
     p.add_argument("--max-tokens", type=int, default=engine.DEFAULTS["max_tokens"])
     p.add_argument("--warmup-max-tokens", type=int, default=engine.DEFAULTS["warmup_max_tokens"])
@@ -160,7 +173,7 @@ def add_run_args(p):
     p.add_argument("--max-regression-pct", type=float,
                    help="fail when decode tok/s or accept length dropped more than this from the baseline")
     p.add_argument("--json", metavar="FILE", help="write the full result as JSON")
-    p.add_argument("--quiet", action="store_true", help="no per-request progress lines")
+    p.add_argument("--quiet", action="store_true", help="no progress (bar or lines) on stderr")
 
 
 RUN_ONLY = ("validate_certs", "model_size", "hardware", "baseline", "chars_per_token", "case")
@@ -202,10 +215,16 @@ def cmd_run(args):
         return EXIT_UNMEASURED
     try:
         if not args.quiet:
-            sys.stderr.write("benchmarking %s: %d warmup + %d requests at C=%d, %d tokens each\n"
-                             % (args.url, args.warmup, args.requests, args.concurrency,
-                                args.max_tokens))
-        result = engine.run(opts, progress=None if args.quiet else progress_printer(sys.stderr))
+            sys.stderr.write("benchmarking %s: %d warmup + %d requests at C=%d, %d tokens each%s\n"
+                             % (args.url, args.warmup, args.requests, args.concurrency, args.max_tokens,
+                                ", then up to %d" % args.max_requests
+                                if args.max_requests and args.max_requests > args.requests else ""))
+        progress = None if args.quiet else progress_printer(sys.stderr)
+        try:
+            result = engine.run(opts, progress=progress)
+        finally:
+            if progress is not None:
+                progress.close()
     except ConfigError as e:
         sys.stderr.write("bench: invalid option --%s: %s\n" % (e.option.replace("_", "-"),
                                                                e.message))

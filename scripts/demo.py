@@ -70,14 +70,17 @@ def main():
     bench = json.loads(Path(report_dir, HOST + ".json").read_text())
     runs.append(bench)
     print("\nThe three gate runs on %s, each the whole gate plan (coding at C=1, a 32K-token long "
-          "context, C=4), every case judged on its own with the profile's thresholds:" % HOST)
-    widths = [14, 3, 9, 10, 12, 6, 13, 9, 8, 7]
+          "context, C=4), every case judged on its own with the profile's thresholds, on 95%% "
+          "intervals [lower, upper]; 'in' is each case's time to verdict (the first case's with "
+          "the warmup):" % HOST)
+    tables = [[plan.TABLE_HEAD] + plan.table_rows(r) for r in runs]
+    widths = [max(len(str(row[k])) for t in tables for row in t) for k in range(len(plan.TABLE_HEAD))]
     for i, r in enumerate(runs, 1):
         print("\n%d. %s: gate %s, verdict in %s s; %s" % (
             i, r["profile"], "passed" if r["passed"] else "FAILED",
             "%.0f" % r["time_to_verdict_s"] if r.get("time_to_verdict_s") else "-",
             r.get("reason") or "bench only, nothing changed"))
-        for row in [plan.TABLE_HEAD] + plan.table_rows(r):
+        for row in tables[i - 1]:
             print("   " + "  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip())
         for f in r.get("failures") or []:
             print("   FAILED " + (f if isinstance(f, str) else f.get("message", "")))

@@ -27,9 +27,12 @@ def bench(*args, python=sys.executable, env=None):
 def test_exit_0_prints_the_table_and_writes_json(emulator, tmp_path):
     emu = emulator("nextn_3step", env=FAST)
     out = tmp_path / "r.json"
-    p = bench("--url", emu.url, "--min-tok-s", "45", "--min-accept-len", "2.8", "--json", str(out))
+    # a median's 95% interval takes 6 requests
+    p = bench("--url", emu.url, "--requests", "6", "--min-tok-s", "45", "--min-accept-len", "2.8",
+              "--json", str(out))
     assert p.returncode == 0, p.stderr
     assert "decode tok/s" in p.stdout and "gate" in p.stdout and "PASSED" in p.stdout
+    assert "intervals" in p.stdout and "order statistics" in p.stdout
     assert "measure" in p.stderr  # progress lines while it runs
     r = json.loads(out.read_text())
     for key in ("decode_tok_s", "accept_len", "aggregate_tok_s", "ttft_s", "requests", "errors",
@@ -37,7 +40,10 @@ def test_exit_0_prints_the_table_and_writes_json(emulator, tmp_path):
         assert key in r
     assert set(r["decode_tok_s"]) >= {"median", "min", "max"}
     assert set(r["ttft_s"]) >= {"p50", "p90"}
-    assert r["passed"] is True and r["requests"] == 2 and r["errors"] == 0
+    assert r["passed"] is True and r["requests"] == 6 and r["errors"] == 0
+    d = r["intervals"]["decode_tok_s"]
+    assert d["lower"] <= d["estimate"] == r["decode_tok_s"]["median"] <= d["upper"]
+    assert r["verdict"] == "pass" and r["sequential"]["measured"] == 6
 
 
 def test_exit_1_when_a_threshold_fails(emulator):

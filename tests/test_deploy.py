@@ -18,9 +18,14 @@ def test_deploy_passes_the_whole_plan_and_records_it(tmp_path):
     assert p.returncode == 0, p.stdout[-4000:]
     out = flat(p.stdout)
     assert "profile nextn_3step: passed in " in out
-    for case in ("coding (C=1, 4x512 tok)", "long_context (C=1, 2x256 tok, prompt ",
-                 "concurrent (C=4, 8x1024 tok)"):
-        assert case in out, out[-3000:]
+    # the plan is stated before the gate measures
+    assert "gate plan, each threshold judged on its 95% interval (inconclusive: fail), at most 88 " \
+           "measured requests: coding (C=1, 6-40 x 192 tokens, coding prompts): min_accept_len 2.8, " \
+           "min_tok_s 45" in out, out[-3000:]
+    for case in (r"coding \(C=1, \d+ of 6-40 x 192 tok\): decode \d+\.\d \[\d+\.\d, \d+\.\d\] tok/s",
+                 r"long_context \(C=1, \d+ of 6-16 x 128 tok, prompt \d+ tok\)",
+                 r"concurrent \(C=4, \d+ of 8-32 x 256 tok\)"):
+        assert re.search(case, out), (case, out[-3000:])
     # the unit on the host is exactly what render.yml renders for this host
     r = play("playbooks/render.yml", "-e", "render_dir=%s" % tmp_path, "--limit", HOST)
     assert r.returncode == 0, r.stdout
@@ -38,7 +43,16 @@ def test_deploy_passes_the_whole_plan_and_records_it(tmp_path):
     assert last["accept_len"] > 2.8
     cases = {c["case"]: c for c in last["cases"]}
     assert list(cases) == ["coding", "long_context", "concurrent"]
-    assert all(c["passed"] for c in cases.values())
+    assert all(c["passed"] and c["verdict"] == "pass" for c in cases.values())
+    assert last["plan_verdict"] == "pass" and last["inconclusive_cases"] == []
+    # every judged figure with its 95% interval, the requests each case took
+    coding = cases["coding"]
+    iv = coding["intervals"]
+    assert iv["level"] == 0.95 and iv["decode_tok_s"]["lower"] > 45 and iv["accept_len"]["lower"] > 2.8
+    assert iv["decode_tok_s"]["lower"] <= coding["decode_tok_s"]["median"] <= iv["decode_tok_s"]["upper"]
+    assert 6 <= coding["sequential"]["measured"] <= 40
+    assert coding["requests"] == coding["sequential"]["measured"]
+    assert cases["concurrent"]["intervals"]["aggregate_tok_s"]["lower"] > 200
     # the long context is the server's own count, near the target
     assert abs(cases["long_context"]["prompt_tokens"]["median"] - 32768) < 0.05 * 32768
     assert cases["long_context"]["accept_len"] < cases["coding"]["accept_len"]

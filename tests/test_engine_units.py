@@ -121,25 +121,30 @@ def test_native_and_openai_events_give_the_same_record():
     assert acc["by_position"] == pytest.approx([1.0, 2 / 3, 2 / 3])
 
 
+def _iv(estimate, lower, upper):
+    return {"estimate": estimate, "lower": lower, "upper": upper, "n": 8}
+
+
 def test_evaluate_states_measured_vs_required_for_every_failed_threshold():
-    result = {"decode_tok_s": {"median": 37.6}, "accept_len": 1.75, "aggregate_tok_s": 140.0,
-              "errors": 2, "error_kinds": {"http_500": 2}, "metrics": None}
+    result = {"intervals": {"decode_tok_s": _iv(37.6, 36.9, 38.4), "accept_len": _iv(1.75, 1.7, 1.8),
+                            "aggregate_tok_s": _iv(140.0, 136.0, 144.0)},
+              "errors": 2, "error_kinds": {"http_500": 2}, "metrics": None, "requests": 8}
     cfg = engine.validate({"url": "http://127.0.0.1:1", "min_tok_s": 45, "min_accept_len": 2.8,
                            "min_aggregate_tok_s": 150})
     failures = engine.evaluate(result, cfg)
     msg = engine.failure_message(result)
     assert [f["threshold"] for f in failures] == ["min_tok_s", "min_accept_len",
                                                  "min_aggregate_tok_s", "max_errors"]
-    assert "decode tok/s (per-request median) 37.60 < required 45.00" in msg
-    assert "accept length 1.75 < required 2.80" in msg
-    assert "aggregate tok/s at C=1 140.00 < required 150.00" in msg
+    assert "decode tok/s (per-request median) 37.6 [36.9, 38.4] < required 45.0" in msg
+    assert "accept length 1.75 [1.70, 1.80] < required 2.80" in msg
+    assert "aggregate tok/s at C=1 140.0 [136.0, 144.0] < required 150.0" in msg
     assert "2 request(s) failed (allowed 0): 2 x http_500" in msg
-    assert result["passed"] is False
+    assert result["passed"] is False and result["verdict"] == "fail"
 
 
 def test_evaluate_unmeasurable_accept_length_fails_with_reason():
-    result = {"decode_tok_s": {"median": 50.0}, "accept_len": None, "aggregate_tok_s": 50.0,
-              "errors": 0, "error_kinds": {}, "metrics": None}
+    result = {"intervals": {"decode_tok_s": _iv(50.0, 48.0, 52.0), "accept_len": None},
+              "errors": 0, "error_kinds": {}, "metrics": None, "requests": 8}
     cfg = engine.validate({"url": "http://127.0.0.1:1", "min_accept_len": 2.8})
     engine.evaluate(result, cfg)
     assert result["failures"][0]["message"] == \

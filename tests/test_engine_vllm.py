@@ -221,8 +221,9 @@ def test_the_accept_length_threshold_names_the_convention(vllm):
     r = engine.run(opts(s.url, min_accept_len=4.5))
     assert not r["passed"]
     msg = engine.failure_message(r)
-    assert "accept length %.2f < required 4.50 (completion tokens / verify steps; vLLM's own 1 + " \
-           "accepted / drafts is %.2f)" % (r["accept_len"], r["engine_accept_len"]) in msg
+    assert "accept length %s < required 4.50 (completion tokens / verify steps; vLLM's own 1 + " \
+           "accepted / drafts is %.2f)" % (engine.fmt_interval(r["intervals"]["accept_len"], ".2f"),
+                                         r["engine_accept_len"]) in msg
 
 
 def test_without_per_request_metrics_the_note_names_the_flag(vllm):

@@ -17,7 +17,7 @@ from conftest import ROOT, free_port
 
 BIN = Path(sys.executable).parent
 FAST = {"SGLEMU_SPEED_SCALE": "4"}
-GATE = "requests=3 warmup=1 max_tokens=96 min_tok_s=45 min_accept_len=2.8 " \
+GATE = "requests=6 warmup=1 max_tokens=96 min_tok_s=45 min_accept_len=2.8 " \
        "connect_timeout=2 first_token_timeout=5 stall_timeout=2 run_timeout=40"
 
 
@@ -38,10 +38,10 @@ CASES = [
     ("http 500 on some requests", "nextn_3step", {"SGLEMU_FAULT_HTTP500_EVERY": "2"}, "",
      ["request(s) failed (allowed 0)", "x http_500"], 30),
     ("truncated streams", "nextn_3step", {"SGLEMU_FAULT_TRUNCATE_AFTER_TOKENS": "20"}, "",
-     ["all 3 measured requests failed (3 x truncated)"], 30),
+     ["all 6 measured requests failed (6 x truncated)"], 30),
     ("a stream that stalls", "nextn_3step", {"SGLEMU_FAULT_STALL_AFTER_TOKENS": "10",
                                              "SGLEMU_FAULT_STALL_SECONDS": "30"}, "",
-     ["stream stalled: nothing for 2.0s (stall timeout)"], 25),
+     ["stream stalled: nothing for 2.0s (stall timeout)"], 45),  # 6 requests x 2 s + ansible
     ("server killed mid-benchmark", "nextn_3step", {"SGLEMU_FAULT_CRASH_AFTER_REQUESTS": "2"}, "",
      ["could not measure", "failed"], 30),
     ("wrong model name", "nextn_3step", {}, "model=Qwen2-7B",
@@ -53,7 +53,7 @@ CASES = [
     ("no speculative counters", "no_spec", {}, "",
      ["accept length could not be measured (required >= 2.8)"], 40),
     ("slow server", "nextn_1step", {"SGLEMU_SPEED_SCALE": "1"}, "",
-     ["decode tok/s (per-request median)", "< required 45.00", "accept length 1.", "< required 2.80"],
+     ["decode tok/s (per-request median)", "< required 45.0", "accept length 1.", "< required 2.80"],
      40),
 ]
 
@@ -94,4 +94,6 @@ def test_port_open_but_503_fails_the_readiness_wait_in_time(emulator):
     assert p.returncode != 0 and "Traceback" not in out
     assert "was not ready within 10 s (sglang_ready_timeout): last status seen: " \
            "/health_generate HTTP 503" in out, out[-2000:]
-    assert took < 40, took
+    # ended by the 10 s timeout, not the default 900 s: a bound far from both, since ansible's own
+    # start-up on a loaded CI machine took 40-50 s of the run
+    assert took < 110, took

@@ -1,8 +1,10 @@
 """The production gate plan against the emulator's failure modes (real HTTP on 127.0.0.1): each
 fails the gate naming the right case, the healthy 3-step server passes; `python -m bench gate`
 and `python -m bench calibrate` run the same plan. The plan's cases and thresholds are the role's
-(roles/sglang_gate/defaults/main.yml); only request counts and token budgets are smaller, so a
-test takes about a minute (the whole plan at its own sizes runs in tests/test_deploy.py)."""
+(roles/sglang_gate/defaults/main.yml); only request counts and token budgets are smaller, and
+the emulators prefill 32K tokens in 1.6 s instead of 11 (PREFILL, no threshold here depends on
+it), so a test takes one to two minutes (the whole plan at its own sizes runs in
+tests/test_deploy.py)."""
 from __future__ import annotations
 
 import copy
@@ -21,18 +23,20 @@ pytestmark = pytest.mark.timeout(400)
 GATE = yaml.safe_load((ROOT / "roles" / "sglang_gate" / "defaults" / "main.yml").read_text())
 PROFILES = yaml.safe_load((ROOT / "roles" / "sglang" / "defaults" / "main.yml").read_text())[
     "sglang_profiles"]
-SIZES = {"coding": (2, 256), "long_context": (1, 128), "concurrent": (8, 512)}
+# (requests, max_requests, max_tokens): 6 is the fewest that bound a median at 95%
+SIZES = {"coding": (6, 12, 128), "long_context": (6, 6, 64), "concurrent": (8, 16, 256)}
+PREFILL = {"SGLEMU_PREFILL_TOK_S": "20000"}
 
 
 # where the server runs one request at a time, the concurrent case needs no second wave to fail
-CAPPED = dict(SIZES, concurrent=(4, 256))
+CAPPED = dict(SIZES, concurrent=(4, 4, 256))
 
 
 def production_plan(sizes):
     p = copy.deepcopy(GATE["sglang_gate_plan"])
     assert list(p) == list(sizes)
-    for name, (requests, max_tokens) in sizes.items():
-        p[name].update(requests=requests, max_tokens=max_tokens)
+    for name, (requests, most, max_tokens) in sizes.items():
+        p[name].update(requests=requests, max_requests=most, max_tokens=max_tokens)
     return p
 
 
@@ -47,7 +51,7 @@ def case(result, name):
 
 
 def test_the_healthy_3step_server_passes_every_case(emulator):
-    emu = emulator("nextn_3step")
+    emu = emulator("nextn_3step", env=PREFILL)
     r = run_plan(emu)
     assert r["passed"], plan.table(r)
     assert r["failed_cases"] == [] and r["capacity"]["passed"]
@@ -62,11 +66,18 @@ def test_the_healthy_3step_server_passes_every_case(emulator):
     assert len(case(r, "coding")["accept_by_position"]) == 3
     # the emulator's truth: every measured long prompt was counted as the engine reports
     truth = [q for q in emu.stats()["requests"] if not q["health"] and q["prompt_tokens"] > 20000]
-    assert [q["prompt_tokens"] for q in truth] == [long_case["prompt_tokens"]["median"]]
+    counted = sorted(q["prompt_tokens"] for q in truth)
+    assert len(counted) == long_case["requests"] == 6
+    assert (long_case["prompt_tokens"]["min"], long_case["prompt_tokens"]["max"]) == (counted[0], counted[-1])
+    # each case's figures carry their 95% intervals, the verdict decided on them
+    for c in r["cases"]:
+        assert c["verdict"] == "pass" and c["intervals"]["level"] == 0.95, c["case"]
+    iv = case(r, "coding")["intervals"]["decode_tok_s"]
+    assert 45 <= iv["lower"] <= iv["estimate"] <= iv["upper"]
 
 
 def test_a_long_context_collapse_fails_the_long_case_alone(emulator):
-    emu = emulator("nextn_3step", env={"SGLEMU_LONGCTX_COLLAPSE_TOKENS": "16384"})
+    emu = emulator("nextn_3step", env=dict(PREFILL, SGLEMU_LONGCTX_COLLAPSE_TOKENS="16384"))
     r = run_plan(emu)
     assert not r["passed"]
     assert r["failed_cases"] == ["long_context"], plan.table(r)
@@ -82,7 +93,7 @@ def test_the_hand_launch_memory_settings_fail_on_capacity_naming_both_figures(em
     # 2x A6000 only with about 7 GB per GPU held before the pools are sized (the seeds record a
     # second launch while the first was loading); SGLEMU_PRE_POOL_RESERVE_MIB reproduces that
     # state: a 28,363-token pool (the smallest before SGLang refuses to start is about 25K).
-    emu = emulator("nextn_1step", env={"SGLEMU_PRE_POOL_RESERVE_MIB": "7000"})
+    emu = emulator("nextn_1step", env=dict(PREFILL, SGLEMU_PRE_POOL_RESERVE_MIB="7000"))
     info = emu.get("/server_info")
     r = run_plan(emu, "nextn_1step", CAPPED)
     assert not r["passed"]
@@ -100,7 +111,7 @@ def test_the_hand_launch_memory_settings_fail_on_capacity_naming_both_figures(em
 
 
 def test_a_concurrency_cap_fails_the_concurrent_case_and_the_capacity(emulator):
-    emu = emulator("nextn_3step", extra=["--max-running-requests", "1"])
+    emu = emulator("nextn_3step", env=PREFILL, extra=["--max-running-requests", "1"])
     r = run_plan(emu, sizes=CAPPED)
     assert not r["passed"]
     assert r["failed_cases"] == ["capacity", "concurrent"], plan.table(r)
@@ -112,8 +123,8 @@ def test_a_concurrency_cap_fails_the_concurrent_case_and_the_capacity(emulator):
 
 # ------------------------------------------------------------------------ the bench CLI ------
 SMALL = {"sglang_gate_plan": {
-    "coding": {"prompts": "coding", "concurrency": 1, "requests": 2, "max_tokens": 64},
-    "concurrent": {"prompts": "coding", "concurrency": 2, "requests": 2, "max_tokens": 64}},
+    "coding": {"prompts": "coding", "concurrency": 1, "requests": 6, "max_tokens": 64},
+    "concurrent": {"prompts": "coding", "concurrency": 2, "requests": 6, "max_tokens": 64}},
     "sglang_gate_warmup": 1, "sglang_profile": "nextn_3step"}
 
 
@@ -129,8 +140,8 @@ def test_bench_gate_runs_the_roles_plan_with_exit_codes(emulator, tmp_path):
     out = tmp_path / "r.json"
     p = bench("gate", "--url", emu.url, "--vars", str(small), "--json", str(out), "--quiet")
     assert p.returncode == 0, p.stderr
-    assert p.stdout.splitlines()[0].split() == list(plan.TABLE_HEAD[:3]) + ["prompt", "tok"] + \
-        "decode tok/s accept by position aggregate TTFT p50 verdict".split()
+    assert p.stdout.splitlines()[0].split() == ["case", "C", "requests", "x", "tok", "prompt", "tok"] + \
+        "decode tok/s accept by position aggregate TTFT p50 verdict in".split()
     assert "gate PASSED in " in p.stdout
     assert "thresholds for long_context are not used" in p.stdout
     result = json.loads(out.read_text())

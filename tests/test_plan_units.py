@@ -103,7 +103,7 @@ def test_capacity_of_the_hand_launch_names_both_figures():
     assert ("it holds a 19,456-token context (context_length 262,144, KV pool max_total_num_tokens "
             "19,456)") in msg
     assert "the profile promises 131,072" in msg
-    assert "case long_context needs (32,768 prompt + 256 output) 33,024" in msg
+    assert "case long_context needs (32,768 prompt + 128 output) 32,896" in msg
     assert "it runs at most 1 request at once (effective max_running_requests), case concurrent runs 4" in msg
     assert cap["notes"] == ["the profile asks for 16 running requests; the server runs at most 1 at once "
                             "(its memory pools hold no more)"]
@@ -151,7 +151,7 @@ def test_every_case_passing_passes_with_each_case_in_the_summary():
     cap = plan.check_capacity({}, CASES, {})
     out = plan.judge([_case("coding", True), _case("concurrent", True)], cap, {}, "p", "m", "u", 3.0)
     assert out["passed"] and out["failed_cases"] == []
-    assert plan.summary(out).startswith("passed in 3s: coding (C=1, 2x8 tok): decode 50.0 tok/s median, "
+    assert plan.summary(out).startswith("passed in 3s: coding (C=1, 2 x 8 tok): decode 50.0 tok/s median, "
                                         "accept length 3.00 (by position 80/70/60%)")
 
 

@@ -8,12 +8,13 @@ import shlex
 import signal
 import sys
 import warnings
-from typing import List
+from typing import Dict, List
 
 from . import memory
 from .args import build_parser, merge_config, resolve
 from .distributed import DistError, Group
 from .knobs import KnobError, Knobs
+from .scheduler import Scheduler
 
 log = logging.getLogger("sglang.srt.entrypoints.http_server")
 sched_log = logging.getLogger("sglang.srt.managers.scheduler")
@@ -208,6 +209,14 @@ async def serve_follower(cfg, knobs: Knobs, group: Group, stop: asyncio.Event) -
             pass
     sched_log.info("node_rank %d: shutdown broadcast by rank 0, exiting.", cfg["node_rank"])
     return 0
+
+
+def offline_scheduler(argv: List[str], env: Dict[str, str]) -> Scheduler:
+    """The scheduler a launch with ``argv`` and SGLEMU_* ``env`` would run, without a server: its
+    simulate_decode() draws requests in virtual time (the gate's error-rate tests)."""
+    knobs = Knobs.from_env(env)
+    cfg = resolve(build_parser().parse_args(argv), knobs.architecture, knobs.gpu_memory_mib)
+    return Scheduler(cfg, knobs, None, "")
 
 
 def main(argv: List[str] | None = None) -> int:

@@ -96,6 +96,17 @@ class Knobs:
     # 2 x 13.89 GFLOP per token at the A6000's 154.8 TFLOPS dense BF16 tensor peak (datasheet)
     # = 201 tokens. 0 turns it off.
     compute_bound_tokens: int = 201
+    # GPU clock / thermal jitter: every decode step's time x exp(x), x an AR(1) process of
+    # stationary sd CLOCK_JITTER_PCT % and time constant CLOCK_JITTER_TAU_S (shared by the batch).
+    # 3.6: the original hand launch's SGLang decode log lines (40-step windows) read 47-57 tok/s
+    # at accept length 2.98-3.52, a spread of 19.2 % in tok/s against 16.6 % in accept length;
+    # the tok/s spread beyond acceptance, sqrt(19.2^2 - 16.6^2) = 9.6 % of the window figure, is
+    # step time. 3.6 % gives the emulator's windows that excess (9.7 %, 6,000 simulated windows of
+    # the 3-step profile at a coding prompt: 53.3-65.7 tok/s, accept length 3.08-3.70). The time
+    # constant is not measured: 2 s keeps it visible at a 2.3 s log window and lets requests a few
+    # seconds apart vary independently. 0 turns it off.
+    clock_jitter_pct: float = 3.6
+    clock_jitter_tau_s: float = 2.0
     prefill_tok_s: float = 3000.0
     base_step_ms: float = 37.45
     spec_overhead_ms: float = 4.0
@@ -144,6 +155,8 @@ class Knobs:
         k.batch_slowdown = _get(env, "BATCH_SLOWDOWN", float, k.batch_slowdown)
         k.compute_bound_tokens = _get(env, "COMPUTE_BOUND_TOKENS", int, k.compute_bound_tokens)
         k.prefill_tok_s = _get(env, "PREFILL_TOK_S", float, k.prefill_tok_s)
+        k.clock_jitter_pct = _get(env, "CLOCK_JITTER_PCT", float, k.clock_jitter_pct)
+        k.clock_jitter_tau_s = _get(env, "CLOCK_JITTER_TAU_S", float, k.clock_jitter_tau_s)
         k.base_step_ms = _get(env, "BASE_STEP_MS", float, k.base_step_ms)
         k.spec_overhead_ms = _get(env, "SPEC_OVERHEAD_MS", float, k.spec_overhead_ms)
         k.spec_step_ms = _get(env, "SPEC_STEP_MS", float, k.spec_step_ms)
@@ -172,13 +185,13 @@ class Knobs:
         f.crash_after_requests = _get(env, "FAULT_CRASH_AFTER_REQUESTS", int,
                                       f.crash_after_requests)
         f.apply_to_warmup = _get(env, "FAULT_APPLY_TO_WARMUP", int, f.apply_to_warmup)
-        for name in ("speed_scale", "warmup_factor", "prefill_tok_s", "base_step_ms",
+        for name in ("speed_scale", "warmup_factor", "prefill_tok_s", "base_step_ms", "clock_jitter_tau_s",
                      "chars_per_token", "gpu_memory_mib", "longctx_knee_tokens"):
             if getattr(k, name) <= 0:
                 raise KnobError("%s%s must be > 0" % (PREFIX, name.upper()))
-        if min(k.batch_slowdown, k.warmup_requests, k.longctx_collapse_tokens, k.compute_bound_tokens,
-               k.accept_context_tokens, k.pre_pool_reserve_mib) < 0:
-            raise KnobError("%sBATCH_SLOWDOWN, WARMUP_REQUESTS, LONGCTX_COLLAPSE_TOKENS, "
+        if min(k.batch_slowdown, k.warmup_requests, k.clock_jitter_pct, k.longctx_collapse_tokens,
+               k.compute_bound_tokens, k.accept_context_tokens, k.pre_pool_reserve_mib) < 0:
+            raise KnobError("%sBATCH_SLOWDOWN, WARMUP_REQUESTS, CLOCK_JITTER_PCT, LONGCTX_COLLAPSE_TOKENS, "
                             "ACCEPT_CONTEXT_TOKENS, PRE_POOL_RESERVE_MIB must be >= 0" % PREFIX)
         for name in ("accept_p1_context", "longctx_factor_32k", "longctx_collapse_prob"):
             if not 0.0 <= getattr(k, name) <= 1.0:

@@ -188,6 +188,36 @@ class Req:
         }
 
 
+def accepted(probs: List[float], rnd: Callable[[], float]) -> int:
+    """Draft tokens one verify step accepts: position i with probability probs[i], only if every
+    one before it was."""
+    acc = 0
+    for p in probs:
+        if rnd() < p:
+            acc += 1
+        else:
+            break
+    return acc
+
+
+class ClockJitter:
+    """The GPU's clock and thermal jitter on step time (knobs.py CLOCK_JITTER_PCT): factor(dt)
+    advances an AR(1) process x by one step of ``dt`` seconds and returns exp(x)."""
+
+    def __init__(self, pct: float, tau_s: float, seed: int):
+        self.sigma = pct / 100.0
+        self.tau = tau_s
+        self.rng = random.Random(seed * 104729 + 3)
+        self.x = self.rng.gauss(0.0, self.sigma) if self.sigma else 0.0
+
+    def factor(self, dt: float) -> float:
+        if not self.sigma:
+            return 1.0
+        rho = math.exp(-dt / self.tau)
+        self.x = rho * self.x + math.sqrt(1.0 - rho * rho) * self.sigma * self.rng.gauss(0.0, 1.0)
+        return math.exp(self.x)
+
+
 def _build_seq(seed: int) -> List[int]:
     rng = random.Random(seed * 7919 + 17)
     return [rng.randrange(_N_CODE) for _ in range(SEQ_LEN)]
@@ -206,6 +236,8 @@ class Scheduler:
         self.metrics = metrics
         self.log_prefix = log_prefix
         self.rng = random.Random(knobs.seed)
+        # the clock jitter's own draws: acceptance stays the same sequence for a seed
+        self.clock = ClockJitter(knobs.clock_jitter_pct, knobs.clock_jitter_tau_s, knobs.seed)
         if capacity is None:
             capacity = memory.compute(cfg, knobs.gpu_memory_mib, knobs.pre_pool_reserve_mib)
         self.capacity = capacity
@@ -375,6 +407,32 @@ class Scheduler:
         for key in self.totals:
             self.totals[key] = 0
 
+    def step_seconds(self, batch: int, context_tokens: int) -> float:
+        """One decode/verify forward of ``batch`` running requests holding ``context_tokens``
+        tokens in all (README "Timing"), clock jitter included (warmup aside)."""
+        k = self.knobs
+        cycle = self.cycle_s * (1.0 + k.batch_slowdown * (batch - 1))
+        if k.compute_bound_tokens:
+            tokens = batch * self.tokens_per_forward
+            if tokens > k.compute_bound_tokens:
+                cycle *= tokens / float(k.compute_bound_tokens)
+        dt = (cycle + context_tokens * self.attn_s_per_token) / k.speed_scale
+        return dt * self.clock.factor(dt)
+
+    def simulate_decode(self, prompt_tokens: int, max_tokens: int) -> Dict[str, float]:
+        """One request alone on the server in virtual time, drawn as the live loop draws it
+        (acceptance per verify step, step_seconds): {"completion_tokens", "verify_ct",
+        "decode_s"} (first token to last). For the gate's error-rate tests (thousands of
+        requests that would take hours live)."""
+        probs = self._probs_for(prompt_tokens)
+        produced, verify, t = 1, 0, 0.0
+        while produced < max_tokens:
+            t += self.step_seconds(1, prompt_tokens + produced)
+            n = 1 + accepted(probs, self.rng.random) if self.spec else 1
+            produced += min(n, max_tokens - produced)
+            verify += 1 if self.spec else 0
+        return {"completion_tokens": produced, "verify_ct": verify, "decode_s": t}
+
     # -- the loop ----------------------------------------------------------------------------
     async def run(self) -> None:
         k = self.knobs
@@ -407,15 +465,7 @@ class Scheduler:
             decode = list(self.running)
             step = prefill_s
             if decode:
-                ctx = 0
-                for r in decode:
-                    ctx += r.prompt_tokens + r.produced
-                cycle = self.cycle_s * (1.0 + k.batch_slowdown * (len(decode) - 1))
-                if k.compute_bound_tokens:
-                    tokens = len(decode) * self.tokens_per_forward
-                    if tokens > k.compute_bound_tokens:
-                        cycle *= tokens / float(k.compute_bound_tokens)
-                dt = (cycle + ctx * self.attn_s_per_token) / k.speed_scale
+                dt = self.step_seconds(len(decode), sum(r.prompt_tokens + r.produced for r in decode))
                 for r in decode:
                     if r.warmup:
                         dt /= k.warmup_factor
@@ -451,12 +501,7 @@ class Scheduler:
             start = r.produced
             remaining = r.limit - start
             if spec:
-                acc = 0
-                for p in r.probs:
-                    if rnd() < p:
-                        acc += 1
-                    else:
-                        break
+                acc = accepted(r.probs, rnd)
                 n = 1 + acc
                 if n > remaining:
                     n = remaining

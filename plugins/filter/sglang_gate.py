@@ -13,6 +13,7 @@ description:
     empty when the plan can run.
   - C(sglang_gate_plan_cases) is the resolved plan - each case with its engine options and the
     thresholds that apply to the profile.
+  - C(sglang_gate_plan_text) is the resolved plan in one line, which the gate states before it measures.
   - C(sglang_gate_case_summary) is a case result's few figures for the rollout summary.
   - C(sglang_gate_calibration) is the host_vars file C(playbooks/calibrate.yml) writes - thresholds
     proposed at a margin below what several plan runs measured.
@@ -36,15 +37,27 @@ from sglang_perf import plan  # noqa: E402  (needs the path above)
 from sglang_perf.client import ConfigError  # noqa: E402
 
 
-def sglang_gate_plan_errors(gate_plan, thresholds, profile, calibrated=None):
-    return plan.problems(gate_plan, thresholds, profile, calibrated or None)
-
-
-def sglang_gate_plan_cases(gate_plan, thresholds, profile, calibrated=None):
+def _level(confidence):
     try:
-        return plan.resolve(gate_plan, thresholds, profile, calibrated or None)
+        return float(confidence)
+    except (TypeError, ValueError):
+        return confidence  # plan.problems names the variable
+
+
+def sglang_gate_plan_errors(gate_plan, thresholds, profile, calibrated=None, confidence=0.95):
+    return plan.problems(gate_plan, thresholds, profile, calibrated or None, confidence=_level(confidence))
+
+
+def sglang_gate_plan_cases(gate_plan, thresholds, profile, calibrated=None, confidence=0.95):
+    try:
+        return plan.resolve(gate_plan, thresholds, profile, calibrated or None, confidence=_level(confidence))
     except ConfigError as e:
         raise AnsibleFilterError("sglang_gate_plan_cases: %s" % e.message)
+
+
+def sglang_gate_plan_text(cases, confidence, inconclusive):
+    """The resolved plan in one line (the gate states it before it measures)."""
+    return plan.describe(cases, float(confidence), inconclusive)
 
 
 def sglang_gate_case_summary(case):
@@ -72,5 +85,6 @@ class FilterModule(object):
     def filters(self):
         return {"sglang_gate_plan_errors": sglang_gate_plan_errors,
                 "sglang_gate_plan_cases": sglang_gate_plan_cases,
+                "sglang_gate_plan_text": sglang_gate_plan_text,
                 "sglang_gate_case_summary": sglang_gate_case_summary,
                 "sglang_gate_calibration": sglang_gate_calibration}

@@ -54,9 +54,33 @@ options:
     type: int
     default: 1
   requests:
-    description: Number of measured requests.
+    description:
+      - Measured requests before the first verdict. Each threshold is judged on its interval at
+        O(confidence) - cleared when the bound on its side is past it, failed when the other bound
+        is - and while one is in between, one more request at a time is measured up to
+        O(max_requests).
     type: int
     default: 8
+  max_requests:
+    description:
+      - The most measured requests (default O(requests), a fixed sample). A threshold still inside
+        its interval then is inconclusive (see O(inconclusive)). A median's interval (O(min_tok_s),
+        O(max_ttft_s), the regression check) takes at least 6 requests at 95%; fewer are refused.
+    type: int
+  confidence:
+    description:
+      - Level of the two-sided intervals. Per-request median decode tok/s and TTFT by order
+        statistics (distribution-free), accept length and aggregate tok/s by the bootstrap,
+        requests resampled (a ratio of sums).
+    type: float
+    default: 0.95
+  inconclusive:
+    description:
+      - What an inconclusive verdict (a threshold inside its interval at O(max_requests)) does -
+        C(fail) the run, or C(pass) it with the verdict reported as inconclusive.
+    type: str
+    choices: [fail, pass]
+    default: fail
   warmup:
     description: Requests sent first and discarded (JIT / CUDA graph warmup).
     type: int
@@ -69,7 +93,7 @@ options:
   warmup_max_tokens:
     description: Tokens each warmup request generates (enough to run the first decode batches).
     type: int
-    default: 128
+    default: 32
   temperature:
     description: Sampling temperature of the benchmark requests.
     type: float
@@ -245,9 +269,43 @@ EXAMPLES = r"""
 
 RETURN = r"""
 passed:
-  description: Whether every threshold held and no more than O(max_errors) requests failed.
+  description: Whether the verdict is C(pass) (or C(inconclusive) with O(inconclusive=pass)).
   returned: when the benchmark ran
   type: bool
+verdict:
+  description: C(pass) (every threshold cleared by its interval), C(fail) (one is past it, or too
+    many requests failed) or C(inconclusive) (one still inside its interval at O(max_requests)).
+  returned: when the benchmark ran
+  type: str
+  sample: pass
+intervals:
+  description: The judged figures with their intervals at O(confidence), each C(estimate),
+    C(lower), C(upper) (null below the requests an interval needs), C(n), C(method).
+  returned: when the benchmark ran
+  type: dict
+  contains:
+    level: {description: The two-sided level, type: float}
+    decode_tok_s: {description: Per-request median decode tok/s (order statistics), type: dict}
+    accept_len: {description: Accept length (bootstrap of the ratio of sums), type: dict}
+    aggregate_tok_s: {description: Aggregate tok/s (bootstrap over requests), type: dict}
+    ttft_s: {description: Median time to first token (order statistics), type: dict}
+  sample: {level: 0.95, decode_tok_s: {estimate: 57.4, lower: 53.4, upper: 63.1, n: 6}}
+judged:
+  description: Every threshold with its state (C(pass), C(fail), C(undecided) before the last
+    request, C(inconclusive)), the figure, its bounds and a message.
+  returned: when the benchmark ran
+  type: list
+inconclusive:
+  description: The thresholds left inside their intervals at O(max_requests), with the band and
+    the next step in each message.
+  returned: when the benchmark ran
+  type: list
+sequential:
+  description: C(min_requests), C(max_requests), C(measured), C(looks) (verdicts taken while
+    measuring; 0 for a fixed sample, judged once at its end) and C(stopped) (C(decided) before the
+    maximum, or C(max_requests)).
+  returned: when the benchmark ran
+  type: dict
 decode_tok_s:
   description: Per-request decode tok/s over the measured requests that produced O(max_tokens).
   returned: when the benchmark ran
@@ -430,6 +488,9 @@ ARGUMENT_SPEC = dict(
     api=dict(type="str", default=D["api"], choices=sorted(engine.APIS)),
     concurrency=dict(type="int", default=D["concurrency"]),
     requests=dict(type="int", default=D["requests"]),
+    max_requests=dict(type="int"),
+    confidence=dict(type="float", default=D["confidence"]),
+    inconclusive=dict(type="str", default=D["inconclusive"], choices=list(engine.INCONCLUSIVE)),
     warmup=dict(type="int", default=D["warmup"]),
     max_tokens=dict(type="int", default=D["max_tokens"]),
     warmup_max_tokens=dict(type="int", default=D["warmup_max_tokens"]),
@@ -465,8 +526,8 @@ ARGUMENT_SPEC = dict(
 MODULE_ONLY = ("per_request", "baseline_history", "baseline_profile")
 PLAN_ONLY = ("plan", "thresholds", "calibrated", "profile", "promise")
 # what the plan's cases set (the single-case options that a plan run does not use)
-CASE_OPTIONS = ("prompts", "prompt_tokens", "concurrency", "requests", "max_tokens", "min_tok_s",
-                "min_accept_len", "min_aggregate_tok_s", "max_ttft_s", "max_errors", "baseline")
+CASE_OPTIONS = ("prompts", "prompt_tokens", "concurrency", "requests", "max_requests", "max_tokens",
+                "min_tok_s", "min_accept_len", "min_aggregate_tok_s", "max_ttft_s", "max_errors", "baseline")
 
 
 def last_passing(path, profile):
@@ -494,7 +555,8 @@ def main():
     try:
         if module.check_mode:
             if params["plan"] is not None:  # the plan is checked, the server only probed
-                plan.resolve(params["plan"], params["thresholds"], params["profile"], params["calibrated"])
+                plan.resolve(params["plan"], params["thresholds"], params["profile"], params["calibrated"],
+                             confidence=params["confidence"])
                 options = {k: v for k, v in options.items() if k not in CASE_OPTIONS}
             probe = engine.probe(options)
         elif params["plan"] is not None:
@@ -534,12 +596,15 @@ def main():
 def summary(result):
     al = result["accept_len"]
     ctx = engine.context_line(result)
-    return "passed: decode %.1f tok/s median (min %.1f, max %.1f), accept length %s, %.1f tok/s " \
-           "aggregate at C=%d, %d errors%s" % (
-               result["decode_tok_s"]["median"], result["decode_tok_s"]["min"],
-               result["decode_tok_s"]["max"], "n/a" if al is None else "%.2f" % al,
-               result["aggregate_tok_s"], result["concurrency"], result["errors"],
-               "; " + ctx if ctx else "")
+    iv = result.get("intervals") or {}
+    return "%s: decode %s tok/s median (%g%% interval; min %.1f, max %.1f), accept length %s, %s tok/s " \
+           "aggregate at C=%d, %d requests, %d errors%s" % (
+               "passed" if result["verdict"] == "pass" else "inconclusive, passed (inconclusive: pass)",
+               engine.fmt_interval(iv.get("decode_tok_s")), 100 * iv.get("level", 0),
+               result["decode_tok_s"]["min"], result["decode_tok_s"]["max"],
+               "n/a" if al is None else engine.fmt_interval(iv.get("accept_len"), ".2f"),
+               engine.fmt_interval(iv.get("aggregate_tok_s")), result["concurrency"], result["requests"],
+               result["errors"], "; " + ctx if ctx else "")
 
 
 if __name__ == "__main__":

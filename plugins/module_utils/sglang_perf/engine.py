@@ -9,12 +9,13 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections import Counter, deque
+from collections import Counter
 
 from . import capacity, history
 from . import metrics as prom
 from .client import ConfigError, Endpoint, MeasureError, RequestError, SSEStream
 from . import prompts as promptset
+from . import stats
 from .stats import latency_summary, percentile, summarize, weighted_samples
 
 APIS = {
@@ -35,6 +36,8 @@ VLLM_ACCEPT_LEN_CONVENTION = ("vLLM's mean_acceptance_length: 1 + accepted draft
                               "steps; the prefill's token not counted")
 
 THRESHOLDS = ("min_tok_s", "min_accept_len", "min_aggregate_tok_s", "max_ttft_s", "max_errors")
+INCONCLUSIVE = ("fail", "pass")
+PASS, FAIL, INCONCLUSIVE_VERDICT, UNDECIDED = "pass", "fail", "inconclusive", "undecided"
 
 # A long-context case shorter than this is not one (and the corpus sample of the warmup is
 # about this long).
@@ -50,9 +53,21 @@ DEFAULTS = {
     "api": "chat",
     "concurrency": 1,
     "requests": 8,
+    # Sequential measurement: after ``requests``, one more request at a time until every
+    # threshold is decided by its interval or ``max_requests`` ran (None: = requests, a fixed
+    # sample). The verdict logic: verdict() below.
+    "max_requests": None,
+    # The intervals' level (two-sided): each threshold is cleared when the bound on its side is
+    # past it, failed when the other bound is.
+    "confidence": 0.95,
+    # A threshold still inside the interval at max_requests: "fail" (the gate refuses what it
+    # cannot confirm) or "pass" (reported, not failed).
+    "inconclusive": "fail",
     "warmup": 2,
     "max_tokens": 1024,
-    "warmup_max_tokens": 128,
+    # The warmup only has to take the first decode batches' one-off slowness (JIT, graph
+    # warmup); 32 tokens are a dozen decode steps.
+    "warmup_max_tokens": 32,
     "temperature": 0.0,
     # coding: the coding prompts (prompts.py); long_context: a repository slice of about
     # prompt_tokens tokens (the server's count is reported; chars per token is learned in warmup
@@ -117,6 +132,16 @@ def validate(options):
         raise ConfigError("api", "must be one of %s, got %r" % (", ".join(sorted(APIS)), cfg["api"]))
     cfg["concurrency"] = _number(cfg, "concurrency", int, 1)
     cfg["requests"] = _number(cfg, "requests", int, 1)
+    cfg["max_requests"] = _number(cfg, "max_requests", int, 1, optional=True) or cfg["requests"]
+    if cfg["max_requests"] < cfg["requests"]:
+        raise ConfigError("max_requests", "must be at least requests (%d), got %d"
+                          % (cfg["requests"], cfg["max_requests"]))
+    cfg["confidence"] = _number(cfg, "confidence", float, 0.5, exclusive=True)
+    if cfg["confidence"] >= 1:
+        raise ConfigError("confidence", "must be below 1 (0.95 = 95%%), got %s" % cfg["confidence"])
+    if cfg["inconclusive"] not in INCONCLUSIVE:
+        raise ConfigError("inconclusive", "must be one of %s, got %r"
+                          % (", ".join(INCONCLUSIVE), cfg["inconclusive"]))
     cfg["warmup"] = _number(cfg, "warmup", int, 0)
     cfg["max_tokens"] = _number(cfg, "max_tokens", int, 2)
     cfg["warmup_max_tokens"] = _number(cfg, "warmup_max_tokens", int, 1)
@@ -163,19 +188,29 @@ def validate(options):
                 raise ConfigError("baseline", "%s must be a number, got %r" % (key, value))
     if cfg["model"] is not None and not str(cfg["model"]).strip():
         raise ConfigError("model", "must not be empty (omit it to use the served model)")
+    fewest = stats.min_sample(cfg["confidence"])
+    judged = [k for k in ("min_tok_s", "max_ttft_s") if cfg[k] is not None]
+    if cfg["max_regression_pct"] is not None and cfg["baseline"]:
+        judged.append("max_regression_pct")
+    if judged and cfg["max_requests"] < fewest:
+        raise ConfigError("max_requests", "%d request(s) cannot bound a median at %g%% (%s needs an "
+                                          "interval; it takes at least %d requests): raise max_requests "
+                                          "or lower confidence" % (cfg["max_requests"],
+                                                                   100 * cfg["confidence"],
+                                                                   ", ".join(judged), fewest))
     return cfg
 
 
 class _Request(object):
     """What one streamed request produced, as the client saw it."""
 
-    __slots__ = ("rid", "phase", "case", "t_send", "t_first", "t_last", "tokens", "chunks",
+    __slots__ = ("rid", "phase", "case", "t_send", "t_first", "t_last", "t_end", "tokens", "chunks",
                  "itl", "finish", "finish_message", "completion_tokens", "prompt_tokens", "verify_ct",
                  "histogram", "accepted", "spec_tokens", "done", "error", "counted")
 
     def __init__(self, rid, phase, case):
         self.rid, self.phase, self.case = rid, phase, case
-        self.t_send = self.t_first = self.t_last = None
+        self.t_send = self.t_first = self.t_last = self.t_end = None
         self.tokens = 0          # tokens seen so far (cumulative counts from the server)
         self.chunks = 0
         self.itl = []            # (seconds per token, tokens) per token-bearing chunk after the first
@@ -387,6 +422,7 @@ class _Run(object):
         except RequestError as e:
             rec.error = (e.kind, e.message)
         finally:
+            rec.t_end = time.perf_counter()
             with self.lock:
                 self.active.discard(stream)
             stream.close()
@@ -409,21 +445,46 @@ class _Run(object):
         if rec.t_first is None:
             raise RequestError("protocol", "stream finished (%s) without any token" % rec.finish)
 
-    def phase(self, recs, prompts):
-        """Run ``recs`` (with their prompts) at the configured concurrency; respects the deadline."""
-        todo = deque(range(len(recs)))
+    def phase(self, recs, prompts, first=None, decided=None):
+        """Run ``recs`` (with their prompts) at the configured concurrency, in order; respects the
+        deadline. With ``decided``: the first ``first`` always, then more only while
+        ``decided(done records)`` (called after each request from the ``first``-th on) is False;
+        requests still open when it turns True finish and count. Returns the records issued."""
+        first = len(recs) if first is None else first
+        state = {"next": 0, "stop": False, "decided_on": None}
+        done = []
         qlock = threading.Lock()
 
         def worker():
             while True:
                 with qlock:
-                    if not todo:
+                    i = state["next"]
+                    if i >= len(recs) or (state["stop"] and i >= first):
                         return
-                    i = todo.popleft()
+                    state["next"] = i + 1
                 self.one(recs[i], prompts[i])
+                with qlock:
+                    done.append(recs[i])
+                    if decided is not None and not state["stop"] and len(done) >= first \
+                            and state["next"] < len(recs):
+                        state["stop"] = bool(decided(list(done), recs[:state["next"]]))
+                        state["decided_on"] = len(done)
 
-        threads = [threading.Thread(target=worker, name="bench-%d" % n)
-                   for n in range(min(self.cfg["concurrency"], len(recs)))]
+        while True:
+            self._workers(worker, min(self.cfg["concurrency"], len(recs) - state["next"]))
+            issued = recs[:state["next"]]
+            # requests still open at the stop changed the figures: decided again on all of them
+            if self.abort_reason or not state["stop"] or state["next"] >= len(recs) \
+                    or state["decided_on"] == len(issued) or decided(list(issued), issued):
+                break
+            state["stop"] = False
+        for rec in recs:
+            if rec.error is None and not rec.done and rec.t_send is None and rec in issued:
+                rec.error = ("aborted", self.abort_reason or "not run")
+        return issued
+
+    def _workers(self, worker, n):
+        threads = [threading.Thread(target=worker, name="bench-%d" % i) for i in range(max(0, n))]
         for t in threads:
             t.daemon = True
             t.start()
@@ -438,9 +499,6 @@ class _Run(object):
                 s.abort(self.abort_reason)
             for t in threads:
                 t.join(5.0)
-        for rec in recs:
-            if rec.error is None and not rec.done and rec.t_send is None:
-                rec.error = ("aborted", self.abort_reason or "not run")
 
 
 def _get_json(endpoint, path):
@@ -708,13 +766,13 @@ SAMPLE_CHARS = 8000
 
 
 def measure(cfg, ep, model, server, warm=(), chars_per_token=None, progress=None):
-    """The measured requests of one case; the result dict (see the module's RETURN)."""
+    """The measured requests of one case, ``requests`` of them and then one at a time until the
+    verdict is decided or ``max_requests`` ran; the result dict (see the module's RETURN)."""
     want_metrics = cfg["metrics"] != "never"
     tag = uuid.uuid4().hex[:8]
     cpt = cfg["chars_per_token"] or chars_per_token
-    n = cfg["requests"]
     recs, texts = [], []
-    for i in range(n):
+    for i in range(cfg["max_requests"]):  # every prompt is built before the first request
         rtag = "%s-%s-%d" % (tag, cfg["case"], i)
         if cfg["prompts"] == "long_context":
             name = cfg["case"]
@@ -728,14 +786,37 @@ def measure(cfg, ep, model, server, warm=(), chars_per_token=None, progress=None
             text = promptset.tagged(rtag, body)
         recs.append(_Request("bench-%s-m%d" % (tag, i), "measure", name))
         texts.append(text)
+    looks = []
+
+    def decided(done, issued):
+        now = time.perf_counter()
+        busy = sum((r.t_end or now) - r.t_send for r in issued if r.t_send is not None)
+        try:
+            look = _result(cfg, ep, model, server, list(warm), done, now - t0, None, None,
+                           final=False, busy=busy)
+        except MeasureError:
+            return len(done) > cfg["max_errors"]  # nothing measurable yet: errors decide
+        looks.append(look["verdict"])
+        if progress is not None and hasattr(progress, "look"):
+            progress.look(cfg, look, now - t0)
+        return look["verdict"] != UNDECIDED
+
     runner = _Run(cfg, ep, model, progress, server.get("kind"))
+    if progress is not None and hasattr(progress, "start"):
+        progress.start(cfg)
     before = _scrape(ep, want_metrics)
     t0 = time.perf_counter()
-    runner.phase(recs, texts)
+    issued = runner.phase(recs, texts, first=cfg["requests"], decided=decided)
     t1 = time.perf_counter()
     after = _scrape(ep, want_metrics and before is not None)
-    result = _result(cfg, ep, model, server, list(warm), recs, t1 - t0, before, after)
+    result = _result(cfg, ep, model, server, list(warm), issued, t1 - t0, before, after)
     result["chars_per_token"] = cpt
+    result["sequential"] = {"min_requests": cfg["requests"], "max_requests": cfg["max_requests"],
+                            "looks": len(looks), "measured": len(issued),
+                            "stopped": "decided" if result["verdict"] != INCONCLUSIVE_VERDICT
+                            and len(issued) < cfg["max_requests"] else "max_requests"}
+    if progress is not None and hasattr(progress, "look"):
+        progress.look(cfg, result, t1 - t0)
     return result
 
 
@@ -758,7 +839,28 @@ def run(options, progress=None):
     return measure(cfg, ep, model, server, warm, cpt, progress)
 
 
-def _result(cfg, ep, model, server, warm, meas, wall, before, after):
+def _intervals(cfg, ok, full, wall, busy):
+    """Each judged figure's interval at cfg["confidence"] (stats.py): the per-request median decode
+    tok/s and TTFT by order statistics; accept length (completion tokens / verify steps) and the
+    aggregate by the bootstrap, requests resampled. The aggregate is per-request throughput
+    (tokens / request latency) times the run's mean number of open requests (busy / wall), which
+    equals total tokens / wall."""
+    level = cfg["confidence"]
+    spec = [r for r in ok if r.verify_ct]
+    timed = [r for r in ok if r.t_end is not None and r.t_send is not None]
+    if busy is None:
+        busy = sum(r.t_end - r.t_send for r in timed)
+    return {
+        "level": level,
+        "decode_tok_s": stats.median_interval([r.decode_tok_s() for r in full if r.decode_tok_s()], level),
+        "accept_len": stats.ratio_interval([(r.completion_tokens, r.verify_ct) for r in spec], level),
+        "aggregate_tok_s": stats.ratio_interval([(r.completion_tokens, r.t_end - r.t_send) for r in timed],
+                                                level, scale=busy / wall) if wall > 0 and busy else None,
+        "ttft_s": stats.median_interval([r.t_first - r.t_send for r in ok], level),
+    }
+
+
+def _result(cfg, ep, model, server, warm, meas, wall, before, after, final=True, busy=None):
     ok = [r for r in meas if r.error is None]
     full = [r for r in ok if not r.is_short(cfg["max_tokens"])]
     failed = [r for r in list(warm) + list(meas) if r.error is not None]
@@ -831,6 +933,7 @@ def _result(cfg, ep, model, server, warm, meas, wall, before, after):
         if before and after else None,
         "per_request": [r.as_dict(cfg["max_tokens"]) for r in list(warm) + list(meas)],
         "notes": notes,
+        "intervals": _intervals(cfg, ok, full, wall, busy),
     }
     if cfg["requests"] < cfg["concurrency"]:
         notes.append("requests (%d) < concurrency (%d): the aggregate is not measured at full "
@@ -854,70 +957,147 @@ def _result(cfg, ep, model, server, warm, meas, wall, before, after):
             "accept_len_pct": history.change_pct(acc["accept_len"], b.get("accept_len")),
             "max_regression_pct": cfg["max_regression_pct"],
         }
-    evaluate(result, cfg)
+    evaluate(result, cfg, final)
     return result
 
 
-def evaluate(result, cfg):
-    """Compare with the thresholds; sets result['thresholds'], ['failures'], ['passed']."""
-    failures = []
+def fmt_interval(iv, spec=".1f"):
+    """ "54.6 [53.9, 55.2]" ('-' without a figure; no brackets without bounds)."""
+    if not iv or iv.get("estimate") is None:
+        return "-"
+    text = format(iv["estimate"], spec)
+    if iv.get("lower") is not None and iv.get("upper") is not None:
+        text += " [%s, %s]" % (format(iv["lower"], spec), format(iv["upper"], spec))
+    return text
 
-    def below(name, label, measured, required, unit=""):
-        if required is None:
-            return
-        if measured is None:
-            failures.append({"threshold": name, "measured": None, "required": required,
-                             "message": "%s could not be measured (required >= %g%s)"
-                                        % (label, required, unit)})
-        elif measured < required:
-            failures.append({"threshold": name, "measured": measured, "required": required,
-                             "message": "%s %.2f%s < required %.2f%s"
-                                        % (label, measured, unit, required, unit)})
 
-    below("min_tok_s", "decode tok/s (per-request median)",
-          result["decode_tok_s"]["median"], cfg["min_tok_s"])
-    below("min_accept_len", "accept length", result["accept_len"], cfg["min_accept_len"])
+def _bounded(entries, name, label, iv, required, unit, spec, at_least=True):
+    """One threshold judged on its interval: passed when the bound on its side clears it, failed
+    when the other bound is past it, undecided in between (or without bounds yet)."""
+    if required is None:
+        return
+    entry = {"threshold": name, "required": required,
+             "measured": None if not iv else iv.get("estimate"),
+             "lower": None if not iv else iv.get("lower"), "upper": None if not iv else iv.get("upper")}
+    if entry["measured"] is None:
+        entry.update(state=FAIL, message="%s could not be measured (required %s %g%s)"
+                     % (label, ">=" if at_least else "<=", required, unit))
+        entries.append(entry)
+        return
+    lo, hi = entry["lower"], entry["upper"]
+    shown = fmt_interval(iv, spec) + unit
+    if lo is None or hi is None:
+        state = UNDECIDED
+    elif at_least:
+        state = PASS if lo >= required else FAIL if hi < required else UNDECIDED
+    else:
+        state = PASS if hi <= required else FAIL if lo > required else UNDECIDED
+    if state == FAIL:
+        message = "%s %s %s required %s%s" % (label, shown, "<" if at_least else ">",
+                                              format(required, spec), unit)
+    else:
+        message = "%s %s %s the %s %s%s bar" % (
+            label, shown, "clears" if state == PASS else "straddles",
+            "minimum" if at_least else "maximum", format(required, spec), unit)
+    entry.update(state=state, message=message)
+    entries.append(entry)
+
+
+def verdict_entries(result, cfg):
+    """Every threshold of ``cfg`` judged on ``result``'s intervals, and the checks that need no
+    interval (prompt length, metrics, errors): [{"threshold", "state", "message", ...}]."""
+    entries = []
+    iv = result.get("intervals") or {}
+    _bounded(entries, "min_tok_s", "decode tok/s (per-request median)", iv.get("decode_tok_s"),
+             cfg["min_tok_s"], "", ".1f")
+    _bounded(entries, "min_accept_len", "accept length", iv.get("accept_len"), cfg["min_accept_len"],
+             "", ".2f")
     own = result.get("engine_accept_len")
-    if own is not None and failures and failures[-1]["threshold"] == "min_accept_len":
-        failures[-1]["message"] += " (%s; vLLM's own 1 + accepted / drafts is %.2f)" % (
-            CONVENTION_SHORT, own)
-    below("min_aggregate_tok_s", "aggregate tok/s at C=%d" % cfg["concurrency"],
-          result["aggregate_tok_s"], cfg["min_aggregate_tok_s"])
-    ttft = (result.get("ttft_s") or {}).get("p50")
-    if cfg["max_ttft_s"] is not None and (ttft is None or ttft > cfg["max_ttft_s"]):
-        failures.append({"threshold": "max_ttft_s", "measured": ttft, "required": cfg["max_ttft_s"],
-                         "message": "time to first token (median) %s > allowed %.2fs"
-                                    % ("n/a" if ttft is None else "%.2fs" % ttft, cfg["max_ttft_s"])})
+    if own is not None and entries and entries[-1]["threshold"] == "min_accept_len" \
+            and entries[-1]["state"] == FAIL:
+        entries[-1]["message"] += " (%s; vLLM's own 1 + accepted / drafts is %.2f)" % (CONVENTION_SHORT, own)
+    _bounded(entries, "min_aggregate_tok_s", "aggregate tok/s at C=%d" % cfg["concurrency"],
+             iv.get("aggregate_tok_s"), cfg["min_aggregate_tok_s"], "", ".1f")
+    _bounded(entries, "max_ttft_s", "time to first token (median)", iv.get("ttft_s"), cfg["max_ttft_s"],
+             "s", ".2f", at_least=False)
+    reg = result.get("regression")
+    if reg and cfg["max_regression_pct"] is not None:
+        keep = 1 - cfg["max_regression_pct"] / 100.0
+        for key, label, spec in (("decode_tok_s", "decode tok/s", ".1f"),
+                                 ("accept_len", "accept length", ".2f")):
+            before = reg["baseline"].get(key)
+            if not before or iv.get(key) is None:
+                continue
+            _bounded(entries, "max_regression_pct", label, iv[key], before * keep, "", spec)
+            e = entries[-1]
+            e["measured_pct"] = reg[key + "_pct"]
+            was = "the last-known-good %s (%s)" % (format(before, ".2f"),
+                                                   reg["baseline"].get("time") or "baseline")
+            shown = fmt_interval(iv[key], spec)
+            if e["state"] == FAIL:
+                e["message"] = "%s %s dropped %.1f%% from %s (allowed %g%%: at least %s)" % (
+                    label, shown, -(reg[key + "_pct"] or 0), was, cfg["max_regression_pct"],
+                    format(before * keep, spec))
+            else:
+                e["message"] = "%s %s %s the allowed %g%% drop from %s (at least %s)" % (
+                    label, shown, "is within" if e["state"] == PASS else "straddles",
+                    cfg["max_regression_pct"], was, format(before * keep, spec))
     pt = result.get("prompt_tokens") or {"target": None}
     if pt["target"] and (pt["median"] is None or pt["median"] < PROMPT_TOKENS_TOLERANCE * pt["target"]):
-        failures.append({
-            "threshold": "prompt_tokens", "measured": pt["median"], "required": pt["target"],
+        entries.append({
+            "threshold": "prompt_tokens", "measured": pt["median"], "required": pt["target"], "state": FAIL,
             "message": "the server counted %s prompt tokens, the case asks for about %d: it did not "
                        "measure the context it promises" % (
                            "no" if pt["median"] is None else "%d" % pt["median"], pt["target"])})
-    reg = result.get("regression")
-    if reg and cfg["max_regression_pct"] is not None:
-        for key, label in (("decode_tok_s", "decode tok/s"), ("accept_len", "accept length")):
-            pct = reg[key + "_pct"]
-            if pct is not None and -pct > cfg["max_regression_pct"]:
-                failures.append({
-                    "threshold": "max_regression_pct", "measured": pct,
-                    "required": -cfg["max_regression_pct"],
-                    "message": "%s dropped %.1f%% from the last-known-good %.2f (%s) (allowed %g%%)"
-                               % (label, -pct, reg["baseline"][key],
-                                  reg["baseline"].get("time") or "baseline", cfg["max_regression_pct"])})
     if cfg["metrics"] == "always" and result["metrics"] is None:
-        failures.append({"threshold": "metrics", "measured": None, "required": "always",
-                         "message": "metrics=always but the server exposes no /metrics "
-                                    "(SGLang needs --enable-metrics)"})
+        entries.append({"threshold": "metrics", "measured": None, "required": "always", "state": FAIL,
+                        "message": "metrics=always but the server exposes no /metrics "
+                                   "(SGLang needs --enable-metrics)"})
     if result["errors"] > cfg["max_errors"]:
-        failures.append({
+        entries.append({
             "threshold": "max_errors", "measured": result["errors"], "required": cfg["max_errors"],
+            "state": FAIL,
             "message": "%d request(s) failed (allowed %d): %s" % (
                 result["errors"], cfg["max_errors"],
                 ", ".join("%d x %s" % (n, k) for k, n in sorted(result["error_kinds"].items())))})
+    return entries
+
+
+def next_step(cfg):
+    """What to do about an inconclusive threshold, for its message."""
+    return ("measure more (max_requests %d; the band narrows about as 1/sqrt(requests)) or set the "
+            "threshold from this host's own figures (playbooks/calibrate.yml)" % cfg["max_requests"])
+
+
+def evaluate(result, cfg, final=True):
+    """The verdict from the intervals: "fail" as soon as a threshold fails, "pass" once every one
+    is cleared, "undecided" in between while more can be measured and "inconclusive" at the last
+    request (``final``). Sets result['verdict'], ['thresholds'], ['failures'], ['inconclusive'],
+    ['judged'] and ['passed'] (an inconclusive verdict passes only with inconclusive: pass);
+    returns the failures."""
+    entries = verdict_entries(result, cfg)
+    failures = [e for e in entries if e["state"] == FAIL]
+    open_ = [e for e in entries if e["state"] == UNDECIDED]
+    if failures:
+        verdict = FAIL
+    elif open_:
+        verdict = INCONCLUSIVE_VERDICT if final else UNDECIDED
+    else:
+        verdict = PASS
+    inconclusive = []
+    if verdict == INCONCLUSIVE_VERDICT:
+        for e in open_:
+            e.update(state=INCONCLUSIVE_VERDICT,
+                     message="inconclusive after %d requests: %s; %s"
+                             % (result["requests"], e["message"], next_step(cfg)))
+            inconclusive.append(e)
+        if cfg["inconclusive"] == "fail":
+            failures = inconclusive
+    result["verdict"] = verdict
+    result["judged"] = entries
     result["thresholds"] = {k: cfg[k] for k in THRESHOLDS}
     result["failures"] = failures
+    result["inconclusive"] = inconclusive
     result["passed"] = not failures
     return failures
 

@@ -83,7 +83,8 @@ def change_pct(now, before):
 CASE_FIGURES = ("case", "description", "prompts", "concurrency", "requests", "max_tokens",
                 "prompt_tokens", "decode_tok_s", "accept_len", "accept_by_position",
                 "aggregate_tok_s", "ttft_s", "errors", "error_kinds", "thresholds",
-                "threshold_source", "regression", "roofline", "passed", "failures", "unmeasured")
+                "threshold_source", "regression", "roofline", "passed", "failures", "unmeasured",
+                "intervals", "verdict", "sequential", "time_to_verdict_s")
 
 
 def record(result, decision, context):
@@ -97,6 +98,9 @@ def record(result, decision, context):
         "action": decision["action"], "reason": decision["reason"],
         "msg": result.get("msg", ""),
         "time_to_verdict_s": result.get("time_to_verdict_s"),
+        # the plan's own verdict (pass / fail / inconclusive) beside the gate's decision
+        "plan_verdict": result.get("verdict"),
+        "inconclusive_cases": result.get("inconclusive_cases") or [],
         "capacity": result.get("capacity"),
         "failed_cases": result.get("failed_cases") or [],
         "failures": [f.get("message") for f in result.get("failures") or []],
@@ -104,6 +108,6 @@ def record(result, decision, context):
     })
     # the headline (first) case at the top, as one-case records had it
     for key in ("decode_tok_s", "accept_len", "accept_by_position", "aggregate_tok_s", "ttft_s",
-                "errors", "roofline", "regression", "concurrency", "requests", "max_tokens"):
+                "errors", "roofline", "regression", "concurrency", "requests", "max_tokens", "intervals"):
         rec[key] = result.get(key)
     return rec

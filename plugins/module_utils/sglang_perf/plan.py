@@ -14,13 +14,17 @@ import time
 from . import engine, history
 from . import prompts as promptset
 from .client import ConfigError, MeasureError
-from .stats import summarize
+from .stats import min_sample, summarize
 
 # The variables a user sets, as error messages name them.
 NAMES = {"plan": "sglang_gate_plan", "thresholds": "sglang_gate_thresholds",
-         "calibrated": "sglang_gate_calibrated"}
+         "calibrated": "sglang_gate_calibrated", "confidence": "sglang_gate_confidence"}
 
-CASE_KEYS = ("description", "prompts", "prompt_tokens", "concurrency", "requests", "max_tokens")
+CASE_KEYS = ("description", "prompts", "prompt_tokens", "concurrency", "requests", "max_requests",
+             "max_tokens")
+# Thresholds judged on a median's interval (order statistics): a case needs min_sample(level)
+# requests for them.
+MEDIAN_THRESHOLDS = ("min_tok_s", "max_ttft_s")
 THRESHOLD_KEYS = engine.THRESHOLDS
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -63,6 +67,10 @@ def _case_problems(errors, where, case):
             errors.append("%s.%s is required" % (where, key))
         else:
             _int_at_least(errors, "%s.%s" % (where, key), case[key], minimum)
+    if case.get("max_requests") is not None:
+        requests = case.get("requests")
+        _int_at_least(errors, where + ".max_requests", case["max_requests"],
+                      int(requests) if _is_number(requests) and requests >= 1 else 1)
     if case.get("description") is not None and not isinstance(case["description"], str):
         errors.append("%s.description must be a string" % where)
 
@@ -89,11 +97,31 @@ def _threshold_problems(errors, where, values):
             errors.append("%s.max_errors must be an integer, got %r" % (where, value))
 
 
-def problems(plan, thresholds, profile, calibrated=None, names=None):
+def _sample_problems(errors, n, plan, thresholds, calibrated, profile, confidence):
+    """A case whose profile thresholds need a median's interval, with fewer requests than one
+    takes at ``confidence``."""
+    fewest = min_sample(confidence)
+    for name, case in plan.items():
+        if not isinstance(case, dict):
+            continue
+        limits = dict(((thresholds or {}).get(profile) or {}).get(name) or {})
+        limits.update(((calibrated or {}).get(profile) or {}).get(name) or {})
+        judged = [k for k in MEDIAN_THRESHOLDS if limits.get(k) is not None]
+        most = case.get("max_requests") or case.get("requests")
+        if judged and _is_number(most) and most < fewest:
+            errors.append("%s.%s.max_requests: %s request(s) cannot bound a median at %g%% (%s of %s "
+                          "needs an interval; it takes at least %d requests, %s %g)"
+                          % (n["plan"], name, most, 100 * confidence, ", ".join(judged), profile,
+                             fewest, n["confidence"], confidence))
+
+
+def problems(plan, thresholds, profile, calibrated=None, names=None, confidence=0.95):
     """Every problem of the plan and the profile's thresholds, each naming the variable; [] when
     the plan can run."""
     n = dict(NAMES, **(names or {}))
     errors = []
+    if not _is_number(confidence) or not 0.5 < confidence < 1:
+        return ["%s must be a level between 0.5 and 1 (0.95 = 95%%), got %r" % (n["confidence"], confidence)]
     if not isinstance(plan, dict) or not plan:
         return ["%s must be a non-empty mapping of case name -> case, got %r" % (n["plan"], plan)]
     for name, case in plan.items():
@@ -129,14 +157,16 @@ def problems(plan, thresholds, profile, calibrated=None, names=None):
             elif required:
                 errors.append("%s has no entry for case %s of %s (cases: %s); give {} to measure "
                               "it without thresholds" % (where, case, n["plan"], ", ".join(plan)))
+    if not errors:
+        _sample_problems(errors, n, plan, thresholds, calibrated, profile, confidence)
     return errors
 
 
-def resolve(plan, thresholds, profile, calibrated=None, names=None):
+def resolve(plan, thresholds, profile, calibrated=None, names=None, confidence=0.95):
     """The plan's cases in order: [{"case", "options" (engine options), "thresholds", "source"}];
     raises ConfigError naming every problem. ``calibrated`` (a host's measured thresholds,
     playbooks/calibrate.yml) wins over ``thresholds`` key by key."""
-    errors = problems(plan, thresholds, profile, calibrated, names)
+    errors = problems(plan, thresholds, profile, calibrated, names, confidence)
     if errors:
         raise ConfigError((names or NAMES).get("plan", NAMES["plan"]), "; ".join(errors))
     cases = []
@@ -149,12 +179,29 @@ def resolve(plan, thresholds, profile, calibrated=None, names=None):
         options = {"case": name, "prompts": case.get("prompts", "coding"),
                    "prompt_tokens": case.get("prompt_tokens"),
                    "concurrency": int(case["concurrency"]), "requests": int(case["requests"]),
+                   "max_requests": int(case.get("max_requests") or case["requests"]),
                    "max_tokens": int(case["max_tokens"])}
         cases.append({"case": name, "description": case.get("description") or "",
                       "options": options,
                       "thresholds": {k: v for k, v in limits.items() if v is not None},
                       "source": source})
     return cases
+
+
+def describe(cases, confidence, inconclusive):
+    """The resolved plan in one line, stated before the gate measures."""
+    parts = []
+    for c in cases:
+        o = c["options"]
+        sample = "%d" % o["requests"] if o["max_requests"] == o["requests"] else \
+            "%d-%d" % (o["requests"], o["max_requests"])
+        parts.append("%s (C=%d, %s x %d tokens, %s prompts): %s" % (
+            c["case"], o["concurrency"], sample, o["max_tokens"],
+            "~%d-token" % o["prompt_tokens"] if o["prompts"] == "long_context" else "coding",
+            ", ".join("%s %s" % kv for kv in sorted(c["thresholds"].items())) or "measured only"))
+    return "gate plan, each threshold judged on its %g%% interval (inconclusive: %s), at most %d " \
+           "measured requests: %s" % (100 * confidence, inconclusive,
+                                      sum(c["options"]["max_requests"] for c in cases), "; ".join(parts))
 
 
 def unused_thresholds(plan, thresholds, profile):
@@ -282,6 +329,7 @@ def _unmeasured(cfg, reason):
             "itl_ms": {"n": 0, "p50": None, "p90": None, "p99": None, "max": None},
             "errors": cfg["requests"], "error_kinds": {}, "error_details": [], "excluded_short": 0,
             "metrics": None, "per_request": [], "notes": [], "unmeasured": str(reason),
+            "intervals": None, "verdict": engine.FAIL, "inconclusive": [],
             "thresholds": {k: cfg[k] for k in THRESHOLD_KEYS}, "passed": False,
             "failures": [{"threshold": "measured", "measured": None, "required": None,
                           "message": "could not be measured: %s" % reason}]}
@@ -295,7 +343,7 @@ def run(common, plan, thresholds, profile, calibrated=None, promise=None, baseli
     metrics, model_size, hardware, max_regression_pct). ``baseline``: the last passing history
     record of the profile (each case is compared with its own case in it). Raises ConfigError for
     a bad plan or option and MeasureError when the server cannot be measured at all."""
-    cases = resolve(plan, thresholds, profile, calibrated, names)
+    cases = resolve(plan, thresholds, profile, calibrated, names, common.get("confidence") or 0.95)
     started = time.perf_counter()
     base = engine.validate(dict(common))
     cfgs = []  # every case's options are checked before the first request
@@ -312,10 +360,13 @@ def run(common, plan, thresholds, profile, calibrated=None, promise=None, baseli
     warm, cpt = engine.warm_up(base, ep, model, progress, learn=learn, kind=server["kind"])
     results = []
     for i, (c, cfg) in enumerate(zip(cases, cfgs)):
+        case_started = time.perf_counter()
         try:
             r = engine.measure(cfg, ep, model, server, warm if i == 0 else (), cpt, progress)
         except MeasureError as e:
             r = _unmeasured(cfg, e)
+        # the first case's time includes the plan's discovery and warmup
+        r["time_to_verdict_s"] = time.perf_counter() - (started if i == 0 else case_started)
         r["description"] = c["description"]
         r["threshold_source"] = c["source"]
         results.append(r)
@@ -327,7 +378,15 @@ def run(common, plan, thresholds, profile, calibrated=None, promise=None, baseli
 
 HEADLINE = ("decode_tok_s", "accept_len", "accept_by_position", "aggregate_tok_s", "ttft_s",
             "itl_ms", "roofline", "regression", "concurrency", "requests", "max_tokens",
-            "accept_len_convention", "engine_accept_len", "engine_accept_len_convention")
+            "accept_len_convention", "engine_accept_len", "engine_accept_len_convention", "intervals")
+
+
+def plan_verdict(capacity_passed, results):
+    """fail when capacity or a case failed, else inconclusive when a case is, else pass."""
+    verdicts = [r.get("verdict") for r in results]
+    if not capacity_passed or engine.FAIL in verdicts:
+        return engine.FAIL
+    return engine.INCONCLUSIVE_VERDICT if engine.INCONCLUSIVE_VERDICT in verdicts else engine.PASS
 
 
 def judge(results, capacity, server, profile, model, url, seconds, notes=()):
@@ -341,6 +400,9 @@ def judge(results, capacity, server, profile, model, url, seconds, notes=()):
            "server": server, "capacity": capacity, "cases": results, "failures": failures,
            "failed_cases": (["capacity"] if capacity["failures"] else [])
            + [r["case"] for r in results if not r["passed"]],
+           "verdict": plan_verdict(not capacity["failures"], results),
+           "inconclusive_cases": [r["case"] for r in results
+                                  if r.get("verdict") == engine.INCONCLUSIVE_VERDICT],
            "time_to_verdict_s": seconds, "headline": results[0]["case"] if results else None,
            "errors": sum(r["errors"] for r in results),
            "notes": list(notes) + capacity["notes"]}
@@ -371,21 +433,46 @@ def case_summary(r):
             "decode_tok_s": (r.get("decode_tok_s") or {}).get("median"),
             "accept_len": r.get("accept_len"), "accept_by_position": r.get("accept_by_position"),
             "aggregate_tok_s": r.get("aggregate_tok_s"),
-            "ttft_s": (r.get("ttft_s") or {}).get("p50"), "passed": r.get("passed")}
+            "ttft_s": (r.get("ttft_s") or {}).get("p50"), "passed": r.get("passed"),
+            "verdict": r.get("verdict"), "intervals": r.get("intervals")}
+
+
+def shown(r, key, spec=".1f"):
+    """A case figure with its interval when the result has one: '54.6 [53.9, 55.2]'."""
+    iv = (r.get("intervals") or {}).get(key)
+    if iv:
+        return engine.fmt_interval(iv, spec)
+    value = r.get(key)
+    return _f(value.get("median") if isinstance(value, dict) else value, spec)
+
+
+def verdict_word(r):
+    v = r.get("verdict") or ("pass" if r.get("passed") else "fail")
+    return {"pass": "passed", "fail": "FAILED", "inconclusive": "INCONCLUSIVE"}.get(v, v)
+
+
+def requests_done(r):
+    """'9 of 6-40' for a sequential case, '8' for a fixed one."""
+    seq = r.get("sequential") or {}
+    if seq.get("max_requests") and seq["max_requests"] != seq.get("min_requests"):
+        return "%d of %d-%d" % (r["requests"], seq["min_requests"], seq["max_requests"])
+    return "%d" % r["requests"]
 
 
 def case_line(r):
     """One case's figures in one line (messages, logs)."""
     pt = r.get("prompt_tokens") or {}
     ctx = engine.context_line(r)
-    return "%s (C=%d, %dx%d tok%s): decode %s tok/s median, accept length %s (by position %s), " \
-           "aggregate %s tok/s, TTFT p50 %ss%s%s" % (
-               r["case"], r["concurrency"], r["requests"], r["max_tokens"],
+    level = (r.get("intervals") or {}).get("level")
+    return "%s (C=%d, %s x %d tok%s): decode %s tok/s median, accept length %s (by position %s), " \
+           "aggregate %s tok/s, TTFT p50 %ss%s%s%s" % (
+               r["case"], r["concurrency"], requests_done(r), r["max_tokens"],
                ", prompt %s tok" % _f(pt.get("median"), ".0f") if pt.get("target") else "",
-               _f(r["decode_tok_s"]["median"]), _f(r["accept_len"], ".2f"),
-               positions(r.get("accept_by_position")), _f(r["aggregate_tok_s"]),
-               _f((r.get("ttft_s") or {}).get("p50"), ".2f"),
-               "; " + ctx if ctx else "", "" if r["passed"] else " FAILED")
+               shown(r, "decode_tok_s"), shown(r, "accept_len", ".2f"),
+               positions(r.get("accept_by_position")), shown(r, "aggregate_tok_s"),
+               shown(r, "ttft_s", ".2f"), " (%g%% intervals)" % (100 * level) if level else "",
+               "; " + ctx if ctx else "", "" if r.get("verdict", "pass") == "pass" and r["passed"]
+               else " " + verdict_word(r))
 
 
 def failure_message(result):
@@ -400,19 +487,19 @@ def summary(result):
                                     "; ".join(case_line(r) for r in result["cases"]))
 
 
-TABLE_HEAD = ("case", "C", "requests", "prompt tok", "decode tok/s", "accept", "by position",
-              "aggregate", "TTFT p50", "verdict")
+TABLE_HEAD = ("case", "C", "requests x tok", "prompt tok", "decode tok/s", "accept", "by position",
+              "aggregate", "TTFT p50", "verdict", "in")
 
 
 def table_rows(result):
     rows = []
     for r in result["cases"]:
         pt = r.get("prompt_tokens") or {}
-        rows.append((r["case"], str(r["concurrency"]), "%dx%d" % (r["requests"], r["max_tokens"]),
-                     _f(pt.get("median"), ".0f"), _f(r["decode_tok_s"]["median"]),
-                     _f(r["accept_len"], ".2f"), positions(r.get("accept_by_position")),
-                     _f(r["aggregate_tok_s"]), _f((r.get("ttft_s") or {}).get("p50"), ".2f"),
-                     "passed" if r["passed"] else "FAILED"))
+        rows.append((r["case"], str(r["concurrency"]), "%s x %d" % (requests_done(r), r["max_tokens"]),
+                     _f(pt.get("median"), ".0f"), shown(r, "decode_tok_s"),
+                     shown(r, "accept_len", ".2f"), positions(r.get("accept_by_position")),
+                     shown(r, "aggregate_tok_s"), shown(r, "ttft_s", ".2f"), verdict_word(r),
+                     "%ss" % _f(r.get("time_to_verdict_s"), ".0f")))
     return rows
 
 
@@ -433,8 +520,15 @@ def table(result):
         lines.append("note: " + note)
     for fail in result["failures"]:
         lines.append("FAILED " + fail["message"])
-    lines.append("gate %s in %.1fs" % ("PASSED" if result["passed"] else "FAILED",
-                                       result["time_to_verdict_s"]))
+    levels = sorted({(r.get("intervals") or {}).get("level") for r in result["cases"]} - {None})
+    if levels:
+        lines.append("[lower, upper]: %s intervals (decode and TTFT: order statistics of the median; "
+                     "accept length and aggregate: bootstrap over requests)"
+                     % ", ".join("%g%%" % (100 * v) for v in levels))
+    lines.append("gate %s in %.1fs%s" % ("PASSED" if result["passed"] else "FAILED",
+                                         result["time_to_verdict_s"],
+                                         " (inconclusive: %s)" % ", ".join(result["inconclusive_cases"])
+                                         if result.get("inconclusive_cases") else ""))
     return "\n".join(lines)
 
 
