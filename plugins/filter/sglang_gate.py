@@ -13,6 +13,9 @@ description:
     empty when the plan can run.
   - C(sglang_gate_plan_cases) is the resolved plan - each case with its engine options and the
     thresholds that apply to the profile.
+  - C(sglang_gate_textfile_errors) lists the problems of C(sglang_gate_textfile_path), the
+    Prometheus textfile (an absolute path ending in C(.prom)), each naming the variable; empty
+    when it is empty (off) or valid.
   - C(sglang_gate_case_summary) is a case result's few figures for the rollout summary.
   - C(sglang_gate_calibration) is the host_vars file C(playbooks/calibrate.yml) writes - thresholds
     proposed at a margin below what several plan runs measured.
@@ -32,7 +35,7 @@ _UTILS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "module_
 if os.path.realpath(_UTILS) not in [os.path.realpath(p) for p in sys.path]:
     sys.path.insert(0, os.path.realpath(_UTILS))
 
-from sglang_perf import plan  # noqa: E402  (needs the path above)
+from sglang_perf import exposition, plan  # noqa: E402  (needs the path above)
 from sglang_perf.client import ConfigError  # noqa: E402
 
 
@@ -45,6 +48,10 @@ def sglang_gate_plan_cases(gate_plan, thresholds, profile, calibrated=None):
         return plan.resolve(gate_plan, thresholds, profile, calibrated or None)
     except ConfigError as e:
         raise AnsibleFilterError("sglang_gate_plan_cases: %s" % e.message)
+
+
+def sglang_gate_textfile_errors(path, var="sglang_gate_textfile_path"):
+    return ["%s = %s: %s" % (var, path, p) for p in exposition.path_problems(path)]
 
 
 def sglang_gate_case_summary(case):
@@ -72,5 +79,6 @@ class FilterModule(object):
     def filters(self):
         return {"sglang_gate_plan_errors": sglang_gate_plan_errors,
                 "sglang_gate_plan_cases": sglang_gate_plan_cases,
+                "sglang_gate_textfile_errors": sglang_gate_textfile_errors,
                 "sglang_gate_case_summary": sglang_gate_case_summary,
                 "sglang_gate_calibration": sglang_gate_calibration}

@@ -83,7 +83,8 @@ def change_pct(now, before):
 CASE_FIGURES = ("case", "description", "prompts", "concurrency", "requests", "max_tokens",
                 "prompt_tokens", "decode_tok_s", "accept_len", "accept_by_position",
                 "aggregate_tok_s", "ttft_s", "errors", "error_kinds", "thresholds",
-                "threshold_source", "regression", "roofline", "passed", "failures", "unmeasured")
+                "threshold_source", "regression", "roofline", "passed", "verdict", "intervals",
+                "failures", "unmeasured")
 
 
 def record(result, decision, context):
@@ -102,6 +103,9 @@ def record(result, decision, context):
         "failures": [f.get("message") for f in result.get("failures") or []],
         "cases": [{k: c.get(k) for k in CASE_FIGURES if k in c} for c in result.get("cases") or []],
     })
+    # the plan's own verdict (pass, fail, inconclusive) beside the decision's, when it gives one
+    if "plan_verdict" in result:
+        rec["plan_verdict"] = result["plan_verdict"]
     # the headline (first) case at the top, as one-case records had it
     for key in ("decode_tok_s", "accept_len", "accept_by_position", "aggregate_tok_s", "ttft_s",
                 "errors", "roofline", "regression", "concurrency", "requests", "max_tokens"):
