@@ -14,6 +14,9 @@ description:
   - C(sglang_gate_plan_cases) is the resolved plan - each case with its engine options and the
     thresholds that apply to the profile.
   - C(sglang_gate_plan_text) is the resolved plan in one line, which the gate states before it measures.
+  - C(sglang_gate_textfile_errors) lists the problems of C(sglang_gate_textfile_path), the
+    Prometheus textfile (an absolute path ending in C(.prom)), each naming the variable; empty
+    when it is empty (off) or valid.
   - C(sglang_gate_case_summary) is a case result's few figures for the rollout summary.
   - C(sglang_gate_calibration) is the host_vars file C(playbooks/calibrate.yml) writes - thresholds
     proposed at a margin below what several plan runs measured.
@@ -33,7 +36,7 @@ _UTILS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "module_
 if os.path.realpath(_UTILS) not in [os.path.realpath(p) for p in sys.path]:
     sys.path.insert(0, os.path.realpath(_UTILS))
 
-from sglang_perf import plan  # noqa: E402  (needs the path above)
+from sglang_perf import exposition, plan  # noqa: E402  (needs the path above)
 from sglang_perf.client import ConfigError  # noqa: E402
 
 
@@ -58,6 +61,10 @@ def sglang_gate_plan_cases(gate_plan, thresholds, profile, calibrated=None, conf
 def sglang_gate_plan_text(cases, confidence, inconclusive):
     """The resolved plan in one line (the gate states it before it measures)."""
     return plan.describe(cases, float(confidence), inconclusive)
+
+
+def sglang_gate_textfile_errors(path, var="sglang_gate_textfile_path"):
+    return ["%s = %s: %s" % (var, path, p) for p in exposition.path_problems(path)]
 
 
 def sglang_gate_case_summary(case):
@@ -86,5 +93,6 @@ class FilterModule(object):
         return {"sglang_gate_plan_errors": sglang_gate_plan_errors,
                 "sglang_gate_plan_cases": sglang_gate_plan_cases,
                 "sglang_gate_plan_text": sglang_gate_plan_text,
+                "sglang_gate_textfile_errors": sglang_gate_textfile_errors,
                 "sglang_gate_case_summary": sglang_gate_case_summary,
                 "sglang_gate_calibration": sglang_gate_calibration}

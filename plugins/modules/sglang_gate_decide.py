@@ -15,6 +15,10 @@ description:
   - Builds the history record of the run (C(plugins/module_utils/sglang_perf/history.py), the
     module that also reads it) and appends it, as one JSON line, to O(history_path) when given
     and this node is rank 0. The history is never truncated or rewritten.
+  - With O(textfile_path), rank 0 also writes the run's figures in Prometheus' text format for
+    node_exporter's textfile collector (C(plugins/module_utils/sglang_perf/exposition.py)),
+    replacing the file atomically. A textfile that cannot be written is a warning and
+    RV(textfile_error), never a failure - the history line and the decision stand.
 version_added: "1.1.0"
 author: "sglang-deploy maintainers"
 options:
@@ -69,6 +73,16 @@ options:
     description: Mode of a newly created history file.
     type: str
     default: "0640"
+  textfile_path:
+    description:
+      - The Prometheus textfile of the last run (an absolute path ending in C(.prom), in
+        node_exporter's textfile directory), replaced by every recorded run with mode C(0644) by a
+        rename of a temporary C(.<name>.<random>.tmp) in the same directory. Empty - none.
+      - Written after the history line, only when the run is recorded (rank 0, not check mode).
+        A failure to write it is reported as a warning and RV(textfile_error); the module still
+        returns the decision.
+    type: str
+    default: ""
   context:
     description: What the record says about the run besides the result (host, profile,
       sglang_version, multinode, max_regression_pct).
@@ -77,7 +91,8 @@ options:
 attributes:
   check_mode:
     support: full
-    details: In check mode the verdict is C(not judged), the action C(nothing), and no history is written.
+    details: In check mode the verdict is C(not judged), the action C(nothing), and no history or
+      textfile is written; RV(textfile_content) says what the textfile would hold.
   diff_mode:
     support: none
 """
@@ -131,6 +146,20 @@ history_written:
   description: Whether the record was appended to O(history_path).
   returned: always
   type: bool
+textfile_written:
+  description: The path of the Prometheus textfile written, empty when none was.
+  returned: always
+  type: str
+textfile_content:
+  description: The Prometheus text of the record, written (or in check mode not written) to
+    O(textfile_path).
+  returned: when O(textfile_path) is set, this node is rank 0 and the record could be rendered
+  type: str
+textfile_error:
+  description: Why O(textfile_path) was not written (also a warning); the history and the decision
+    are not affected.
+  returned: when writing O(textfile_path) failed
+  type: str
 """
 
 import datetime
@@ -138,11 +167,31 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_perf import decision, history
+from ansible.module_utils.sglang_perf import decision, exposition, history
 
 
 def _sha(module, path):
     return module.sha256(path) if path and os.path.isfile(path) else None
+
+
+def _textfile(module, path, rec, write):
+    """The textfile's part of the result; written when ``write``. Any failure, rendering included,
+    is a warning: the history line is appended and the decision must reach the play."""
+    out = {}
+    try:
+        out["textfile_content"] = exposition.render(rec)
+        if write:
+            problems = exposition.path_problems(path)
+            if problems:
+                raise ValueError("; ".join(problems))
+            exposition.write(path, out["textfile_content"])
+            out["textfile_written"] = path
+    except Exception as e:
+        out["textfile_error"] = ("cannot write the gate's Prometheus textfile %s "
+                                 "(sglang_gate_textfile_path): %s; the history and the decision are "
+                                 "not affected" % (path, e))
+        module.warn(out["textfile_error"])
+    return out
 
 
 def main():
@@ -161,6 +210,7 @@ def main():
             history_owner=dict(type="str"),
             history_group=dict(type="str"),
             history_mode=dict(type="str", default="0640"),
+            textfile_path=dict(type="str", default=""),
             context=dict(type="dict", default={}),
         ),
         supports_check_mode=True,
@@ -193,7 +243,11 @@ def main():
             if p["history_group"]:
                 module.set_group_if_different(path, p["history_group"], False)
         written = True
-    module.exit_json(changed=written, record=rec, lkg_exists=lkg is not None, history_written=written, **d)
+    textfile = {"textfile_written": ""}
+    if p["textfile_path"] and int(p["node_rank"] or 0) == 0:
+        textfile.update(_textfile(module, p["textfile_path"], rec, d["write_history"]))
+    module.exit_json(changed=written or bool(textfile["textfile_written"]), record=rec,
+                     lkg_exists=lkg is not None, history_written=written, **textfile, **d)
 
 
 if __name__ == "__main__":
