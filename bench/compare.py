@@ -96,14 +96,14 @@ def describe(row):
         _fmt(row["accept_len"], ".2f"), row["errors"])
 
 
-def sweep(targets, levels, options, progress=None):
+def sweep(targets, levels, options, progress=None, meter=None):
     """Benchmark every (profile, url) in ``targets`` at every concurrency in ``levels``.
 
     ``options`` are engine options (api_key, max_tokens, warmup, requests, ...); url, concurrency
     and requests are set per point, requests = max(options["requests"], 2 x C). A point that
     raises MeasureError or ConfigError becomes a row with ``error`` set (its figures None).
-    ``progress(message)`` gets a line before and after every point. Returns the rows, target
-    order then level order."""
+    ``progress(message)`` gets a line before and after every point, ``meter`` (bench/progress.py)
+    every request. Returns the rows, target order then level order."""
     base = {k: v for k, v in dict(options).items() if v is not None}
     n = base.get("requests") or engine.DEFAULTS["requests"]
     rows = []
@@ -114,7 +114,7 @@ def sweep(targets, levels, options, progress=None):
                 progress("%s C=%d: %d requests ..." % (profile, level, reqs))
             opts = dict(base, url=url, concurrency=level, requests=reqs)
             try:
-                row = _row(profile, url, level, reqs, engine.run(opts))
+                row = _row(profile, url, level, reqs, engine.run(opts, progress=meter))
             except ConfigError as e:
                 row = _row(profile, url, level, reqs,
                            error="invalid option %s: %s" % (e.option, e.message))
@@ -565,7 +565,13 @@ def cmd_compare(args):
             sys.stderr.write("compare: %s\n" % message)
             sys.stderr.flush()
 
-        rows = sweep(targets, levels, options, None if args.quiet else progress)
+        from bench.cli import progress_printer
+        meter = None if args.quiet else progress_printer(sys.stderr)
+        try:
+            rows = sweep(targets, levels, options, None if args.quiet else progress, meter)
+        finally:
+            if meter is not None:
+                meter.close()
         return _finish(rows, args, "compare")
     except InputError as e:
         sys.stderr.write("bench compare: %s\n" % e)

@@ -83,6 +83,8 @@ def load_vars(paths=None):
 def common_options(v, url, api_key, model):
     return {"url": url, "api_key": api_key, "model": model, "api": v.get("sglang_gate_api", "chat"),
             "warmup": v.get("sglang_gate_warmup", 2),
+            "confidence": v.get("sglang_gate_confidence", 0.95),
+            "inconclusive": v.get("sglang_gate_inconclusive", "fail"),
             "first_token_timeout": v.get("sglang_gate_first_token_timeout"),
             "stall_timeout": v.get("sglang_gate_stall_timeout"),
             "run_timeout": v.get("sglang_gate_run_timeout"),
@@ -97,9 +99,14 @@ def promise_of(v, profile):
 def run_plan(args, v, profile, **kw):
     """The plan of vars ``v`` against ``args.url``, progress lines on stderr unless --quiet."""
     from bench.cli import progress_printer
-    return plan.run(common_options(v, args.url, args.api_key, args.model), v.get("sglang_gate_plan"),
-                    v.get("sglang_gate_thresholds"), profile, promise=promise_of(v, profile),
-                    progress=None if args.quiet else progress_printer(sys.stderr), **kw)
+    progress = None if args.quiet else progress_printer(sys.stderr)
+    try:
+        return plan.run(common_options(v, args.url, args.api_key, args.model), v.get("sglang_gate_plan"),
+                        v.get("sglang_gate_thresholds"), profile, promise=promise_of(v, profile),
+                        progress=progress, **kw)
+    finally:
+        if progress is not None:
+            progress.close()
 
 
 def guarded(name, fn, args):

@@ -50,9 +50,11 @@ class Progress(object):
             self.bar = tqdm(total=cfg["max_requests"], desc=cfg["case"], unit="req", file=self.stream,
                             leave=True, dynamic_ncols=True)
         else:
-            self._line("case %s: %s, then one at a time up to %d requests, C=%d, %d tokens each"
-                       % (cfg["case"], cfg["requests"], cfg["max_requests"], cfg["concurrency"],
-                          cfg["max_tokens"]))
+            more = "" if cfg["max_requests"] == cfg["requests"] else ", then %s up to %d" % (
+                "one at a time" if cfg["concurrency"] == 1 else "%d at a time" % cfg["concurrency"],
+                cfg["max_requests"])
+            self._line("case %s: %d requests%s, C=%d, %d tokens each"
+                       % (cfg["case"], cfg["requests"], more, cfg["concurrency"], cfg["max_tokens"]))
 
     def __call__(self, rec):
         if rec.phase != "measure" or not self.bar_mode:

@@ -5,26 +5,35 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
+from prometheus_client.parser import text_string_to_metric_families
+
 from hostutil import HOST, flat, needs_local_host, on_host, play, recap_changed
 
 pytestmark = needs_local_host
+TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
 
 
 def test_deploy_passes_the_whole_plan_and_records_it(tmp_path):
     """The production plan (coding, a 32K-token long context, C=4) through the role, as
     `make demo` and a real host run it: every case passes on its own and lands in the history."""
     before = on_host("sh -c 'wc -l < /var/lib/sglang/gate-history.jsonl 2>/dev/null || echo 0'")
-    p = play("deploy.yml", gate="inventory")
+    # node_exporter's textfile directory (the Debian package's), as an operator would have it
+    on_host("rm -rf %s" % TEXTFILE_DIR)
+    on_host("mkdir -p %s" % TEXTFILE_DIR)
+    p = play("deploy.yml", "-e", "sglang_gate_textfile_path=%s/sglang_gate.prom" % TEXTFILE_DIR,
+             gate="inventory")
     assert p.returncode == 0, p.stdout[-4000:]
     out = flat(p.stdout)
     assert "profile nextn_3step: passed in " in out
     # the plan is stated before the gate measures
-    assert "gate plan, each threshold judged on its 95% interval (inconclusive: fail), at most 88 " \
-           "measured requests: coding (C=1, 6-40 x 192 tokens, coding prompts): min_accept_len 2.8, " \
+    assert "gate plan, each threshold judged on its 95% interval (inconclusive: fail), at most 96 " \
+           "measured requests: coding (C=1, 6-48 x 192 tokens, coding prompts): min_accept_len 2.8, " \
            "min_tok_s 45" in out, out[-3000:]
-    for case in (r"coding \(C=1, \d+ of 6-40 x 192 tok\): decode \d+\.\d \[\d+\.\d, \d+\.\d\] tok/s",
+    for case in (r"coding \(C=1, \d+ of 6-48 x 192 tok\): decode \d+\.\d \[\d+\.\d, \d+\.\d\] tok/s",
                  r"long_context \(C=1, \d+ of 6-16 x 128 tok, prompt \d+ tok\)",
-                 r"concurrent \(C=4, \d+ of 8-32 x 256 tok\)"):
+                 r"concurrent \(C=4, \d+ of 8-32 x 512 tok\)"):
         assert re.search(case, out), (case, out[-3000:])
     # the unit on the host is exactly what render.yml renders for this host
     r = play("playbooks/render.yml", "-e", "render_dir=%s" % tmp_path, "--limit", HOST)
@@ -50,7 +59,7 @@ def test_deploy_passes_the_whole_plan_and_records_it(tmp_path):
     iv = coding["intervals"]
     assert iv["level"] == 0.95 and iv["decode_tok_s"]["lower"] > 45 and iv["accept_len"]["lower"] > 2.8
     assert iv["decode_tok_s"]["lower"] <= coding["decode_tok_s"]["median"] <= iv["decode_tok_s"]["upper"]
-    assert 6 <= coding["sequential"]["measured"] <= 40
+    assert 6 <= coding["sequential"]["measured"] <= 48
     assert coding["requests"] == coding["sequential"]["measured"]
     assert cases["concurrent"]["intervals"]["aggregate_tok_s"]["lower"] > 200
     # the long context is the server's own count, near the target
@@ -65,6 +74,19 @@ def test_deploy_passes_the_whole_plan_and_records_it(tmp_path):
     assert re.search(r"long_context\s+C=1\s+\d+\.\d tok/s  accept \d\.\d\d  by position \d+/\d+/\d+%",
                      table), table
     assert on_host("cat /var/lib/sglang/last-known-good/sglang.service") == rendered.rstrip("\n")
+    # the same run for Prometheus: every case's median and bounds, read back by its parser
+    assert on_host("stat -c %%a %s/sglang_gate.prom" % TEXTFILE_DIR) == "644"
+    text = on_host("cat %s/sglang_gate.prom" % TEXTFILE_DIR)
+    fams = {f.name: f for f in text_string_to_metric_families(text)}
+    decode = {(s.name, s.labels["case"]): s.value for name in ("sglang_gate_decode_tokens_per_second",
+                                                               "sglang_gate_decode_tokens_per_second_lower")
+              for s in fams[name].samples}
+    coding = cases["coding"]["intervals"]["decode_tok_s"]
+    assert decode[("sglang_gate_decode_tokens_per_second", "coding")] == pytest.approx(coding["estimate"])
+    assert decode[("sglang_gate_decode_tokens_per_second_lower", "coding")] == pytest.approx(coding["lower"])
+    assert {s.labels["profile"] for s in fams["sglang_gate_passed"].samples} == {"nextn_3step"}
+    assert [s.value for s in fams["sglang_gate_passed"].samples] == [1.0]
+    on_host("rm -rf %s" % TEXTFILE_DIR)
 
 
 def test_the_rollout_summary_table_closes_the_run():

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections import Counter
+from collections import Counter, deque
 
 from . import capacity, history
 from . import metrics as prom
@@ -445,43 +445,23 @@ class _Run(object):
         if rec.t_first is None:
             raise RequestError("protocol", "stream finished (%s) without any token" % rec.finish)
 
-    def phase(self, recs, prompts, first=None, decided=None):
-        """Run ``recs`` (with their prompts) at the configured concurrency, in order; respects the
-        deadline. With ``decided``: the first ``first`` always, then more only while
-        ``decided(done records)`` (called after each request from the ``first``-th on) is False;
-        requests still open when it turns True finish and count. Returns the records issued."""
-        first = len(recs) if first is None else first
-        state = {"next": 0, "stop": False, "decided_on": None}
-        done = []
+    def phase(self, recs, prompts):
+        """Run ``recs`` (with their prompts) at the configured concurrency; respects the deadline."""
+        todo = deque(range(len(recs)))
         qlock = threading.Lock()
 
         def worker():
             while True:
                 with qlock:
-                    i = state["next"]
-                    if i >= len(recs) or (state["stop"] and i >= first):
+                    if not todo:
                         return
-                    state["next"] = i + 1
+                    i = todo.popleft()
                 self.one(recs[i], prompts[i])
-                with qlock:
-                    done.append(recs[i])
-                    if decided is not None and not state["stop"] and len(done) >= first \
-                            and state["next"] < len(recs):
-                        state["stop"] = bool(decided(list(done), recs[:state["next"]]))
-                        state["decided_on"] = len(done)
 
-        while True:
-            self._workers(worker, min(self.cfg["concurrency"], len(recs) - state["next"]))
-            issued = recs[:state["next"]]
-            # requests still open at the stop changed the figures: decided again on all of them
-            if self.abort_reason or not state["stop"] or state["next"] >= len(recs) \
-                    or state["decided_on"] == len(issued) or decided(list(issued), issued):
-                break
-            state["stop"] = False
+        self._workers(worker, min(self.cfg["concurrency"], len(recs)))
         for rec in recs:
-            if rec.error is None and not rec.done and rec.t_send is None and rec in issued:
+            if rec.error is None and not rec.done and rec.t_send is None:
                 rec.error = ("aborted", self.abort_reason or "not run")
-        return issued
 
     def _workers(self, worker, n):
         threads = [threading.Thread(target=worker, name="bench-%d" % i) for i in range(max(0, n))]
@@ -786,37 +766,43 @@ def measure(cfg, ep, model, server, warm=(), chars_per_token=None, progress=None
             text = promptset.tagged(rtag, body)
         recs.append(_Request("bench-%s-m%d" % (tag, i), "measure", name))
         texts.append(text)
-    looks = []
-
-    def decided(done, issued):
-        now = time.perf_counter()
-        busy = sum((r.t_end or now) - r.t_send for r in issued if r.t_send is not None)
-        try:
-            look = _result(cfg, ep, model, server, list(warm), done, now - t0, None, None,
-                           final=False, busy=busy)
-        except MeasureError:
-            return len(done) > cfg["max_errors"]  # nothing measurable yet: errors decide
-        looks.append(look["verdict"])
-        if progress is not None and hasattr(progress, "look"):
-            progress.look(cfg, look, now - t0)
-        return look["verdict"] != UNDECIDED
-
     runner = _Run(cfg, ep, model, progress, server.get("kind"))
     if progress is not None and hasattr(progress, "start"):
         progress.start(cfg)
     before = _scrape(ep, want_metrics)
-    t0 = time.perf_counter()
-    issued = runner.phase(recs, texts, first=cfg["requests"], decided=decided)
-    t1 = time.perf_counter()
+    # ``requests`` first, then one wave of ``concurrency`` requests at a time: a verdict after
+    # each, with no request open (an open one would end the run below its concurrency and lower
+    # the aggregate it judges)
+    issued, wall, looks, size = [], 0.0, [], cfg["requests"]
+    while True:
+        batch = slice(len(issued), min(len(issued) + size, cfg["max_requests"]))
+        t = time.perf_counter()
+        runner.phase(recs[batch], texts[batch])
+        wall += time.perf_counter() - t
+        issued = recs[:batch.stop]
+        if len(issued) >= cfg["max_requests"] or runner.abort_reason:
+            break
+        size = cfg["concurrency"]
+        try:
+            look = _result(cfg, ep, model, server, list(warm), issued, wall, None, None, final=False)
+        except MeasureError:  # nothing measurable yet: the errors decide
+            if len(issued) > cfg["max_errors"]:
+                break
+            continue
+        looks.append(look["verdict"])
+        if progress is not None and hasattr(progress, "look"):
+            progress.look(cfg, look, wall)
+        if look["verdict"] != UNDECIDED:
+            break
     after = _scrape(ep, want_metrics and before is not None)
-    result = _result(cfg, ep, model, server, list(warm), issued, t1 - t0, before, after)
+    result = _result(cfg, ep, model, server, list(warm), issued, wall, before, after)
     result["chars_per_token"] = cpt
     result["sequential"] = {"min_requests": cfg["requests"], "max_requests": cfg["max_requests"],
                             "looks": len(looks), "measured": len(issued),
                             "stopped": "decided" if result["verdict"] != INCONCLUSIVE_VERDICT
                             and len(issued) < cfg["max_requests"] else "max_requests"}
-    if progress is not None and hasattr(progress, "look"):
-        progress.look(cfg, result, t1 - t0)
+    if progress is not None and hasattr(progress, "look") and not looks:
+        progress.look(cfg, result, wall)
     return result
 
 
@@ -839,7 +825,7 @@ def run(options, progress=None):
     return measure(cfg, ep, model, server, warm, cpt, progress)
 
 
-def _intervals(cfg, ok, full, wall, busy):
+def _intervals(cfg, ok, full, wall):
     """Each judged figure's interval at cfg["confidence"] (stats.py): the per-request median decode
     tok/s and TTFT by order statistics; accept length (completion tokens / verify steps) and the
     aggregate by the bootstrap, requests resampled. The aggregate is per-request throughput
@@ -848,8 +834,7 @@ def _intervals(cfg, ok, full, wall, busy):
     level = cfg["confidence"]
     spec = [r for r in ok if r.verify_ct]
     timed = [r for r in ok if r.t_end is not None and r.t_send is not None]
-    if busy is None:
-        busy = sum(r.t_end - r.t_send for r in timed)
+    busy = sum(r.t_end - r.t_send for r in timed)
     return {
         "level": level,
         "decode_tok_s": stats.median_interval([r.decode_tok_s() for r in full if r.decode_tok_s()], level),
@@ -860,7 +845,7 @@ def _intervals(cfg, ok, full, wall, busy):
     }
 
 
-def _result(cfg, ep, model, server, warm, meas, wall, before, after, final=True, busy=None):
+def _result(cfg, ep, model, server, warm, meas, wall, before, after, final=True):
     ok = [r for r in meas if r.error is None]
     full = [r for r in ok if not r.is_short(cfg["max_tokens"])]
     failed = [r for r in list(warm) + list(meas) if r.error is not None]
@@ -933,7 +918,7 @@ def _result(cfg, ep, model, server, warm, meas, wall, before, after, final=True,
         if before and after else None,
         "per_request": [r.as_dict(cfg["max_tokens"]) for r in list(warm) + list(meas)],
         "notes": notes,
-        "intervals": _intervals(cfg, ok, full, wall, busy),
+        "intervals": _intervals(cfg, ok, full, wall),
     }
     if cfg["requests"] < cfg["concurrency"]:
         notes.append("requests (%d) < concurrency (%d): the aggregate is not measured at full "

@@ -452,7 +452,7 @@ def verdict_word(r):
 
 
 def requests_done(r):
-    """'9 of 6-40' for a sequential case, '8' for a fixed one."""
+    """'9 of 6-48' for a sequential case, '8' for a fixed one."""
     seq = r.get("sequential") or {}
     if seq.get("max_requests") and seq["max_requests"] != seq.get("min_requests"):
         return "%d of %d-%d" % (r["requests"], seq["min_requests"], seq["max_requests"])
