@@ -49,8 +49,8 @@ def test_a_slower_deploy_of_the_same_profile_fails_on_max_regression_and_rolls_b
         "sglang_gate_thresholds": {"nextn_3step": {"coding": {"min_tok_s": 10, "min_accept_len": 2.8}}}}))
     out = flat(p.stdout)
     assert p.returncode != 0
-    assert re.search(r"decode tok/s dropped \d+\.\d% from the last-known-good \d+\.\d\d \(\S+\) "
-                     r"\(allowed 5%\)", out), out[-3000:]
+    assert re.search(r"decode tok/s \d+\.\d \[\d+\.\d, \d+\.\d\] dropped \d+\.\d% from the last-known-good "
+                     r"\d+\.\d\d \(\S+\) \(allowed 5%: at least \d+\.\d\)", out), out[-3000:]
     assert "Rolled back to the last-known-good unit" in out
     assert "decode tok/s (per-request median)" not in out  # only the regression failed
     assert "SGLEMU_SPEED_SCALE" not in on_host("cat /etc/sglang/sglang.env")
