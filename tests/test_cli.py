@@ -98,3 +98,32 @@ def test_engine_runs_under_python_3_9_stdlib_only(emulator):
     emu = emulator("nextn_3step", env=FAST)
     p = bench("--url", emu.url, "--min-accept-len", "2.8", "--quiet", python=py)
     assert p.returncode == 0, p.stderr
+
+
+def test_progress_is_a_bar_on_a_terminal_and_lines_otherwise():
+    import io
+
+    from bench.progress import Progress
+    from sglang_perf import engine
+
+    cfg = engine.validate({"url": "http://127.0.0.1:1", "case": "coding", "requests": 6,
+                           "max_requests": 48, "max_tokens": 192, "min_tok_s": 45})
+    rec = engine._Request("r0", "measure", "lru_cache")
+    rec.t_send, rec.t_first, rec.t_last, rec.completion_tokens, rec.verify_ct = 0.0, 0.05, 3.3, 192, 57
+    look = {"verdict": "undecided", "requests": 6, "intervals": {
+        "decode_tok_s": {"estimate": 57.8, "lower": 54.6, "upper": 62.8},
+        "accept_len": {"estimate": 3.31, "lower": 3.22, "upper": 3.42}}}
+    for bar in (True, False):
+        out = io.StringIO()
+        p = Progress(out, bar=bar)
+        p.start(cfg)
+        p(rec)
+        p.look(cfg, look, 20.0)
+        p.close()
+        text = out.getvalue()
+        assert "undecided: decode 57.8 [54.6, 62.8] tok/s, accept 3.31 [3.22, 3.42]" in text
+        if bar:  # tqdm's bar: the case, requests done of the most, its ETA
+            assert "coding" in text and "1/48" in text and "req" in text
+        else:
+            assert "case coding: 6 requests, then one at a time up to 48, C=1, 192 tokens each" in text
+            assert "lru_cache" in text and "coding after 6 requests, 20s" in text
