@@ -37,6 +37,8 @@ VLLM_ACCEPT_LEN_CONVENTION = ("vLLM's mean_acceptance_length: 1 + accepted draft
 
 THRESHOLDS = ("min_tok_s", "min_accept_len", "min_aggregate_tok_s", "max_ttft_s", "max_errors")
 INCONCLUSIVE = ("fail", "pass")
+# Thresholds judged on a median's interval (order statistics): min_sample(level) requests at least.
+MEDIAN_THRESHOLDS = ("min_tok_s", "max_ttft_s")
 PASS, FAIL, INCONCLUSIVE_VERDICT, UNDECIDED = "pass", "fail", "inconclusive", "undecided"
 
 # A long-context case shorter than this is not one (and the corpus sample of the warmup is
@@ -55,7 +57,7 @@ DEFAULTS = {
     "requests": 8,
     # Sequential measurement: after ``requests``, one more request at a time until every
     # threshold is decided by its interval or ``max_requests`` ran (None: = requests, a fixed
-    # sample). The verdict logic: verdict() below.
+    # sample). The verdict logic: evaluate() and measure() below.
     "max_requests": None,
     # The intervals' level (two-sided): each threshold is cleared when the bound on its side is
     # past it, failed when the other bound is.
@@ -189,7 +191,7 @@ def validate(options):
     if cfg["model"] is not None and not str(cfg["model"]).strip():
         raise ConfigError("model", "must not be empty (omit it to use the served model)")
     fewest = stats.min_sample(cfg["confidence"])
-    judged = [k for k in ("min_tok_s", "max_ttft_s") if cfg[k] is not None]
+    judged = [k for k in MEDIAN_THRESHOLDS if cfg[k] is not None]
     if cfg["max_regression_pct"] is not None and cfg["baseline"]:
         judged.append("max_regression_pct")
     if judged and cfg["max_requests"] < fewest:
@@ -773,7 +775,7 @@ def measure(cfg, ep, model, server, warm=(), chars_per_token=None, progress=None
     # ``requests`` first, then one wave of ``concurrency`` requests at a time: a verdict after
     # each, with no request open (an open one would end the run below its concurrency and lower
     # the aggregate it judges)
-    issued, wall, looks, size = [], 0.0, [], cfg["requests"]
+    issued, wall, looks, size = [], 0.0, 0, cfg["requests"]
     while True:
         batch = slice(len(issued), min(len(issued) + size, cfg["max_requests"]))
         t = time.perf_counter()
@@ -789,7 +791,7 @@ def measure(cfg, ep, model, server, warm=(), chars_per_token=None, progress=None
             if len(issued) > cfg["max_errors"]:
                 break
             continue
-        looks.append(look["verdict"])
+        looks += 1
         if progress is not None and hasattr(progress, "look"):
             progress.look(cfg, look, wall)
         if look["verdict"] != UNDECIDED:
@@ -798,7 +800,7 @@ def measure(cfg, ep, model, server, warm=(), chars_per_token=None, progress=None
     result = _result(cfg, ep, model, server, list(warm), issued, wall, before, after)
     result["chars_per_token"] = cpt
     result["sequential"] = {"min_requests": cfg["requests"], "max_requests": cfg["max_requests"],
-                            "looks": len(looks), "measured": len(issued),
+                            "looks": looks, "measured": len(issued),
                             "stopped": "decided" if result["verdict"] != INCONCLUSIVE_VERDICT
                             and len(issued) < cfg["max_requests"] else "max_requests"}
     if progress is not None and hasattr(progress, "look") and not looks:

@@ -22,9 +22,7 @@ NAMES = {"plan": "sglang_gate_plan", "thresholds": "sglang_gate_thresholds",
 
 CASE_KEYS = ("description", "prompts", "prompt_tokens", "concurrency", "requests", "max_requests",
              "max_tokens")
-# Thresholds judged on a median's interval (order statistics): a case needs min_sample(level)
-# requests for them.
-MEDIAN_THRESHOLDS = ("min_tok_s", "max_ttft_s")
+
 THRESHOLD_KEYS = engine.THRESHOLDS
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -106,7 +104,7 @@ def _sample_problems(errors, n, plan, thresholds, calibrated, profile, confidenc
             continue
         limits = dict(((thresholds or {}).get(profile) or {}).get(name) or {})
         limits.update(((calibrated or {}).get(profile) or {}).get(name) or {})
-        judged = [k for k in MEDIAN_THRESHOLDS if limits.get(k) is not None]
+        judged = [k for k in engine.MEDIAN_THRESHOLDS if limits.get(k) is not None]
         most = case.get("max_requests") or case.get("requests")
         if judged and _is_number(most) and most < fewest:
             errors.append("%s.%s.max_requests: %s request(s) cannot bound a median at %g%% (%s of %s "

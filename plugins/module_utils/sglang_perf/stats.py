@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 
 
 def percentile(values, pct):
@@ -124,8 +125,6 @@ def ratio_interval(pairs, level, scale=1.0, resamples=BOOTSTRAP_RESAMPLES, seed=
     """{"estimate", "lower", "upper", "n", "method"} for scale x sum(num) / sum(den) over the
     (num, den) pairs of the requests, the requests resampled with replacement (a fixed seed: the
     same requests give the same interval). lower/upper None for fewer than 2 requests."""
-    import random
-
     pairs = [(float(a), float(b)) for a, b in pairs if b]
     n = len(pairs)
     if not n:
