@@ -17,13 +17,10 @@ import os
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
+from sglang_perf import capacity, engine, history
+from sglang_perf.client import ConfigError, MeasureError
 
-from sglang_perf import capacity, engine, history  # noqa: E402  (needs the path above)
-from sglang_perf.client import ConfigError, MeasureError  # noqa: E402
-
-from bench import sizes  # noqa: E402
+from bench import sizes
 
 EXIT_PASSED, EXIT_FAILED, EXIT_UNMEASURED = 0, 1, 2
 

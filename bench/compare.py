@@ -36,14 +36,11 @@ import os
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT / "plugins" / "module_utils") not in sys.path:
-    sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
+from sglang_perf import capacity, engine, plan
+from sglang_perf.client import ConfigError, MeasureError
 
-from sglang_perf import capacity, engine, plan  # noqa: E402  (needs the path above)
-from sglang_perf.client import ConfigError, MeasureError  # noqa: E402
-
-from bench.sizes import DEFAULT_SIZE_FILES, load_sizes  # noqa: E402
+from bench.paths import ROOT
+from bench.sizes import DEFAULT_SIZE_FILES, load_sizes
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 DEFAULT_OUT = ROOT / "out" / "compare"

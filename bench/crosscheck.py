@@ -33,12 +33,17 @@ import time
 import urllib.request
 from pathlib import Path
 
+from sglang_perf.prompts import CODING_PROMPTS, long_context_prompt
+
 from bench.launch import EmulatorProcess
+from bench.paths import ROOT
 from bench.profiles import MODEL_ARGS, PROFILE_ARGS
 
-ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "out" / "crosscheck"
-CONTRACT_SCRIPT = ROOT / "bench" / "crosscheck_contract.py"
+# The steps under the contract venv's Python, which has nothing of this repository installed: run
+# as a module from ROOT (run_logged's cwd), so bench.sglang_stubs imports; the tokenizer's texts
+# come in a file (tokenizer_corpus).
+CONTRACT_MODULE = "bench.crosscheck_contract"
 CONTRACT_VENV = ROOT / "scripts" / "contract-venv.sh"
 OAI_BACKENDS = ("sglang-oai-chat", "sglang-oai")
 # Nothing may be downloaded: the hub libraries fail fast instead of trying the network.
@@ -187,10 +192,23 @@ def contract_python(log_path):
     return m.group(1).strip()
 
 
+def contract_argv(python, *args):
+    """bench/crosscheck_contract.py with ``args`` under the contract venv's ``python`` (cwd: ROOT)."""
+    return [python, "-m", CONTRACT_MODULE] + list(args)
+
+
+def tokenizer_corpus():
+    """What the tokenizer is trained on: the repo's coding prompts and a long-context prompt of
+    about 2,000 tokens (corpus.py)."""
+    return [text for _, text in CODING_PROMPTS] + [long_context_prompt(2000, 4.0, 0, "tokenizer")]
+
+
 def make_tokenizer(python, out_dir, log_path):
     """Run bench/crosscheck_contract.py tokenizer under ``python``; its JSON summary."""
-    run_logged("tokenizer", [python, CONTRACT_SCRIPT, "tokenizer", out_dir], log_path, env=OFFLINE_ENV,
-               timeout=300)
+    corpus = Path(log_path).with_name("tokenizer-corpus.json")
+    corpus.write_text(json.dumps(tokenizer_corpus()))
+    run_logged("tokenizer", contract_argv(python, "tokenizer", out_dir, "--corpus", corpus), log_path,
+               env=OFFLINE_ENV, timeout=300)
     for line in reversed(Path(log_path).read_text().splitlines()):
         if line.startswith("{"):
             return json.loads(line)
@@ -218,17 +236,18 @@ def run_bench_serving(ctx, backend, conc, requests, tag):
     out_file = ctx["out"] / ("%s.json" % tag)
     if out_file.exists():
         out_file.unlink()  # it appends a JSON line
-    argv = [ctx["python"], CONTRACT_SCRIPT, "serving", "--", "--backend", backend,
-            "--base-url", ctx["url"], "--dataset-name", "random-ids",
-            "--random-input-len", ctx["args"].input_len,
-            "--random-output-len", ctx["args"].max_tokens, "--random-range-ratio", "1.0",
-            "--num-prompts", requests, "--max-concurrency", conc,
-            # --model is only used client-side (check_chat_template loads it); requests carry
-            # --served-model-name.
-            "--model", ctx["tokdir"], "--served-model-name", ctx["served"],
-            "--tokenizer", ctx["tokdir"], "--warmup-requests", ctx["args"].warmup,
-            "--output-file", out_file, "--output-details", "--disable-tqdm",
-            "--ready-check-timeout-sec", "10", "--seed", "42"]
+    argv = contract_argv(
+        ctx["python"], "serving", "--", "--backend", backend,
+        "--base-url", ctx["url"], "--dataset-name", "random-ids",
+        "--random-input-len", ctx["args"].input_len,
+        "--random-output-len", ctx["args"].max_tokens, "--random-range-ratio", "1.0",
+        "--num-prompts", requests, "--max-concurrency", conc,
+        # --model is only used client-side (check_chat_template loads it); requests carry
+        # --served-model-name.
+        "--model", ctx["tokdir"], "--served-model-name", ctx["served"],
+        "--tokenizer", ctx["tokdir"], "--warmup-requests", ctx["args"].warmup,
+        "--output-file", out_file, "--output-details", "--disable-tqdm",
+        "--ready-check-timeout-sec", "10", "--seed", "42")
     run_logged("sglang.benchmark.serving --backend %s (C=%d)" % (backend, conc), argv,
                ctx["out"] / ("%s.log" % tag), env=OFFLINE_ENV)
     lines = [ln for ln in out_file.read_text().splitlines() if ln.strip()] \

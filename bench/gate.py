@@ -18,12 +18,10 @@ import os
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT / "plugins" / "module_utils") not in sys.path:
-    sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
+from sglang_perf import history, plan
+from sglang_perf.client import ConfigError, MeasureError
 
-from sglang_perf import history, plan  # noqa: E402  (needs the path above)
-from sglang_perf.client import ConfigError, MeasureError  # noqa: E402
+from bench.paths import ROOT
 
 EXIT_PASSED, EXIT_FAILED, EXIT_UNMEASURED = 0, 1, 2
 ROLE_DEFAULTS = (ROOT / "roles" / "sglang" / "defaults" / "main.yml",

@@ -23,8 +23,6 @@ from bench.profiles import MODEL_ARGS, PROFILE_ARGS
 from sglang_perf import engine
 from sglang_perf.stats import percentile
 
-ROOT = Path(__file__).resolve().parent.parent
-
 # The 3-step profile with room for 256 running requests (argparse: the last value wins).
 EMULATOR_ARGS = MODEL_ARGS + PROFILE_ARGS["nextn_3step"] + ["--max-running-requests", "256",
                                                              "--enable-metrics"]

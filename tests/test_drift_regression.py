@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import urllib.request
 
 import pytest
@@ -13,10 +12,8 @@ import yaml
 from conftest import ROOT
 from test_module import FAST, SMALL, call, patched  # noqa: F401  (patched: autouse fixture)
 
-sys.path.insert(0, str(ROOT / "plugins" / "filter"))
-import sglang_profile as f  # noqa: E402
-
-from sglang_perf import history  # noqa: E402
+from plugins.filter import sglang_profile as f
+from sglang_perf import history
 
 DEFAULTS = yaml.safe_load((ROOT / "roles/sglang/defaults/main.yml").read_text())
 PROFILES = DEFAULTS["sglang_profiles"]
