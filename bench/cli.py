@@ -22,7 +22,10 @@ from sglang_perf.client import ConfigError, MeasureError
 
 from bench import sizes
 
+# The exit status of every bench command: passed (or done), failed its thresholds, not measured
+# (or bad input).
 EXIT_PASSED, EXIT_FAILED, EXIT_UNMEASURED = 0, 1, 2
+EXIT_OK, EXIT_BAD_INPUT = EXIT_PASSED, EXIT_UNMEASURED
 
 
 def _fmt(value, spec=".1f"):

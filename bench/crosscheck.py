@@ -39,7 +39,7 @@ from bench.launch import EmulatorProcess
 from bench.paths import ROOT
 from bench.profiles import MODEL_ARGS, PROFILE_ARGS
 
-DEFAULT_OUT = ROOT / "out" / "crosscheck"
+CROSSCHECK_OUT = ROOT / "out" / "crosscheck"
 # The steps under the contract venv's Python, which has nothing of this repository installed: run
 # as a module from ROOT (run_logged's cwd), so bench.sglang_stubs imports; the tokenizer's texts
 # come in a file (tokenizer_corpus).
@@ -51,7 +51,7 @@ OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_
                "HF_HUB_DISABLE_TELEMETRY": "1", "TOKENIZERS_PARALLELISM": "false"}
 TAIL_LINES = 25
 
-METRICS = (
+FIGURE_COLUMNS = (
     # key, column title, format
     ("out_tok_s", "output tok/s", ".1f"),
     ("decode_tok_s", "decode tok/s median", ".1f"),
@@ -143,7 +143,7 @@ def tool_vs_tool(a, b):
     own truth than b does, (a_tool / a_truth) / (b_tool / b_truth) - 1: the tools' disagreement
     with the runs' difference taken out."""
     out = {}
-    for key, _, _ in METRICS:
+    for key, _, _ in FIGURE_COLUMNS:
         at, bt = a["tool"].get(key), b["tool"].get(key)
         ae, be = a["truth"].get(key), b["truth"].get(key)
         net = None
@@ -369,14 +369,14 @@ def row_name(row):
 
 def table(rows):
     head = ["tool backend (endpoint)", "C", "completed / truth n", "prompt tok"] + \
-        ["%s: tool / truth (diff)" % title for _, title, _ in METRICS]
+        ["%s: tool / truth (diff)" % title for _, title, _ in FIGURE_COLUMNS]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         t, e = r["tool_fig"], r["truth"]
         cells = [row_name(r), str(r["concurrency"]), "%s / %s" % (t.get("completed"), e["n"]),
                  "%s (%s-%s)" % ((_f(e.get("prompt_tokens"), ".0f"),) + tuple(e.get("prompt_tokens_range")
                                                                               or ("-", "-")))]
-        cells += [cell(t.get(k), e.get(k), spec) for k, _, spec in METRICS]
+        cells += [cell(t.get(k), e.get(k), spec) for k, _, spec in FIGURE_COLUMNS]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -405,12 +405,12 @@ def pair_rows(rows, oai_backend):
 
 def pairs_table(pairs):
     head = ["C", "SGLang's client vs ours"] + \
-        ["%s: tools / truths / net" % title for _, title, _ in METRICS]
+        ["%s: tools / truths / net" % title for _, title, _ in FIGURE_COLUMNS]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for conc, ra, rb, d in pairs:
         cells = [str(conc), "%s vs %s" % (row_name(ra), row_name(rb))]
         cells += ["%s / %s / %s" % (fmt_pct(d[k]["tool"]), fmt_pct(d[k]["truth"]), fmt_pct(d[k]["net"]))
-                  for k, _, _ in METRICS]
+                  for k, _, _ in FIGURE_COLUMNS]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -478,7 +478,7 @@ def parse_args(argv):
     p.add_argument("--warmup", type=int, default=1, help="warmup requests per run, both tools (1)")
     p.add_argument("--oai-backend", choices=OAI_BACKENDS, default="sglang-oai-chat",
                    help="bench_serving's OpenAI backend (sglang-oai-chat)")
-    p.add_argument("--out", default=str(DEFAULT_OUT), help="output directory (out/crosscheck)")
+    p.add_argument("--out", default=str(CROSSCHECK_OUT), help="output directory (out/crosscheck)")
     args = p.parse_args(argv)
     try:
         args.levels = [int(x) for x in args.concurrency.split(",") if x.strip()]

@@ -21,9 +21,9 @@ from pathlib import Path
 from sglang_perf import history, plan
 from sglang_perf.client import ConfigError, MeasureError
 
+from bench.cli import EXIT_FAILED, EXIT_PASSED, EXIT_UNMEASURED
 from bench.paths import ROOT
 
-EXIT_PASSED, EXIT_FAILED, EXIT_UNMEASURED = 0, 1, 2
 ROLE_DEFAULTS = (ROOT / "roles" / "sglang" / "defaults" / "main.yml",
                  ROOT / "roles" / "sglang_gate" / "defaults" / "main.yml")
 DEFAULT_VARS = (ROOT / "inventories" / "production" / "group_vars" / "sglang_servers",)

@@ -37,6 +37,7 @@ import ipaddress
 import json
 import re
 
+from sglang_perf import metrics as prom
 from sglang_perf.capacity import SGLANG_SPEC_MAX_RUNNING_REQUESTS
 
 try:
@@ -648,17 +649,10 @@ def sglang_drift(server_info, profile, version, server=None):
 
 # What a vLLM 0.33 server tells over HTTP about its settings (it has no /server_info outside
 # VLLM_SERVER_DEV_MODE): /v1/models' max_model_len and id, and the labels of /metrics'
-# vllm:cache_config_info (CacheConfig.metrics_info: every field, str() of its value).
+# vllm:cache_config_info (CacheConfig.metrics_info: every field, str() of its value; read by the
+# engine's /metrics parser, sglang_perf.metrics).
 VLLM_DRIFT_FROM_CACHE_INFO = {"mem_fraction_static": "gpu_memory_utilization",
                               "enable_prefix_caching": "enable_prefix_caching"}
-_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
-
-
-def _cache_config_info(metrics_text):
-    for line in str(metrics_text or "").splitlines():
-        if line.startswith("vllm:cache_config_info{"):
-            return dict(_LABEL.findall(line[line.index("{"):line.rindex("}")]))
-    return {}
 
 
 def vllm_drift(models, metrics_text, profile, version, server=None):
@@ -670,7 +664,7 @@ def vllm_drift(models, metrics_text, profile, version, server=None):
         raise AnsibleFilterError("vllm_drift: /v1/models did not return a model list: %r" % (models,))
     served = [m for m in models["data"] if isinstance(m, dict)]
     first = served[0] if served else {}
-    info = _cache_config_info(metrics_text)
+    info = prom.parse(str(metrics_text or "")).get("vllm:cache_config_info") or {}
     differences, checked = [], 0
 
     def compare(setting, field, intended, running):
