@@ -67,9 +67,9 @@ def path_calls(tree):
     """(line, what) for each change of sys.path and each use of spec_from_file_location."""
     found = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and _is_sys_path(node.func.value):
-            if node.func.attr in ("insert", "append", "extend"):
-                found.append((node.lineno, "sys.path.%s" % node.func.attr))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                _is_sys_path(node.func.value) and node.func.attr in ("insert", "append", "extend"):
+            found.append((node.lineno, "sys.path.%s" % node.func.attr))
         elif isinstance(node, (ast.Assign, ast.AugAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
@@ -77,7 +77,8 @@ def path_calls(tree):
                     found.append((node.lineno, "assignment to sys.path"))
         elif isinstance(node, ast.Attribute) and node.attr == "spec_from_file_location":
             found.append((node.lineno, "spec_from_file_location"))
-        elif isinstance(node, ast.ImportFrom) and any(a.name == "spec_from_file_location" for a in node.names):
+        elif isinstance(node, ast.ImportFrom) and \
+                any(a.name == "spec_from_file_location" for a in node.names):
             found.append((node.lineno, "spec_from_file_location"))
     return found
 
@@ -87,7 +88,8 @@ def test_no_file_changes_the_import_path_or_loads_a_file_by_its_path():
     for path in python_files("bench", "plugins", "scripts", "tests", skip=("tests/contract/",)):
         if rel(path) in PATH_CALLS_ALLOWED:
             continue
-        bad += ["%s:%d %s" % (rel(path), line, what) for line, what in path_calls(ast.parse(path.read_text()))]
+        calls = path_calls(ast.parse(path.read_text()))
+        bad += ["%s:%d %s" % (rel(path), line, what) for line, what in calls]
     assert bad == [], "import the package (sglang_perf) or the file by its path from the root instead: " + \
         ", ".join(bad)
 
@@ -171,7 +173,8 @@ def module_constants(tree):
         for node in body:
             if isinstance(node, (ast.Assign, ast.AnnAssign)):
                 for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
-                    names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name) and CONSTANT.match(n.id))
+                    names.update(n.id for n in ast.walk(target)
+                                 if isinstance(n, ast.Name) and CONSTANT.match(n.id))
             elif isinstance(node, (ast.If, ast.Try, ast.With)):
                 for block in ("body", "orelse", "finalbody"):
                     visit(getattr(node, block, []))
