@@ -1,4 +1,4 @@
-"""The seeds' three launch profiles as SGLang 0.5.23 command lines, for the demo, the tests and
+"""The original notes' three launch profiles as SGLang 0.5.23 command lines, for the demo, the tests and
 the self-check. (The deploy renders its unit's argv from inventory variables with the filter
 plugin; these are the same three profiles written out.)"""
 
@@ -6,7 +6,7 @@ MODEL_ARGS = ["--model-path", "/models/Qwen3.6-27B", "--served-model-name", "Qwe
               "--tp-size", "2", "--trust-remote-code"]
 
 PROFILE_ARGS = {
-    # 26.7 tok/s in the seeds
+    # 26.7 tok/s in the original logs
     "no_spec": [],
     # the hand launch: 35-40 tok/s, accept length 1.75
     "nextn_1step": ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "1",

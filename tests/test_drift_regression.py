@@ -21,7 +21,7 @@ from sglang_perf import history  # noqa: E402
 DEFAULTS = yaml.safe_load((ROOT / "roles/sglang/defaults/main.yml").read_text())
 PROFILES = DEFAULTS["sglang_profiles"]
 HARDWARE = {"gpu_count": 2, "gpu_bandwidth_gbs": 768, "gpu_memory_gib": 48}
-# The seeds' hand launch, as they typed it (no memory settings, no parsers).
+# The original hand launch, as typed (no memory settings, no parsers).
 HAND_1STEP = ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "1",
               "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "2",
               "--mamba-radix-cache-strategy", "extra_buffer"]
@@ -32,7 +32,7 @@ def server_info(emu):
         return json.load(r)
 
 
-def test_drift_names_what_the_seeds_dug_out_by_hand(emulator):
+def test_drift_names_what_the_original_notes_found_by_hand(emulator):
     emu = emulator(HAND_1STEP)
     d = f.sglang_drift(server_info(emu), PROFILES["nextn_3step"], "0.5.23",
                        {"served_model_name": "Qwen3.6-27B"})

@@ -542,7 +542,7 @@ def test_long_context_lowers_acceptance(emulator):
     assert long_["prompt_tokens"] == 40000
     assert long_["accept_length"] < short["accept_length"] - 0.4
     configured = emu.stats()["configured"]
-    # the fitted curve (README "Acceptance and speed"): 3.16 at an empty prompt, 2.39 at 32K
+    # the fitted curve (emulator README "Acceptance and context length"): 3.16 at an empty prompt, 2.39 at 32K
     assert configured["expected_accept_length_short_context"] == pytest.approx(3.16, abs=0.01)
     assert configured["expected_accept_length_32k_context"] == pytest.approx(2.39, abs=0.01)
 

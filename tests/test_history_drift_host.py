@@ -1,6 +1,6 @@
-"""Issue 6 on the local container: the gate's history copied to the controller with roofline and
+"""On the local container: the gate's history copied to the controller with roofline and
 change from the last-known-good run, a regression failing the gate (and rolling back), and the
-drift playbook against a hand-started server with the seeds' 1-step flags."""
+drift playbook against a hand-started server with the original hand launch's 1-step flags."""
 from __future__ import annotations
 
 import json
