@@ -10,6 +10,7 @@ import urllib.request
 import pytest
 import yaml
 
+from bench.profiles import HAND_LAUNCH_ARGS
 from conftest import ROOT
 from test_module import FAST, SMALL, call, patched  # noqa: F401  (patched: autouse fixture)
 
@@ -21,10 +22,15 @@ from sglang_perf import history  # noqa: E402
 DEFAULTS = yaml.safe_load((ROOT / "roles/sglang/defaults/main.yml").read_text())
 PROFILES = DEFAULTS["sglang_profiles"]
 HARDWARE = {"gpu_count": 2, "gpu_bandwidth_gbs": 768, "gpu_memory_gib": 48}
+<<<<<<< HEAD
 # The original hand launch, as typed (no memory settings, no parsers).
 HAND_1STEP = ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "1",
               "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "2",
               "--mamba-radix-cache-strategy", "extra_buffer"]
+=======
+# The original hand launch, as it was typed (no memory settings, no parsers).
+HAND_1STEP = HAND_LAUNCH_ARGS
+>>>>>>> i17-me
 
 
 def server_info(emu):

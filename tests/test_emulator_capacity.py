@@ -13,13 +13,14 @@ import urllib.request
 import pytest
 
 from conftest import PROFILE_ARGS
+from bench.profiles import HAND_LAUNCH_ARGS
 from test_emulator import http_status, post, real_requests, stream
 
 pytestmark = pytest.mark.timeout(60)
 
 FAST = {"SGLEMU_SPEED_SCALE": "50", "SGLEMU_WARMUP_REQUESTS": "0"}
-# The original hand launch (bench/profiles.py nextn_1step: no memory settings).
-HAND = "nextn_1step"
+# The original hand launch (bench/profiles.py: no memory settings, the model's own context).
+HAND = HAND_LAUNCH_ARGS
 # The memory held before the pools that leaves the hand launch one running request (the
 # closest 0.5.23's sizing comes to the original 19K-token, one-request server; bench/emulator/README.md).
 ONE_REQUEST = dict(FAST, SGLEMU_PRE_POOL_RESERVE_MIB="7000")
