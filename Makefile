@@ -23,7 +23,7 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install --quiet --no-deps --editable .
 	sha256sum requirements.txt pyproject.toml > $(STAMP)
 
-# Main job: the seeds' story on the local container (deploy 3-step -> gate passes; deploy 1-step
+# Main job: the gate's story on the local container (deploy 3-step -> gate passes; deploy 1-step
 # -> gate fails -> rollback; gate again -> passes), ending with a table of the three gate runs.
 demo: venv local-host dist
 	$(PY) scripts/demo.py

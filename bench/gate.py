@@ -22,10 +22,9 @@ from sglang_perf import history, plan
 from sglang_perf.client import ConfigError, MeasureError
 
 from bench.cli import EXIT_FAILED, EXIT_PASSED, EXIT_UNMEASURED
-from bench.paths import ROOT
+from bench.paths import ROOT, SGLANG_DEFAULTS
 
-ROLE_DEFAULTS = (ROOT / "roles" / "sglang" / "defaults" / "main.yml",
-                 ROOT / "roles" / "sglang_gate" / "defaults" / "main.yml")
+ROLE_DEFAULTS = (SGLANG_DEFAULTS, ROOT / "roles" / "sglang_gate" / "defaults" / "main.yml")
 DEFAULT_VARS = (ROOT / "inventories" / "production" / "group_vars" / "sglang_servers",)
 # the variables the plan needs, read literally (a templated value cannot be evaluated here)
 NEEDED = ("sglang_gate_plan", "sglang_gate_thresholds", "sglang_gate_calibrated", "sglang_gate_api",

@@ -5,3 +5,5 @@ from __future__ import annotations
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# The sglang role's defaults: its profiles and version, the model's size figures.
+SGLANG_DEFAULTS = ROOT / "roles" / "sglang" / "defaults" / "main.yml"

@@ -1,22 +1,35 @@
-"""The seeds' three launch profiles as SGLang 0.5.23 command lines, for the demo, the tests and
-the self-check. (The deploy renders its unit's argv from inventory variables with the filter
-plugin; these are the same three profiles written out.)"""
+"""SGLang command lines for the emulator in the demo, the tests and the self-check.
+
+``PROFILE_ARGS`` holds the role's SGLang profiles (``sglang_profiles`` in
+roles/sglang/defaults/main.yml) rendered for ``sglang_version`` by the filter the deploy renders
+its unit with: the deploy, the tests and the self-check run the same flags. ``HAND_LAUNCH_ARGS``
+is the original hand launch as it was typed (1-step NEXTN, no memory settings, the model's own
+262144-token context): not a profile of the role, kept for what the emulator must reproduce of
+it (its capacity). ``MODEL_ARGS`` is what the unit adds to every profile for this model."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from bench.paths import SGLANG_DEFAULTS
+from plugins.filter.sglang_profile import profile_engine, sglang_argv
 
 MODEL_ARGS = ["--model-path", "/models/Qwen3.6-27B", "--served-model-name", "Qwen3.6-27B",
               "--tp-size", "2", "--trust-remote-code"]
 
-PROFILE_ARGS = {
-    # 26.7 tok/s in the seeds
-    "no_spec": [],
-    # the hand launch: 35-40 tok/s, accept length 1.75
-    "nextn_1step": ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "1",
+HAND_LAUNCH_ARGS = ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "1",
                     "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "2",
-                    "--mamba-radix-cache-strategy", "extra_buffer"],
-    # the recorded good profile: 47-57 tok/s steady, accept length 2.98-3.52
-    "nextn_3step": ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3",
-                    "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4",
-                    "--mem-fraction-static", "0.88", "--context-length", "131072",
-                    "--max-running-requests", "16", "--mamba-full-memory-ratio", "0.5",
-                    "--mamba-radix-cache-strategy", "extra_buffer",
-                    "--reasoning-parser", "qwen3", "--tool-call-parser", "qwen3_coder"],
-}
+                    "--mamba-radix-cache-strategy", "extra_buffer"]
+
+
+def role_profiles(path=SGLANG_DEFAULTS):
+    """{name: argv} of every SGLang profile in the role defaults, for the role's SGLang version."""
+    defaults = yaml.safe_load(Path(path).read_text())
+    version = defaults["sglang_version"]
+    return {name: sglang_argv(profile, version)
+            for name, profile in defaults["sglang_profiles"].items()
+            if profile_engine(profile, defaults["sglang_engine"]) == "sglang"}
+
+
+PROFILE_ARGS = role_profiles()

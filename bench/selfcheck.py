@@ -19,13 +19,16 @@ import urllib.request
 from pathlib import Path
 
 from bench.launch import EmulatorProcess
-from bench.profiles import MODEL_ARGS, PROFILE_ARGS
 from sglang_perf import engine
 from sglang_perf.stats import percentile
 
-# The 3-step profile with room for 256 running requests (argparse: the last value wins).
-EMULATOR_ARGS = MODEL_ARGS + PROFILE_ARGS["nextn_3step"] + ["--max-running-requests", "256",
-                                                             "--enable-metrics"]
+
+def emulator_args():
+    """The 3-step profile with room for 256 running requests (argparse: the last value wins).
+    Imported here: bench.profiles reads the role defaults with PyYAML, which the stdlib-only
+    Python the other commands run under does not have."""
+    from bench.profiles import MODEL_ARGS, PROFILE_ARGS
+    return MODEL_ARGS + PROFILE_ARGS["nextn_3step"] + ["--max-running-requests", "256", "--enable-metrics"]
 
 
 def add_parser(sub):
@@ -81,7 +84,7 @@ def run(args):
     levels = [int(x) for x in args.levels.split(",") if x.strip()]
     rows = []
     with tempfile.TemporaryFile() as log:
-        emu = EmulatorProcess(EMULATOR_ARGS, log, env={
+        emu = EmulatorProcess(emulator_args(), log, env={
             "SGLEMU_SPEED_SCALE": args.speed_scale, "SGLEMU_BATCH_SLOWDOWN": 0,
             "SGLEMU_WARMUP_REQUESTS": 0, "SGLEMU_PREFILL_TOK_S": 200000,
             # the engine's own limits, not a GPU's: pools that hold every stream, no compute-bound

@@ -25,10 +25,10 @@ except ImportError:  # stdlib-only Python: load_file raises NoYAML
 
 from sglang_perf.capacity import HARDWARE_KEYS, MODEL_KEYS
 
-from bench.paths import ROOT
+from bench.paths import ROOT, SGLANG_DEFAULTS
 
 DEFAULT_SIZE_FILES = [
-    ROOT / "roles" / "sglang" / "defaults" / "main.yml",
+    SGLANG_DEFAULTS,
     ROOT / "inventories" / "production" / "group_vars" / "sglang_servers" / "main.yml",
 ]
 

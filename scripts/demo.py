@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""The main job: the seeds' story, played by Ansible on the local container (the embedded default
+"""The main job: the gate's story, played by Ansible on the local container (the embedded default
 inventory), with the emulated engine standing in for the 2 x A6000 host.
 
   1. ansible-playbook deploy.yml                          3-step NEXTN -> gate passes, recorded
   2. ansible-playbook deploy.yml -e sglang_profile=nextn_1step
-                                                          the seeds' hand launch -> gate fails
+                                                          the original hand launch -> gate fails
                                                           -> last-known-good 3-step unit restored
   3. ansible-playbook playbooks/bench.yml                 the restored server passes again
 
@@ -60,7 +60,7 @@ def main():
     times = [
         run("1. deploy the 3-step NEXTN profile (expect: gate passes)", [playbook, "deploy.yml"],
             True),
-        run("2. deploy the seeds' 1-step hand launch (expect: gate fails, rollback to 3-step)",
+        run("2. deploy the original 1-step hand launch (expect: gate fails, rollback to 3-step)",
             [playbook, "deploy.yml", "-e", "sglang_profile=nextn_1step"], False),
         run("3. gate the restored server (expect: passes on the 3-step unit)",
             [playbook, "playbooks/bench.yml", "-e", "bench_report_dir=" + report_dir], True),

@@ -12,7 +12,7 @@ is printed after the summary. Exit 1 when any scenario failed (all are run regar
 bad arguments or missing set-up.
 
 --jobs (default: MOLECULE_JOBS, else DEFAULT_JOBS) was picked by measurement on the 2-core CI
-machine kind; see the README's "Test suite" section for the figures.
+machine kind; see docs/testing.md, "Times", for the figures.
 
 Needs what `make molecule` (or `make test`) prepares first: the venv (.venv, with Molecule), the
 Debian 12 systemd image (scripts/podman-setup.sh) and the emulator wheel (make dist).

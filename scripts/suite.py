@@ -27,7 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = str(ROOT / ".venv" / "bin" / "python")
-# Picked by measurement on the 2-core CI machine kind (README, "Test suite").
+# Picked by measurement on the 2-core CI machine kind (docs/testing.md, "Times").
 PYTEST_JOBS = 5
 
 

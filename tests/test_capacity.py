@@ -1,5 +1,5 @@
 """The roofline and memory-budget arithmetic (plugins/module_utils/sglang_perf/capacity.py and its
-filter) against figures computed by hand, the seeds' measured figures, and the refusals."""
+filter) against figures computed by hand, the team's original measured figures, and the refusals."""
 from __future__ import annotations
 
 import pytest
@@ -29,19 +29,19 @@ def test_roofline_without_speculation_is_bandwidth_over_weight_bytes():
     # by hand: 27.78e9 params x 2 bytes = 55.56 GB; 2 x 768 GB/s = 1536 GB/s; 1536 / 55.56
     assert r["bytes_per_cycle_gb"] == pytest.approx(55.56)
     assert r["ceiling_tok_s"] == pytest.approx(27.646, abs=1e-3)
-    assert r["share_pct"] == pytest.approx(26.7 / 27.646 * 100, abs=0.01)  # the seeds' 26.7: 96.6%
+    assert r["share_pct"] == pytest.approx(26.7 / 27.646 * 100, abs=0.01)  # the original logs' 26.7: 96.6%
     assert r["accept_len"] == 1.0
 
 
-def test_roofline_of_the_3_step_profile_matches_the_seeds_70_to_77():
+def test_roofline_of_the_3_step_profile_matches_the_original_notes_70_to_77():
     # by hand: per draft step (0.425 + 1.2714) B params x 2 bytes = 3.3928 GB; 3 steps = 10.1784;
     # cycle 65.7384 GB; 1536 / 65.7384 = 23.3653 cycles/s
     lo = capacity.roofline(MODEL, A6000x2, 3, 3.0, 55.0)
     hi = capacity.roofline(MODEL, A6000x2, 3, 3.3)
     assert lo["per_draft_step_gb"] == pytest.approx(3.3928)
-    assert lo["bytes_per_cycle_gb"] == pytest.approx(65.7384)  # the seeds: "~66 GB"
+    assert lo["bytes_per_cycle_gb"] == pytest.approx(65.7384)  # the original notes: "~66 GB"
     assert lo["cycles_per_s"] == pytest.approx(23.3653, abs=1e-4)
-    assert lo["ceiling_tok_s"] == pytest.approx(70.096, abs=1e-3)  # the seeds: 70-77 tok/s
+    assert lo["ceiling_tok_s"] == pytest.approx(70.096, abs=1e-3)  # the original notes: 70-77 tok/s
     assert hi["ceiling_tok_s"] == pytest.approx(77.105, abs=1e-3)
     assert lo["share_pct"] == pytest.approx(55.0 / 70.096 * 100, abs=0.01)
     assert hi["share_pct"] is None
@@ -91,8 +91,8 @@ def test_budget_of_the_3_step_profile_by_hand():
     assert b["effective_running_requests"] == 6  # the mamba share, not max_running_requests 16
 
 
-def test_budget_compared_with_the_seeds_figures():
-    """The seeds' server log: weights 25.64 GB, MTP 2.79-2.82 GB per GPU; with
+def test_budget_compared_with_the_original_server_log():
+    """The original server log: weights 25.64 GB, MTP 2.79-2.82 GB per GPU; with
     max_running_requests 4 and 4 draft tokens, mamba 3.52 GB SSM state (24 slots + 1) and 2.81 GB
     intermediate ((4 + 1) x 4 draft tokens)."""
     b = budget(dict(PROFILES["nextn_3step"], max_running_requests=4))
@@ -103,7 +103,7 @@ def test_budget_compared_with_the_seeds_figures():
     assert (4 + 1) * 4 * state == pytest.approx(2.81, abs=0.005)  # SGLang's intermediate formula
 
 
-def test_the_seeds_hand_launch_context_does_not_fit_and_the_message_shows_the_arithmetic():
+def test_the_original_hand_launch_context_does_not_fit_and_the_message_shows_the_arithmetic():
     hand = {k: v for k, v in PROFILES["nextn_1step"].items() if k != "context_length"}
     b = budget(hand)
     assert b["fits"] is False and b["context_length"] == 262144

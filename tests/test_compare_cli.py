@@ -214,7 +214,7 @@ def test_compare_three_profiles_and_compare_report(emulator, tmp_path):
     d = {k: r["decode_tok_s_median"] for k, r in rows.items()}
     al = {k: r["accept_len"] for k, r in rows.items()}
     agg = {k: r["aggregate_tok_s"] for k, r in rows.items()}
-    # the seeds' order at C=1: 3-step > 1-step > no speculation, per request
+    # the original logs' order at C=1: 3-step > 1-step > no speculation, per request
     assert d[("nextn_3step", 1)] > d[("nextn_1step", 1)] > d[("no_spec", 1)]
     for c in (1, 4, 16):
         assert al[("nextn_3step", c)] > al[("nextn_1step", c)] > 1.0

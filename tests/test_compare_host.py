@@ -1,4 +1,4 @@
-"""Issue 15 on the local container: "more MTP or vLLM?" answered by playbooks/compare.yml on the
+"""On the local container: "more MTP or vLLM?" answered by playbooks/compare.yml on the
 gate plan across both engines, and the winner deployed through the gated deploy."""
 from __future__ import annotations
 

@@ -186,8 +186,8 @@ def test_multinode_units_are_what_sglang_parses(contract, tmp_path):
         assert ("Restart=always" if rank else "Restart=on-failure") in unit.splitlines()
 
 
-def test_the_seeds_mistakes_are_what_sglang_rejects(contract):
-    """The old mamba flag crashed the seeds' server: 0.5.23's parser rejects it, and our filter
+def test_the_original_launchs_mistakes_are_what_sglang_rejects(contract):
+    """The old mamba flag crashed the original launch's server: 0.5.23's parser rejects it, and our filter
     never renders it for 0.5.23."""
     hand = MODEL_ARGS + ["--mamba-scheduler-strategy", "extra_buffer"]
     r = sglang_parse(contract, [hand])[0]

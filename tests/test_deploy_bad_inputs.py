@@ -38,11 +38,11 @@ CASES = [
     ("unknown profile name", {"sglang_profile": "nextn_9step"},
      ["sglang_profile: 'nextn_9step' is not defined in sglang_profiles",
       "(defined: nextn_1step, nextn_2step, nextn_3step, nextn_4step, nextn_5step, no_spec, vllm_mtp_1,"]),
-    ("seeds: draft tokens without steps",
+    ("original launch: draft tokens without steps",
      profile(speculative_num_steps=None, speculative_eagle_topk=None),
      ["speculative_algorithm NEXTN needs sglang_profiles.mine.speculative_num_steps",
       "sglang_profiles.mine.speculative_eagle_topk too"]),
-    ("seeds: the old mamba flag as a setting",
+    ("original launch: the old mamba flag as a setting",
      dict(profile(mamba_cache_strategy=None), **{"sglang_profiles": {"mine": dict(
          P3, mamba_scheduler_strategy="extra_buffer")}}),
      ["sglang_profiles.mine.mamba_scheduler_strategy: unknown setting", "mamba_cache_strategy"]),
@@ -66,7 +66,7 @@ CASES = [
     ("profile that does not fit in GPU memory", profile(mem_fraction_static=0.5),
      ["profile mine does not fit in GPU memory: the weights (28.64 GiB incl. 2.76 GiB MTP) do "
       "not fit in 24.00 GiB (48 GiB x mem fraction 0.50)"]),
-    ("the seeds' hand launch: context the KV cache cannot hold", profile(context_length=None),
+    ("the original hand launch: context the KV cache cannot hold", profile(context_length=None),
      ["fewer than context_length 262144 x 1 request(s) = 262144",
       "budget 42.24 GiB = 48 GiB x mem fraction 0.88 (assumed)"]),
     ("accept length above draft tokens",

@@ -9,19 +9,17 @@ import urllib.request
 import pytest
 import yaml
 
+from bench.profiles import HAND_LAUNCH_ARGS
 from conftest import ROOT
-from test_module import FAST, SMALL, call, patched  # noqa: F401  (patched: autouse fixture)
-
 from plugins.filter import sglang_profile as f
+from test_module import FAST, SMALL, call, patched  # noqa: F401  (patched: autouse fixture)
 from sglang_perf import history
 
 DEFAULTS = yaml.safe_load((ROOT / "roles/sglang/defaults/main.yml").read_text())
 PROFILES = DEFAULTS["sglang_profiles"]
 HARDWARE = {"gpu_count": 2, "gpu_bandwidth_gbs": 768, "gpu_memory_gib": 48}
-# The seeds' hand launch, as they typed it (no memory settings, no parsers).
-HAND_1STEP = ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "1",
-              "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "2",
-              "--mamba-radix-cache-strategy", "extra_buffer"]
+# The original hand launch, as it was typed (no memory settings, no parsers).
+HAND_1STEP = HAND_LAUNCH_ARGS
 
 
 def server_info(emu):
@@ -29,7 +27,7 @@ def server_info(emu):
         return json.load(r)
 
 
-def test_drift_names_what_the_seeds_dug_out_by_hand(emulator):
+def test_drift_names_what_the_original_notes_found_by_hand(emulator):
     emu = emulator(HAND_1STEP)
     d = f.sglang_drift(server_info(emu), PROFILES["nextn_3step"], "0.5.23",
                        {"served_model_name": "Qwen3.6-27B"})

@@ -15,11 +15,14 @@ import urllib.request
 
 import pytest
 
+from bench.profiles import HAND_LAUNCH_ARGS
 from conftest import MODEL_ARGS, ROOT, free_port
 
 pytestmark = pytest.mark.timeout(60)
 
 FAST = {"SGLEMU_SPEED_SCALE": "50", "SGLEMU_WARMUP_REQUESTS": "0"}
+# SGLang's own defaults: the model flags and nothing else (no profile, no parsers).
+BARE = []
 
 
 # ------------------------------------------------------------------------------- helpers ------
@@ -142,7 +145,7 @@ def test_seed_failures_exit_before_binding(emulator, spec, exc_line):
 
 
 def test_server_info_resolution(emulator):
-    emu = emulator("nextn_1step", env=FAST)
+    emu = emulator(HAND_LAUNCH_ARGS, env=FAST)
     info = emu.get("/server_info")
     assert info["version"] == "0.5.23"
     assert info["speculative_algorithm"] == "EAGLE"
@@ -176,7 +179,7 @@ def test_nextn_auto_and_topk1_forcing(emulator):
     assert three["max_running_requests"] == 16 and three["context_length"] == 131072
     assert three["mem_fraction_static"] == 0.88 and three["mamba_full_memory_ratio"] == 0.5
     assert three["reasoning_parser"] == "qwen3" and three["tool_call_parser"] == "qwen3_coder"
-    nospec = emulator("no_spec", env=FAST).get("/server_info")
+    nospec = emulator(BARE, env=FAST).get("/server_info")
     # SGLang leaves it unset without speculation; the scheduler sizes it from the pools
     assert nospec["speculative_algorithm"] is None and nospec["max_running_requests"] is None
     assert nospec["internal_states"][0]["effective_max_running_requests_per_dp"] >= 1
@@ -289,7 +292,7 @@ def test_generate_shapes_and_spec_fields(emulator):
 
 
 def test_no_spec_has_no_spec_fields(emulator):
-    emu = emulator("no_spec", env=FAST)
+    emu = emulator(BARE, env=FAST)
     _, out = post(emu.url + "/generate", gen_body(8))
     assert "spec_verify_ct" not in out["meta_info"] and "<think>" not in out["text"]
     _, out = post(emu.url + "/v1/completions", {"model": "m", "prompt": "x", "max_tokens": 5,
@@ -337,7 +340,7 @@ def test_chat_stream_reasoning_sglext_usage(emulator):
 
 
 def test_completions_stream_continuous_usage(emulator):
-    emu = emulator("nextn_1step", env=FAST)
+    emu = emulator(HAND_LAUNCH_ARGS, env=FAST)
     body = {"model": "anything", "prompt": "def f(", "max_tokens": 20, "ignore_eos": True,
             "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
     events, err = stream(emu.url + "/v1/completions", body)
@@ -542,7 +545,7 @@ def test_long_context_lowers_acceptance(emulator):
     assert long_["prompt_tokens"] == 40000
     assert long_["accept_length"] < short["accept_length"] - 0.4
     configured = emu.stats()["configured"]
-    # the fitted curve (README "Acceptance and speed"): 3.16 at an empty prompt, 2.39 at 32K
+    # the fitted curve (emulator README "Acceptance and context length"): 3.16 at an empty prompt, 2.39 at 32K
     assert configured["expected_accept_length_short_context"] == pytest.approx(3.16, abs=0.01)
     assert configured["expected_accept_length_32k_context"] == pytest.approx(2.39, abs=0.01)
 

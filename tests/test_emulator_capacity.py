@@ -1,8 +1,8 @@
 """The emulator's capacity (SGLang 0.5.23's pool sizing, bench/emulator/memory.py), admission,
 and its context-dependent acceptance and speed, over real HTTP on 127.0.0.1.
 
-The figures below follow from memory.py's defaults (RTX A6000 49140 MiB, the seeds' weights,
-Qwen3.6-27B's config, SGLEMU_PRE_POOL_RESERVE_MIB 2530 fitted to the seeds' 24-slot mamba pool);
+The figures below follow from memory.py's defaults (RTX A6000 49140 MiB, the original log's weights,
+Qwen3.6-27B's config, SGLEMU_PRE_POOL_RESERVE_MIB 2530 fitted to the original run's 24-slot mamba pool);
 bench/emulator/README.md "Capacity" derives them step by step."""
 from __future__ import annotations
 
@@ -13,15 +13,16 @@ import urllib.request
 import pytest
 
 from conftest import PROFILE_ARGS
+from bench.profiles import HAND_LAUNCH_ARGS
 from test_emulator import http_status, post, real_requests, stream
 
 pytestmark = pytest.mark.timeout(60)
 
 FAST = {"SGLEMU_SPEED_SCALE": "50", "SGLEMU_WARMUP_REQUESTS": "0"}
-# The seeds' hand launch (bench/profiles.py nextn_1step: no memory settings).
-HAND = "nextn_1step"
+# The original hand launch (bench/profiles.py: no memory settings, the model's own context).
+HAND = HAND_LAUNCH_ARGS
 # The memory held before the pools that leaves the hand launch one running request (the
-# closest 0.5.23's sizing comes to the seeds' 19K-token, one-request server; README).
+# closest 0.5.23's sizing comes to the original 19K-token, one-request server; bench/emulator/README.md).
 ONE_REQUEST = dict(FAST, SGLEMU_PRE_POOL_RESERVE_MIB="7000")
 
 
@@ -64,7 +65,7 @@ def test_hand_launch_capacity_as_sglang_sizes_it(emulator):
            "max_running_requests=5, context_len=262144, available_gpu_mem=" in log
 
 
-def test_hand_launch_with_the_seeds_single_request(emulator):
+def test_hand_launch_with_the_original_single_request(emulator):
     emu = emulator(HAND, env=ONE_REQUEST)
     cap = capacity(emu.get("/server_info"))
     assert cap["effective_max_running_requests"] == 1 and cap["max_mamba_cache_size"] == 5
@@ -98,13 +99,13 @@ def test_sixteen_running_requests_do_not_fit_at_mem_fraction_088(emulator):
            "--mem-fraction-static=0.88." in emu.output()
 
 
-def test_seed_002_point(emulator):
-    # the seeds' run at mem 0.92 / ratio 0.4 (3 steps): a 24-slot mamba pool, 4 running
+def test_original_run_002_point(emulator):
+    # the original run 002 at mem 0.92 / ratio 0.4 (3 steps): a 24-slot mamba pool, 4 running
     emu = emulator(list(PROFILE_ARGS["nextn_3step"]) + [
         "--mem-fraction-static", "0.92", "--mamba-full-memory-ratio", "0.4"], env=FAST)
     cap = capacity(emu.get("/server_info"))
     assert cap["max_mamba_cache_size"] == 24 and cap["effective_max_running_requests"] == 4
-    # per GPU: SSM (24 + 1) x 72 MiB, intermediate (4 + 1) x 4 x 72 MiB (the seeds' 3.52 / 2.81
+    # per GPU: SSM (24 + 1) x 72 MiB, intermediate (4 + 1) x 4 x 72 MiB (the original log's 3.52 / 2.81
     # GB are twice these: both GPUs)
     assert "max_mamba_cache_size: 24, conv_state size: 0.03GB, ssm_state size: 1.76GB " \
            "intermediate_ssm_state_cache size: 1.41GB" in emu.output()
@@ -236,8 +237,8 @@ def test_collapse_knob(emulator):
         pytest.approx(1.573, abs=0.01)
 
 
-def test_c4_aggregate_matches_the_seeds(emulator):
-    """8 x 1024-token streamed chat requests, 4 at a time, ~120-token coding prompts: the seeds'
+def test_c4_aggregate_matches_the_original_c4_run(emulator):
+    """8 x 1024-token streamed chat requests, 4 at a time, ~120-token coding prompts: the original
     234 tok/s aggregate (8192 tokens / 35.1 s), +-6%, at SPEED_SCALE 5 divided by 5 (the
     emulator's own arrival and finish times, so a busy client does not count)."""
     scale = 5.0

@@ -24,7 +24,7 @@ SERVER = {"model_path": "/srv/models/Qwen3.6-27B", "served_model_name": "Qwen3.6
           "host": "0.0.0.0", "port": 30000, "trust_remote_code": True, "enable_metrics": False}
 
 
-def test_3step_profile_renders_the_seeds_good_launch_for_0_5_23():
+def test_3step_profile_renders_the_recorded_launch_for_0_5_23():
     argv = f.sglang_argv(GOOD["nextn_3step"], "0.5.23", SERVER)
     assert argv == [
         "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3",
@@ -76,7 +76,7 @@ def bad(name, **changes):
                               "(defined: nextn_1step, nextn_3step, no_spec)"),
     (bad("nextn_3step", speculative_num_steps=None, speculative_eagle_topk=None), "nextn_3step",
      {}, "speculative_algorithm NEXTN needs sglang_profiles.nextn_3step.speculative_num_steps, "
-         "sglang_profiles.nextn_3step.speculative_eagle_topk too (the seeds' launch"),
+         "sglang_profiles.nextn_3step.speculative_eagle_topk too (the original launch"),
     (bad("nextn_3step", speculative_num_draft_tokens=5), "nextn_3step", {},
      "speculative_num_draft_tokens must be speculative_num_steps + 1 = 4 when "
      "speculative_eagle_topk is 1, got 5"),

@@ -15,6 +15,7 @@ import sys
 import pytest
 import yaml
 
+from bench.profiles import HAND_LAUNCH_ARGS
 from conftest import ROOT
 from sglang_perf import plan
 
@@ -88,12 +89,12 @@ def test_a_long_context_collapse_fails_the_long_case_alone(emulator):
 
 
 def test_the_hand_launch_memory_settings_fail_on_capacity_naming_both_figures(emulator):
-    # The seeds' hand launch (1-step NEXTN, default memory settings) came up with a 19K-token
+    # The original hand launch (1-step NEXTN, default memory settings) came up with a 19K-token
     # window and one running request. SGLang 0.5.23's pool sizing gives one running request on
-    # 2x A6000 only with about 7 GB per GPU held before the pools are sized (the seeds record a
+    # 2x A6000 only with about 7 GB per GPU held before the pools are sized (the original logs record a
     # second launch while the first was loading); SGLEMU_PRE_POOL_RESERVE_MIB reproduces that
     # state: a 28,363-token pool (the smallest before SGLang refuses to start is about 25K).
-    emu = emulator("nextn_1step", env=dict(PREFILL, SGLEMU_PRE_POOL_RESERVE_MIB="7000"))
+    emu = emulator(HAND_LAUNCH_ARGS, env=dict(PREFILL, SGLEMU_PRE_POOL_RESERVE_MIB="7000"))
     info = emu.get("/server_info")
     r = run_plan(emu, "nextn_1step", CAPPED)
     assert not r["passed"]

@@ -1,6 +1,6 @@
-"""Issue 6 on the local container: the gate's history copied to the controller with roofline and
+"""On the local container: the gate's history copied to the controller with roofline and
 change from the last-known-good run, a regression failing the gate (and rolling back), and the
-drift playbook against a hand-started server with the seeds' 1-step flags."""
+drift playbook against a hand-started server with the original hand launch's 1-step flags."""
 from __future__ import annotations
 
 import json
@@ -8,14 +8,13 @@ import re
 
 import yaml
 
+from bench.profiles import HAND_LAUNCH_ARGS
 from hostutil import HOST, ensure_deployed, flat, needs_local_host, on_host, play
 
 pytestmark = needs_local_host
 
 HAND = ("{python} -m bench.emulator --model-path /srv/models/Qwen3.6-27B "
-        "--served-model-name Qwen3.6-27B --tp-size 2 --port 30001 --speculative-algorithm NEXTN "
-        "--speculative-num-steps 1 --speculative-eagle-topk 1 --speculative-num-draft-tokens 2 "
-        "--mamba-radix-cache-strategy extra_buffer")
+        "--served-model-name Qwen3.6-27B --tp-size 2 --port 30001 " + " ".join(HAND_LAUNCH_ARGS))
 
 
 def test_gate_copies_the_history_to_the_controller_with_roofline_and_change(tmp_path):

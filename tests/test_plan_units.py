@@ -94,7 +94,7 @@ def test_capacity_of_the_tuned_profile_passes():
 
 
 def test_capacity_of_the_hand_launch_names_both_figures():
-    # the seeds' hand launch: 19K-token window and one running request
+    # the original hand launch: 19K-token window and one running request
     server = {"context_length": 262144, "max_total_num_tokens": 19456, "max_running_requests": 48,
               "effective_max_running_requests": 1}
     cap = plan.check_capacity(server, CASES, PROMISE)

@@ -132,13 +132,6 @@ def test_production_without_its_vault_file_is_refused_naming_the_vault_variable(
     assert not list(tmp_path.glob("*.service"))
 
 
-def test_role_readmes_list_the_argument_specs():
-    p = subprocess.run([sys.executable, "scripts/role_readme_vars.py", "--check",
-                        *("roles/" + r for r in ROLES)], cwd=str(ROOT), capture_output=True,
-                       text=True)
-    assert p.returncode == 0, p.stdout
-
-
 def test_firewall_table_admits_only_the_listed_networks(tmp_path):
     p = ansible("ansible-playbook", "tests/playbooks/firewall.yml", "-e", "render_dir=%s" % tmp_path,
                 "-e", '{"sglang_allowed_networks": ["10.1.230.0/24", "fd00::/8"], "sglang_port": 30000}')

@@ -12,7 +12,7 @@ from typing import Dict, List
 PREFIX = "SGLEMU_"
 
 # p_i of NEXTN (conditional: draft i accepted given all before were). 0.75 / 0.96 / 0.96 fit the
-# seeds (1 step AL 1.75, 3 steps 3.0-3.5; README "Calibration"). Steps 4 and 5 have no public
+# team's original logs (1 step AL 1.75, 3 steps 3.0-3.5; README "Calibration"). Steps 4 and 5 have no public
 # SGLang figure: 0.40 / 0.35 are chosen so that a 4th step (+5.2 ms, 9 % of the 3-step cycle)
 # adds about what it costs and a 5th less (C=1: 55.4 / 55.2 / 52.4 tok/s at 3 / 4 / 5 steps,
 # empty prompt; 59.5 / 59.4 / 56.4 at a coding prompt), i.e. "one more step" stops paying at 3-4
@@ -88,7 +88,7 @@ class Knobs:
     seed: int = 0
     speed_scale: float = 1.0
     # Extra step cost per request beyond the first (step x (1 + s (B - 1))). 0: at the batch
-    # sizes the seeds measured a verify forward is memory-bound (COMPUTE_BOUND_TOKENS) and their
+    # sizes the original logs show a verify forward is memory-bound (COMPUTE_BOUND_TOKENS) and their
     # C=4 run decoded no slower per request than C=1 (234 tok/s = 4 x 58.5).
     batch_slowdown: float = 0.0
     # Tokens per forward at which a step turns compute-bound (step x tokens / this beyond it):
@@ -114,11 +114,11 @@ class Knobs:
     spec_draft_ms: float = 1.0
     accept_probs: List[float] = field(default_factory=lambda: parse_probs(DEFAULT_ACCEPT_PROBS))
     # Position-1 acceptance once the prompt has ACCEPT_CONTEXT_TOKENS tokens, ramping linearly
-    # from ACCEPT_PROBS[0] at an empty prompt. 0.83: fitted to the seeds' C=4 run (8 x 1024
+    # from ACCEPT_PROBS[0] at an empty prompt. 0.83: fitted to the original C=4 run (8 x 1024
     # tokens in 35.1 s = 234 tok/s on ~150-token coding prompts, i.e. AL ~3.35 at the 57 ms
     # cycle); inside llama.cpp's 80-91% at ~100 tokens (vllm#47602 thread).
     accept_p1_context: float = 0.83
-    accept_context_tokens: int = 128  # ~the engine's coding prompts (100-200 tokens, the seeds')
+    accept_context_tokens: int = 128  # ~the engine's coding prompts (100-200 tokens, as the original's)
     # Healthy decline with context: every p_i x f(n), f = 1 - (1 - F32K) ln(1 + n/knee) /
     # ln(1 + 32768/knee). 0.75: a 3-step AL of 2.39 at 32K (target 2.2-2.5); vllm#47602 reports
     # Qwen3.6-27B position-1 acceptance 93.5% -> 72.1% (x0.771) as the context grows.
@@ -130,7 +130,7 @@ class Knobs:
     longctx_collapse_tokens: int = 0
     longctx_collapse_prob: float = 0.377
     # Capacity (memory.py): nvidia-smi memory.total of an RTX A6000, and the memory held between
-    # weight loading and pool sizing, fitted to the seeds' run at mem 0.92 / ratio 0.4 (a mamba
+    # weight loading and pool sizing, fitted to the original run at mem 0.92 / ratio 0.4 (a mamba
     # pool of 24 slots, max_running_requests 4; K = 24 for 2300-2760 MiB, this is the middle).
     gpu_memory_mib: float = 49140.0
     pre_pool_reserve_mib: float = 2530.0

@@ -22,7 +22,7 @@ Each step names the SGLang function it mirrors (paths under ``sglang/srt/``):
    is smaller than the context.
 
 No GPU is involved: what SGLang measures (free memory before and after loading the weights) comes
-from the seeds' server log, and the one figure nothing reports (``PRE_POOL_RESERVE_MIB``, memory
+from the team's original server log, and the one figure nothing reports (``PRE_POOL_RESERVE_MIB``, memory
 held between weight loading and pool sizing) is calibrated; see README.md "Capacity".
 """
 from __future__ import annotations
@@ -42,14 +42,14 @@ GIB = 1 << 30  # mem_cache/memory_pool.py GB = 1024 ** 3; SGLang's "GB" in logs 
 # utils/common.py get_nvgpu_memory_capacity.
 A6000_MEMORY_MIB = 49140
 
-# ---- measured on the seeds' host (2x RTX A6000, TP 2), per GPU --------------------------------
-# Free memory before the weights: the seeds' log "Load weight begin. avail mem=47.09 GB" (the
+# ---- measured on the original host (2x RTX A6000, TP 2), per GPU -----------------------------
+# Free memory before the weights: the original log "Load weight begin. avail mem=47.09 GB" (the
 # CUDA context, NCCL and the custom all-reduce buffers take the rest of the 47.99 GiB).
 CUDA_CONTEXT_GIB = A6000_MEMORY_MIB / 1024.0 - 47.09
-# Base weights at TP 2: the seeds' "Load weight end. ... mem usage=25.64 GB" (27.78 B params in
+# Base weights at TP 2: the original log's "Load weight end. ... mem usage=25.64 GB" (27.78 B params in
 # BF16 = 25.87 GiB / 2 GPUs, minus what is not sharded).
 WEIGHTS_GIB_TP2 = 25.64
-# The MTP (NEXTN) draft layer + its LM-head share at TP 2: the seeds' 2.79-2.82 GB, midpoint.
+# The MTP (NEXTN) draft layer + its LM-head share at TP 2: the original log's 2.79-2.82 GB, midpoint.
 MTP_WEIGHTS_GIB_TP2 = 2.805
 
 # ---- Qwen3.6-27B (HF config.json text_config; identical to Qwen3.5-27B) -----------------------

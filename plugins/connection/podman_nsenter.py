@@ -2,7 +2,7 @@
 """podman_nsenter: run tasks in a local, rootful podman container by entering its namespaces.
 
 Why not the collection's containers.podman.podman: its `podman exec` calls (five a task, no
-pipelining) made the test suite CPU-bound; the figures are in the README's "Test suite".
+pipelining) make the test suite CPU-bound; the figures are in docs/testing.md, "The transport".
 """
 from __future__ import annotations
 

@@ -374,7 +374,7 @@ def sglang_profile_errors(profiles, name, gpu_count=None, min_accept_len=None,
         missing = [k for k in ("speculative_num_steps", "speculative_eagle_topk",
                                "speculative_num_draft_tokens") if p.get(k) is None]
         if missing:
-            errors.append("%s: speculative_algorithm %s needs %s too (the seeds' launch with draft "
+            errors.append("%s: speculative_algorithm %s needs %s too (the original launch with draft "
                           "tokens but no steps died on SGLang's bare AssertionError; steps without "
                           "topk is a TypeError)" % (var, algo, ", ".join("%s.%s" % (var, k)
                                                                          for k in missing)))

@@ -40,7 +40,7 @@ from .. import memory
 GIB = 1 << 30
 MIB = 1 << 20
 KERNEL_BLOCK = 16  # CacheConfig.DEFAULT_BLOCK_SIZE; FlashAttention's MultipleOf(16) on sm_86
-# Weights per GPU at TP 2. The target: the seeds' SGLang log (memory.WEIGHTS_GIB_TP2, 25.64 GiB)
+# Weights per GPU at TP 2. The target: the original SGLang log (memory.WEIGHTS_GIB_TP2, 25.64 GiB)
 # less the vision encoder, which --language-model-only does not load. Vision tower estimate
 # (assumption, no log): 27 blocks x 1152 wide (MLP 4304) + the 4608 -> 5120 merger, ~0.455 B
 # params in BF16, sharded over TP 2 = 0.42 GiB.

@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""The prompt set the benchmark sends: realistic coding tasks, like the seeds' "implement a
+"""The prompt set the benchmark sends: realistic coding tasks, like the original notes' "implement a
 red-black tree". Each asks for a long, complete answer (implementation, tests, explanation) so a
 thinking model produces well over 1024 tokens on its own; the engine still sets ``ignore_eos`` and
 checks every request produced the tokens it asked for.
