@@ -12,13 +12,16 @@ export CONTAINERS_CONF := $(CURDIR)/.podman/containers.conf
 .PHONY: venv demo test check molecule molecule-changed bench-engine clean podman local-host dist contract \
 	crosscheck chromium
 
+# The venv: the pinned tooling (requirements.txt) and the repository's own project (pyproject.toml)
+# installed editable, which gives the engine its one import path, `import sglang_perf`.
 venv: $(STAMP)
 
-$(STAMP): requirements.txt
+$(STAMP): requirements.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
-	sha256sum requirements.txt > $(STAMP)
+	$(PY) -m pip install --quiet --no-deps --editable .
+	sha256sum requirements.txt pyproject.toml > $(STAMP)
 
 # Main job: the gate's story on the local container (deploy 3-step -> gate passes; deploy 1-step
 # -> gate fails -> rollback; gate again -> passes), ending with a table of the three gate runs.
@@ -28,24 +31,28 @@ demo: venv local-host dist
 # The emulator wheel the local inventory installs into the container's service venv, and a second
 # release of the same code as version 0.5.24 (the release-rollback test bumps to it). The vLLM side
 # (python -m bench.emulator.vllm) is the same package released as vllm-emulator 0.33.0, so an
-# installed copy reports vLLM's version (server.py reads its own distribution's metadata).
-EMULATOR_WHEEL := dist/sglang_emulator-0.5.23-py3-none-any.whl
+# installed copy reports vLLM's version (server.py reads its own distribution's metadata). Each is
+# built from a temporary directory holding only bench/emulator/ and its own pyproject.toml.
+EMULATOR_VERSION := 0.5.23
+EMULATOR_WHEEL := dist/sglang_emulator-$(EMULATOR_VERSION)-py3-none-any.whl
 EMULATOR_NEXT := 0.5.24
 EMULATOR_WHEEL_NEXT := dist/sglang_emulator-$(EMULATOR_NEXT)-py3-none-any.whl
 VLLM_EMULATOR_VERSION := 0.33.0
 VLLM_EMULATOR_WHEEL := dist/vllm_emulator-$(VLLM_EMULATOR_VERSION)-py3-none-any.whl
-EMULATOR_SOURCES := pyproject.toml $(wildcard bench/emulator/*.py bench/emulator/vllm/*.py) $(STAMP)
+EMULATOR_PYPROJECT := bench/emulator/pyproject.toml
+EMULATOR_SOURCES := $(EMULATOR_PYPROJECT) $(wildcard bench/emulator/*.py bench/emulator/vllm/*.py) $(STAMP)
 dist: $(EMULATOR_WHEEL) $(EMULATOR_WHEEL_NEXT) $(VLLM_EMULATOR_WHEEL)
-$(EMULATOR_WHEEL): $(EMULATOR_SOURCES)
-	rm -f $@
-	$(PY) -m pip wheel --quiet --no-deps --wheel-dir dist .
-# $(call emulator_release,NAME,VERSION): the same sources built as another distribution/version.
+# $(call emulator_release,NAME,VERSION): the emulator's sources built as that distribution/version.
 define emulator_release
 	d="$$(mktemp -d)" && mkdir -p "$$d/bench/emulator/vllm" && cp bench/__init__.py "$$d/bench/" \
 	  && cp bench/emulator/*.py "$$d/bench/emulator/" && cp bench/emulator/vllm/*.py "$$d/bench/emulator/vllm/" \
-	  && sed -e 's/^version = .*/version = "$(2)"/' -e 's/^name = .*/name = "$(1)"/' pyproject.toml > "$$d/pyproject.toml" \
+	  && sed -e 's/^version = .*/version = "$(2)"/' -e 's/^name = .*/name = "$(1)"/' $(EMULATOR_PYPROJECT) \
+	    > "$$d/pyproject.toml" \
 	  && $(PY) -m pip wheel --quiet --no-deps --wheel-dir dist "$$d"; rc=$$?; rm -rf "$$d"; exit $$rc
 endef
+$(EMULATOR_WHEEL): $(EMULATOR_SOURCES)
+	rm -f $@
+	$(call emulator_release,sglang-emulator,$(EMULATOR_VERSION))
 $(EMULATOR_WHEEL_NEXT): $(EMULATOR_SOURCES)
 	rm -f $@
 	$(call emulator_release,sglang-emulator,$(EMULATOR_NEXT))

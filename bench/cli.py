@@ -17,15 +17,15 @@ import os
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
+from sglang_perf import capacity, engine, history
+from sglang_perf.client import ConfigError, MeasureError
 
-from sglang_perf import capacity, engine, history  # noqa: E402  (needs the path above)
-from sglang_perf.client import ConfigError, MeasureError  # noqa: E402
+from bench import sizes
 
-from bench import sizes  # noqa: E402
-
+# The exit status of every bench command: passed (or done), failed its thresholds, not measured
+# (or bad input).
 EXIT_PASSED, EXIT_FAILED, EXIT_UNMEASURED = 0, 1, 2
+EXIT_OK, EXIT_BAD_INPUT = EXIT_PASSED, EXIT_UNMEASURED
 
 
 def _fmt(value, spec=".1f"):

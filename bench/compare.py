@@ -36,28 +36,21 @@ import os
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT / "plugins" / "module_utils") not in sys.path:
-    sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
+from sglang_perf import capacity, engine, plan
+from sglang_perf.client import ConfigError, MeasureError
 
-from sglang_perf import capacity, engine, plan  # noqa: E402  (needs the path above)
-from sglang_perf.client import ConfigError, MeasureError  # noqa: E402
+from bench.cli import EXIT_BAD_INPUT, EXIT_OK
+from bench.compare_answer import COMPARED_METRICS
+from bench.paths import ROOT
+from bench.sizes import DEFAULT_SIZE_FILES, load_sizes
 
-from bench.sizes import DEFAULT_SIZE_FILES, load_sizes  # noqa: E402
-
-EXIT_OK, EXIT_BAD_INPUT = 0, 2
-DEFAULT_OUT = ROOT / "out" / "compare"
+COMPARE_OUT = ROOT / "out" / "compare"
 
 ROW_KEYS = ("profile", "url", "concurrency", "requests", "decode_tok_s_median", "decode_tok_s_min",
             "decode_tok_s_max", "aggregate_tok_s", "accept_len", "ttft_p50_s", "errors",
             "spec_steps", "accept_by_position", "error")
 NUMERIC_KEYS = ("decode_tok_s_median", "decode_tok_s_min", "decode_tok_s_max", "aggregate_tok_s",
                 "accept_len", "ttft_p50_s")
-# metric name -> (row key, words used in the statements)
-METRICS = {
-    "decode": ("decode_tok_s_median", "per-request decode"),
-    "aggregate": ("aggregate_tok_s", "aggregate"),
-}
 FILES = ("compare.md", "compare.csv", "compare.json", "compare.png")
 
 
@@ -128,7 +121,7 @@ def sweep(targets, levels, options, progress=None, meter=None):
 
 def measurable(row):
     return row.get("error") is None and any(row.get(key) is not None
-                                            for key, _ in METRICS.values())
+                                            for key, _ in COMPARED_METRICS.values())
 
 
 def _roofline(row, model, hardware):
@@ -213,15 +206,15 @@ def analyse(rows, model=None, hardware=None):
             roof_problems.setdefault(problem, []).append(key)
     profiles = list(dict.fromkeys(r["profile"] for r in rows))
     levels = sorted(set(r["concurrency"] for r in rows))
-    values = {m: {p: {} for p in profiles} for m in METRICS}
+    values = {m: {p: {} for p in profiles} for m in COMPARED_METRICS}
     for row in rows:
         if row.get("error") is not None:
             continue
-        for m, (key, _label) in METRICS.items():
+        for m, (key, _label) in COMPARED_METRICS.items():
             if row.get(key) is not None:
                 values[m][row["profile"]][row["concurrency"]] = float(row[key])
     leaders, crossings, statements = {}, [], []
-    for m, (_key, label) in METRICS.items():
+    for m, (_key, label) in COMPARED_METRICS.items():
         leaders[m] = {}
         for c in levels:
             at_c = [(v[c], p) for p, v in values[m].items() if c in v]
@@ -336,7 +329,7 @@ def plot(rows, summary, path):
 
     levels = summary.get("levels") or sorted(set(r["concurrency"] for r in rows))
     fig, axes = plt.subplots(1, 2, figsize=(13, 5))
-    for ax, (m, (key, label)) in zip(axes, METRICS.items()):
+    for ax, (m, (key, label)) in zip(axes, COMPARED_METRICS.items()):
         for profile in summary["profiles"]:
             pts = sorted((r["concurrency"], r[key], r.get("accept_len")) for r in rows
                          if r["profile"] == profile and r.get("error") is None
@@ -473,8 +466,8 @@ def add_parser(sub):
     p.add_argument("--model", help="model name (default: the first one each server lists)")
     p.add_argument("--api-key", default=os.environ.get("SGLANG_API_KEY"),
                    help="API key for every target (default: $SGLANG_API_KEY; prefer the variable)")
-    p.add_argument("--out", default=str(DEFAULT_OUT), help="report directory (default %s)"
-                                                           % DEFAULT_OUT)
+    p.add_argument("--out", default=str(COMPARE_OUT), help="report directory (default %s)"
+                                                           % COMPARE_OUT)
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     _add_sizes_args(p)
     p.set_defaults(func=cmd_compare)

@@ -18,16 +18,20 @@ from __future__ import annotations
 
 import itertools
 
-LABELS = {"decode": "per-request decode", "aggregate": "aggregate"}
+# What a comparison ranks by: metric -> (row key, words used in the statements); metric_of says
+# which one a case is judged on.
+COMPARED_METRICS = {
+    "decode": ("decode_tok_s_median", "per-request decode"),
+    "aggregate": ("aggregate_tok_s", "aggregate"),
+}
 ENGINE_LABELS = {"sglang": "SGLang", "vllm": "vLLM"}
 TIE_CASE = "long_context"
 
 
 def metric_of(row):
     """("decode", key) for a C=1 case, ("aggregate", key) for a case at C>1."""
-    if int(row.get("concurrency") or 1) > 1:
-        return "aggregate", "aggregate_tok_s"
-    return "decode", "decode_tok_s_median"
+    metric = "aggregate" if int(row.get("concurrency") or 1) > 1 else "decode"
+    return metric, COMPARED_METRICS[metric][0]
 
 
 def spread_pct(row):
@@ -106,7 +110,7 @@ def case_answers(rows, current=None):
 
 
 def _case_sentence(a):
-    label = LABELS[a["metric"]]
+    label = COMPARED_METRICS[a["metric"]][1]
     s = "%s (C=%s, %s): best %s at %s tok/s" % (a["case"], a["concurrency"], label, a["best"],
                                                _f(a["value"]))
     if a["runner_up"] is not None:
@@ -190,7 +194,7 @@ def _positions(p):
 def _depth_sentence(p):
     steps = p["to_steps"] - p["from_steps"]
     s = "%s %d -> %d steps, %s (%s): %s tok/s (%s%%, spread %s%%): %s" % (
-        _label(p["engine"]), p["from_steps"], p["to_steps"], p["case"], LABELS[p["metric"]],
+        _label(p["engine"]), p["from_steps"], p["to_steps"], p["case"], COMPARED_METRICS[p["metric"]][1],
         _f(p["change_tok_s"], "+.1f"), _f(p["change_pct"], "+.1f"), _f(p["noise_pct"]),
         "pays" if p["pays"] else "does not pay")
     if p["step_cost_share"] is not None:

@@ -183,7 +183,7 @@ def plot(rows, summary, path):
                             ha="center", textcoords="offset points", xytext=(0, 3), fontsize=8)
         ax.set_xticks(range(len(got)))
         ax.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
-        ax.set_ylabel("%s tok/s" % compare_answer.LABELS[metric])
+        ax.set_ylabel("%s tok/s" % compare_answer.COMPARED_METRICS[metric][1])
         ax.set_title("%s (C=%s)" % (case, got[0].get("concurrency")))
         ax.set_ylim(0, max(r[key] for r in got) * 1.15)
         ax.grid(alpha=0.3, axis="y")

@@ -33,12 +33,17 @@ import time
 import urllib.request
 from pathlib import Path
 
+from sglang_perf.prompts import CODING_PROMPTS, long_context_prompt
+
 from bench.launch import EmulatorProcess
+from bench.paths import ROOT
 from bench.profiles import MODEL_ARGS, PROFILE_ARGS
 
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_OUT = ROOT / "out" / "crosscheck"
-CONTRACT_SCRIPT = ROOT / "bench" / "crosscheck_contract.py"
+CROSSCHECK_OUT = ROOT / "out" / "crosscheck"
+# The steps under the contract venv's Python, which has nothing of this repository installed: run
+# as a module from ROOT (run_logged's cwd), so bench.sglang_stubs imports; the tokenizer's texts
+# come in a file (tokenizer_corpus).
+CONTRACT_MODULE = "bench.crosscheck_contract"
 CONTRACT_VENV = ROOT / "scripts" / "contract-venv.sh"
 OAI_BACKENDS = ("sglang-oai-chat", "sglang-oai")
 # Nothing may be downloaded: the hub libraries fail fast instead of trying the network.
@@ -46,7 +51,7 @@ OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_
                "HF_HUB_DISABLE_TELEMETRY": "1", "TOKENIZERS_PARALLELISM": "false"}
 TAIL_LINES = 25
 
-METRICS = (
+FIGURE_COLUMNS = (
     # key, column title, format
     ("out_tok_s", "output tok/s", ".1f"),
     ("decode_tok_s", "decode tok/s median", ".1f"),
@@ -138,7 +143,7 @@ def tool_vs_tool(a, b):
     own truth than b does, (a_tool / a_truth) / (b_tool / b_truth) - 1: the tools' disagreement
     with the runs' difference taken out."""
     out = {}
-    for key, _, _ in METRICS:
+    for key, _, _ in FIGURE_COLUMNS:
         at, bt = a["tool"].get(key), b["tool"].get(key)
         ae, be = a["truth"].get(key), b["truth"].get(key)
         net = None
@@ -187,10 +192,23 @@ def contract_python(log_path):
     return m.group(1).strip()
 
 
+def contract_argv(python, *args):
+    """bench/crosscheck_contract.py with ``args`` under the contract venv's ``python`` (cwd: ROOT)."""
+    return [python, "-m", CONTRACT_MODULE] + list(args)
+
+
+def tokenizer_corpus():
+    """What the tokenizer is trained on: the repo's coding prompts and a long-context prompt of
+    about 2,000 tokens (corpus.py)."""
+    return [text for _, text in CODING_PROMPTS] + [long_context_prompt(2000, 4.0, 0, "tokenizer")]
+
+
 def make_tokenizer(python, out_dir, log_path):
     """Run bench/crosscheck_contract.py tokenizer under ``python``; its JSON summary."""
-    run_logged("tokenizer", [python, CONTRACT_SCRIPT, "tokenizer", out_dir], log_path, env=OFFLINE_ENV,
-               timeout=300)
+    corpus = Path(log_path).with_name("tokenizer-corpus.json")
+    corpus.write_text(json.dumps(tokenizer_corpus()))
+    run_logged("tokenizer", contract_argv(python, "tokenizer", out_dir, "--corpus", corpus), log_path,
+               env=OFFLINE_ENV, timeout=300)
     for line in reversed(Path(log_path).read_text().splitlines()):
         if line.startswith("{"):
             return json.loads(line)
@@ -218,17 +236,18 @@ def run_bench_serving(ctx, backend, conc, requests, tag):
     out_file = ctx["out"] / ("%s.json" % tag)
     if out_file.exists():
         out_file.unlink()  # it appends a JSON line
-    argv = [ctx["python"], CONTRACT_SCRIPT, "serving", "--", "--backend", backend,
-            "--base-url", ctx["url"], "--dataset-name", "random-ids",
-            "--random-input-len", ctx["args"].input_len,
-            "--random-output-len", ctx["args"].max_tokens, "--random-range-ratio", "1.0",
-            "--num-prompts", requests, "--max-concurrency", conc,
-            # --model is only used client-side (check_chat_template loads it); requests carry
-            # --served-model-name.
-            "--model", ctx["tokdir"], "--served-model-name", ctx["served"],
-            "--tokenizer", ctx["tokdir"], "--warmup-requests", ctx["args"].warmup,
-            "--output-file", out_file, "--output-details", "--disable-tqdm",
-            "--ready-check-timeout-sec", "10", "--seed", "42"]
+    argv = contract_argv(
+        ctx["python"], "serving", "--", "--backend", backend,
+        "--base-url", ctx["url"], "--dataset-name", "random-ids",
+        "--random-input-len", ctx["args"].input_len,
+        "--random-output-len", ctx["args"].max_tokens, "--random-range-ratio", "1.0",
+        "--num-prompts", requests, "--max-concurrency", conc,
+        # --model is only used client-side (check_chat_template loads it); requests carry
+        # --served-model-name.
+        "--model", ctx["tokdir"], "--served-model-name", ctx["served"],
+        "--tokenizer", ctx["tokdir"], "--warmup-requests", ctx["args"].warmup,
+        "--output-file", out_file, "--output-details", "--disable-tqdm",
+        "--ready-check-timeout-sec", "10", "--seed", "42")
     run_logged("sglang.benchmark.serving --backend %s (C=%d)" % (backend, conc), argv,
                ctx["out"] / ("%s.log" % tag), env=OFFLINE_ENV)
     lines = [ln for ln in out_file.read_text().splitlines() if ln.strip()] \
@@ -350,14 +369,14 @@ def row_name(row):
 
 def table(rows):
     head = ["tool backend (endpoint)", "C", "completed / truth n", "prompt tok"] + \
-        ["%s: tool / truth (diff)" % title for _, title, _ in METRICS]
+        ["%s: tool / truth (diff)" % title for _, title, _ in FIGURE_COLUMNS]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         t, e = r["tool_fig"], r["truth"]
         cells = [row_name(r), str(r["concurrency"]), "%s / %s" % (t.get("completed"), e["n"]),
                  "%s (%s-%s)" % ((_f(e.get("prompt_tokens"), ".0f"),) + tuple(e.get("prompt_tokens_range")
                                                                               or ("-", "-")))]
-        cells += [cell(t.get(k), e.get(k), spec) for k, _, spec in METRICS]
+        cells += [cell(t.get(k), e.get(k), spec) for k, _, spec in FIGURE_COLUMNS]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -386,12 +405,12 @@ def pair_rows(rows, oai_backend):
 
 def pairs_table(pairs):
     head = ["C", "SGLang's client vs ours"] + \
-        ["%s: tools / truths / net" % title for _, title, _ in METRICS]
+        ["%s: tools / truths / net" % title for _, title, _ in FIGURE_COLUMNS]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for conc, ra, rb, d in pairs:
         cells = [str(conc), "%s vs %s" % (row_name(ra), row_name(rb))]
         cells += ["%s / %s / %s" % (fmt_pct(d[k]["tool"]), fmt_pct(d[k]["truth"]), fmt_pct(d[k]["net"]))
-                  for k, _, _ in METRICS]
+                  for k, _, _ in FIGURE_COLUMNS]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -459,7 +478,7 @@ def parse_args(argv):
     p.add_argument("--warmup", type=int, default=1, help="warmup requests per run, both tools (1)")
     p.add_argument("--oai-backend", choices=OAI_BACKENDS, default="sglang-oai-chat",
                    help="bench_serving's OpenAI backend (sglang-oai-chat)")
-    p.add_argument("--out", default=str(DEFAULT_OUT), help="output directory (out/crosscheck)")
+    p.add_argument("--out", default=str(CROSSCHECK_OUT), help="output directory (out/crosscheck)")
     args = p.parse_args(argv)
     try:
         args.levels = [int(x) for x in args.concurrency.split(",") if x.strip()]

@@ -1,8 +1,11 @@
 """The cross-check's steps that run under the contract venv's Python (scripts/contract-venv.sh:
 SGLang --no-deps, CPU torch, transformers, tokenizers; the repo venv has none of them).
 
-    CONTRACT_PYTHON bench/crosscheck_contract.py tokenizer OUT_DIR [--vocab-size 2000]
-    CONTRACT_PYTHON bench/crosscheck_contract.py serving -- ARGS...
+    CONTRACT_PYTHON -m bench.crosscheck_contract tokenizer OUT_DIR --corpus FILE [--vocab-size 2000]
+    CONTRACT_PYTHON -m bench.crosscheck_contract serving -- ARGS...
+
+Run from the repository root (bench/crosscheck.py does: its cwd), which ``-m`` puts on the path
+for ``bench.sglang_stubs``; the contract venv has nothing of the repository installed.
 
 ``serving`` runs ``python -m sglang.benchmark.serving ARGS...`` (the module's own ``__main__``, via
 runpy) after stand-ins for what the --no-deps install lacks and the benchmark never uses on this
@@ -15,9 +18,9 @@ by ``sglang/benchmark/datasets/mmmu.py`` for the MMMU dataset only) is a module 
 ``load_dataset`` raises. Everything the measurement runs - request functions, dataset sampling,
 metrics - is SGLang's unmodified code.
 
-``tokenizer`` makes a small Hugging Face tokenizer directory without any download. It imports
-nothing from the repo but the stdlib-only prompt set (plugins/module_utils/sglang_perf/prompts.py)
-and trains a byte-level BPE on those coding prompts
+``tokenizer`` makes a small Hugging Face tokenizer directory without any download. It trains a
+byte-level BPE on the texts of FILE (a JSON list: the repo's coding prompts and a long-context
+prompt, which bench/crosscheck.py writes from the engine's prompt set, sglang_perf.prompts)
 and writes OUT_DIR/tokenizer.json, tokenizer_config.json (with a ChatML chat template, so
 ``sglang.benchmark.serving``'s check_chat_template() is satisfied) and config.json carrying the
 architecture the emulator reads from ``--model-path`` (Qwen3_5ForConditionalGeneration, as the
@@ -35,12 +38,6 @@ import sys
 from importlib.metadata import version
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
-sys.path.insert(0, str(ROOT))  # bench.sglang_stubs
-
-from sglang_perf.prompts import CODING_PROMPTS, long_context_prompt  # noqa: E402  (stdlib only)
-
 ARCHITECTURE = "Qwen3_5ForConditionalGeneration"
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CHAT_TEMPLATE = (
@@ -49,14 +46,7 @@ CHAT_TEMPLATE = (
 )
 
 
-def corpus():
-    """The repo's coding prompts and a long-context prompt of about 2,000 tokens (corpus.py)."""
-    texts = [text for _, text in CODING_PROMPTS]
-    texts.append(long_context_prompt(2000, 4.0, 0, "tokenizer"))
-    return texts
-
-
-def make(out_dir, vocab_size=2000):
+def make(out_dir, texts, vocab_size=2000):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
@@ -68,7 +58,7 @@ def make(out_dir, vocab_size=2000):
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                   show_progress=False)
-    tok.train_from_iterator(corpus(), trainer=trainer)
+    tok.train_from_iterator(texts, trainer=trainer)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>",
                                    pad_token="<|endoftext|>")
     fast.chat_template = CHAT_TEMPLATE
@@ -83,7 +73,7 @@ def make(out_dir, vocab_size=2000):
     cfg_path.write_text(json.dumps(cfg, indent=2) + "\n")
 
     loaded = AutoTokenizer.from_pretrained(str(out), trust_remote_code=True)
-    sample = corpus()[0]
+    sample = texts[0]
     ids = loaded.encode(sample, add_special_tokens=False)
     return {"dir": str(out), "sglang_version": version("sglang"), "class": type(loaded).__name__,
             "vocab_size": loaded.vocab_size, "len": len(loaded), "sample_tokens": len(ids),
@@ -155,10 +145,11 @@ def main(argv=None):
     sub = p.add_subparsers(dest="command", required=True)
     t = sub.add_parser("tokenizer", help="make the tokenizer directory")
     t.add_argument("out_dir")
+    t.add_argument("--corpus", required=True, help="a JSON list of the texts to train on")
     t.add_argument("--vocab-size", type=int, default=2000)
     sub.add_parser("serving", help="python -m sglang.benchmark.serving ARGS (after the stubs)")
     args = p.parse_args(argv)
-    print(json.dumps(make(args.out_dir, args.vocab_size)))
+    print(json.dumps(make(args.out_dir, json.loads(Path(args.corpus).read_text()), args.vocab_size)))
     return 0
 
 

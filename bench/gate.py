@@ -18,16 +18,13 @@ import os
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT / "plugins" / "module_utils") not in sys.path:
-    sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
+from sglang_perf import history, plan
+from sglang_perf.client import ConfigError, MeasureError
 
-from sglang_perf import history, plan  # noqa: E402  (needs the path above)
-from sglang_perf.client import ConfigError, MeasureError  # noqa: E402
+from bench.cli import EXIT_FAILED, EXIT_PASSED, EXIT_UNMEASURED
+from bench.paths import ROOT, SGLANG_DEFAULTS
 
-EXIT_PASSED, EXIT_FAILED, EXIT_UNMEASURED = 0, 1, 2
-ROLE_DEFAULTS = (ROOT / "roles" / "sglang" / "defaults" / "main.yml",
-                 ROOT / "roles" / "sglang_gate" / "defaults" / "main.yml")
+ROLE_DEFAULTS = (SGLANG_DEFAULTS, ROOT / "roles" / "sglang_gate" / "defaults" / "main.yml")
 DEFAULT_VARS = (ROOT / "inventories" / "production" / "group_vars" / "sglang_servers",)
 # the variables the plan needs, read literally (a templated value cannot be evaluated here)
 NEEDED = ("sglang_gate_plan", "sglang_gate_thresholds", "sglang_gate_calibrated", "sglang_gate_api",

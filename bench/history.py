@@ -27,17 +27,14 @@ import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT / "plugins" / "module_utils") not in sys.path:
-    sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
+from sglang_perf import history as shared
+from sglang_perf import plan
 
-from sglang_perf import history as shared  # noqa: E402  (needs the path above)
-from sglang_perf import plan  # noqa: E402
-
-from bench import report  # noqa: E402
+from bench import report
+from bench.cli import EXIT_BAD_INPUT, EXIT_OK
+from bench.paths import ROOT
 
 DEFAULT_DIR = ROOT / "history"
-EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
 
 class HistoryError(Exception):

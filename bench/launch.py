@@ -8,9 +8,8 @@ import subprocess
 import sys
 import time
 import urllib.request
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench.paths import ROOT
 
 
 def free_port():

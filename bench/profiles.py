@@ -12,10 +12,8 @@ from pathlib import Path
 
 import yaml
 
+from bench.paths import SGLANG_DEFAULTS
 from plugins.filter.sglang_profile import profile_engine, sglang_argv
-
-ROOT = Path(__file__).resolve().parent.parent
-ROLE_DEFAULTS = ROOT / "roles" / "sglang" / "defaults" / "main.yml"
 
 MODEL_ARGS = ["--model-path", "/models/Qwen3.6-27B", "--served-model-name", "Qwen3.6-27B",
               "--tp-size", "2", "--trust-remote-code"]
@@ -25,7 +23,7 @@ HAND_LAUNCH_ARGS = ["--speculative-algorithm", "NEXTN", "--speculative-num-steps
                     "--mamba-radix-cache-strategy", "extra_buffer"]
 
 
-def role_profiles(path=ROLE_DEFAULTS):
+def role_profiles(path=SGLANG_DEFAULTS):
     """{name: argv} of every SGLang profile in the role defaults, for the role's SGLang version."""
     defaults = yaml.safe_load(Path(path).read_text())
     version = defaults["sglang_version"]

@@ -8,15 +8,10 @@ The engine calls the object per finished request (``progress(rec)``) and, when i
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from tqdm import tqdm
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT / "plugins" / "module_utils") not in sys.path:
-    sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
-
-from sglang_perf import engine  # noqa: E402  (needs the path above)
+from sglang_perf import engine
 
 
 def _fmt(value, spec=".1f"):

@@ -30,20 +30,20 @@ from pathlib import Path
 from bench import compare
 from sglang_perf import history as shared
 from sglang_perf import plan
+from sglang_perf.decision import VERDICTS
 
-VERDICTS = ("pass", "fail", "inconclusive")
 # verdict -> (colour, marker, legend label); "unknown": a record that names no verdict
 STYLE = {"pass": ("#1a9850", "circle", "pass"), "fail": ("#d73027", "cross", "fail"),
          "inconclusive": ("#e08a00", "diamond", "inconclusive"),
          "unknown": ("#7f7f7f", "square", "not judged")}
 PROFILE_COLOUR, RELEASE_COLOUR = "#6a3d9a", "#1f78b4"
 # figure -> (chart title, unit, threshold key, number format)
-METRICS = {
+CHART_FIGURES = {
     "decode_tok_s": ("decode tok/s (per-request median)", "tok/s", "min_tok_s", ".1f"),
     "accept_len": ("accept length", "", "min_accept_len", ".2f"),
     "aggregate_tok_s": ("aggregate tok/s", "tok/s", "min_aggregate_tok_s", ".1f"),
 }
-HEADLINE = "headline"  # the case name of records from before the gate plan when no record names one
+HEADLINE_CASE = "headline"  # the case name of records from before the gate plan when no record names one
 NO_COMPARISON = "no comparison yet: playbooks/compare.yml writes one"
 
 
@@ -99,7 +99,7 @@ def case_names(runs):
         for c in r["cases"]:
             if isinstance(c.get("case"), str) and c["case"] not in names:
                 names.append(c["case"])
-    return (names, names[0]) if names else ([HEADLINE], HEADLINE)
+    return (names, names[0]) if names else ([HEADLINE_CASE], HEADLINE_CASE)
 
 
 def _interval(intervals, key, value):
@@ -127,7 +127,7 @@ def figures(run, name, headline):
     thresholds = _dict(src.get("thresholds")) or _dict(raw.get("thresholds"))
     out = {"verdict": case_verdict(src), "level": _num(intervals.get("level")),
            "description": src.get("description"), "concurrency": src.get("concurrency")}
-    for key, (_title, _unit, threshold, _spec) in METRICS.items():
+    for key, (_title, _unit, threshold, _spec) in CHART_FIGURES.items():
         value = _num(shared.median_of(src)) if key == "decode_tok_s" else _num(src.get(key))
         out[key] = dict(_interval(intervals, key, value), threshold=_num(thresholds.get(threshold)))
     out["ttft_s"] = _interval(intervals, "ttft_s", _num(_dict(src.get("ttft_s")).get("p50")))
@@ -135,7 +135,7 @@ def figures(run, name, headline):
     out["share_pct"], out["ceiling_tok_s"] = _num(roof.get("share_pct")), _num(roof.get("ceiling_tok_s"))
     pos = src.get("accept_by_position")
     out["positions"] = [_num(p) for p in pos] if isinstance(pos, list) and pos else None
-    out["unmeasured"] = all(out[k]["value"] is None for k in METRICS)
+    out["unmeasured"] = all(out[k]["value"] is None for k in CHART_FIGURES)
     return out
 
 
@@ -554,7 +554,7 @@ def case_section(runs, name, headline):
         run = runs[latest_i]
         parts = ["latest (#%d, %s UTC): %s" % (run["index"], esc(_time(run["time"])),
                                                 _badge(latest["verdict"]))]
-        for key, (title, unit, _thr, spec) in METRICS.items():
+        for key, (title, unit, _thr, spec) in CHART_FIGURES.items():
             f = latest[key]
             if f["value"] is None:
                 continue
@@ -574,7 +574,7 @@ def case_section(runs, name, headline):
            for f in figs):
         metrics.append("aggregate_tok_s")
     for key in metrics:
-        title, unit, _thr, spec = METRICS[key]
+        title, unit, _thr, spec = CHART_FIGURES[key]
         points = [None if f is None else dict(f[key], verdict=f["verdict"], level=f["level"],
                                               unmeasured=f["unmeasured"], tip=_tip(r, f, key, spec, unit))
                   for r, f in zip(runs, figs)]

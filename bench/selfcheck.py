@@ -22,8 +22,6 @@ from bench.launch import EmulatorProcess
 from sglang_perf import engine
 from sglang_perf.stats import percentile
 
-ROOT = Path(__file__).resolve().parent.parent
-
 
 def emulator_args():
     """The 3-step profile with room for 256 running requests (argparse: the last value wins).

@@ -16,7 +16,6 @@ else in those blocks is refused with the file and line named, the rest of the fi
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 try:
@@ -24,14 +23,12 @@ try:
 except ImportError:  # stdlib-only Python: load_file raises NoYAML
     yaml = None
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT / "plugins" / "module_utils") not in sys.path:
-    sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
+from sglang_perf.capacity import HARDWARE_KEYS, MODEL_KEYS
 
-from sglang_perf.capacity import HARDWARE_KEYS, MODEL_KEYS  # noqa: E402  (needs the path above)
+from bench.paths import ROOT, SGLANG_DEFAULTS
 
 DEFAULT_SIZE_FILES = [
-    ROOT / "roles" / "sglang" / "defaults" / "main.yml",
+    SGLANG_DEFAULTS,
     ROOT / "inventories" / "production" / "group_vars" / "sglang_servers" / "main.yml",
 ]
 

@@ -13,16 +13,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT / "plugins" / "module_utils") not in sys.path:
-    sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
+from sglang_perf import engine
 
-from sglang_perf import engine  # noqa: E402  (needs the path above)
-
-from bench.emulator.cli import offline_scheduler  # noqa: E402
-from bench.profiles import MODEL_ARGS, PROFILE_ARGS  # noqa: E402
+from bench.emulator.cli import offline_scheduler
+from bench.profiles import MODEL_ARGS, PROFILE_ARGS
 
 URL = "http://127.0.0.1:1"
 CASE = {"requests": 6, "max_requests": 48, "max_tokens": 192}

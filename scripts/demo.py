@@ -22,12 +22,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from sglang_perf import plan
+
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 HOST = "ct-local"
-sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
-
-from sglang_perf import plan  # noqa: E402  (needs the path above)
 
 
 def run(title, cmd, expect):

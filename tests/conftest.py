@@ -1,27 +1,40 @@
-"""Shared fixtures: real emulator processes on loopback, the repo's paths on sys.path; the test
-tiers (markers in pyproject.toml) and the --no-skips guard `make test` runs with."""
+"""Shared fixtures: real emulator processes on loopback; the engine under ansible.module_utils; the
+test tiers (markers in pyproject.toml) and the --no-skips guard `make test` runs with.
+
+How the tests import the repository (no test changes sys.path or loads a file by its path):
+  - the engine as ``sglang_perf`` (the venv's editable install of pyproject.toml, make venv);
+  - every other file by its path from the root as a package name: ``bench.compare``,
+    ``plugins.filter.sglang_profile``, ``plugins.modules.sglang_bench``, ``plugins.callback.
+    sglang_rollout``, ``scripts.lock_release``, ``roles.sglang_gate.files.writable_dirs`` (the root
+    is on sys.path by pytest's ``pythonpath`` option in pyproject.toml; plugins/, scripts/ and
+    roles/ are namespace packages);
+  - the modules' own ``from ansible.module_utils.sglang_perf import ...``: below, once.
+"""
 from __future__ import annotations
 
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import urllib.request
 from pathlib import Path
 
+import ansible.module_utils
 import pytest
+
+from bench.launch import EmulatorProcess, free_port  # noqa: F401  (re-exported)
+from bench.profiles import MODEL_ARGS, PROFILE_ARGS  # noqa: F401  (re-exported)
 
 ROOT = Path(__file__).resolve().parent.parent
 MODULE_UTILS = ROOT / "plugins" / "module_utils"
 # -e for runs with the production inventory: its vault file's variables (a test key)
 PRODUCTION_VAULT = "@" + str(ROOT / "tests" / "vars" / "production_vault.yml")
-for p in (str(ROOT), str(MODULE_UTILS)):
-    if p not in sys.path:
-        sys.path.insert(0, p)
 
-from bench.launch import EmulatorProcess, free_port  # noqa: E402,F401  (re-exported)
-from bench.profiles import MODEL_ARGS, PROFILE_ARGS  # noqa: E402,F401  (re-exported)
+# What ansible.cfg's `module_utils = plugins/module_utils` does for a module that AnsiballZ ships
+# to a host: the engine importable as ansible.module_utils.sglang_perf, so the tests import the
+# module files as they are (plugins.modules.sglang_bench and the rest).
+if str(MODULE_UTILS) not in ansible.module_utils.__path__:
+    ansible.module_utils.__path__.append(str(MODULE_UTILS))
 
 
 def pytest_addoption(parser):

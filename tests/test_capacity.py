@@ -2,13 +2,11 @@
 filter) against figures computed by hand, the team's original measured figures, and the refusals."""
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 import yaml
 
 from conftest import ROOT
-
+from plugins.filter import sglang_capacity as filt
 from sglang_perf import capacity
 
 DEFAULTS = yaml.safe_load((ROOT / "roles/sglang/defaults/main.yml").read_text())
@@ -17,11 +15,6 @@ PROFILES = DEFAULTS["sglang_profiles"]
 A6000x2 = yaml.safe_load((ROOT / "inventories/production/group_vars/sglang_servers/main.yml")
                          .read_text())["sglang_hardware"]
 GIB = 2 ** 30
-
-_spec = importlib.util.spec_from_file_location("sglang_capacity_filter",
-                                               ROOT / "plugins/filter/sglang_capacity.py")
-filt = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(filt)
 
 
 def test_the_inventories_carry_the_a6000_and_qwen_figures():

@@ -13,20 +13,16 @@ import json
 import os
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
+from bench.emulator.args import build_parser, merge_config
+from bench.profiles import MODEL_ARGS, PROFILE_ARGS
 from conftest import ROOT
 from hostutil import play
-
-sys.path.insert(0, str(ROOT / "plugins" / "filter"))
-import sglang_profile as flt  # noqa: E402
-
-from bench.emulator.args import build_parser, merge_config  # noqa: E402
-from bench.profiles import MODEL_ARGS, PROFILE_ARGS  # noqa: E402
+from plugins.filter import sglang_profile as flt
 
 pytestmark = pytest.mark.contract
 

@@ -6,15 +6,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 
 from conftest import ROOT
+from plugins.filter import sglang_profile as flt
 from test_contract import DEFAULTS, PROFILES, VERSION, contract  # noqa: F401  (the fixture)
-
-sys.path.insert(0, str(ROOT / "plugins" / "filter"))
-import sglang_profile as flt  # noqa: E402
 
 pytestmark = pytest.mark.contract
 

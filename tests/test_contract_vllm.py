@@ -14,18 +14,14 @@ import io
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 import yaml
 
+from bench.emulator.vllm import args as emu
 from conftest import ROOT
+from plugins.filter import sglang_profile as flt
 from test_contract import KEY, exec_argv, render_units, with_secrets_file
-
-sys.path.insert(0, str(ROOT / "plugins" / "filter"))
-import sglang_profile as flt  # noqa: E402
-
-from bench.emulator.vllm import args as emu  # noqa: E402
 
 pytestmark = pytest.mark.contract
 

@@ -7,14 +7,12 @@ from __future__ import annotations
 import ast
 import collections
 import re
-import sys
 import zlib
 from pathlib import Path, PurePosixPath
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
+from sglang_perf import corpus
 
-from sglang_perf import corpus  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 SOURCE = ROOT / "plugins" / "module_utils" / "sglang_perf" / "corpus.py"
 DOCS = corpus.DOCUMENTS

@@ -57,8 +57,9 @@ def contract_python():
 
 @pytest.mark.contract
 def test_tokenizer_maker_output_loads_like_bench_serving_loads_it(contract_python, tmp_path):
-    tokdir = tmp_path / "tok"
-    p = subprocess.run([contract_python, str(cc.CONTRACT_SCRIPT), "tokenizer", str(tokdir)],
+    tokdir, corpus = tmp_path / "tok", tmp_path / "corpus.json"
+    corpus.write_text(json.dumps(cc.tokenizer_corpus()))
+    p = subprocess.run(cc.contract_argv(contract_python, "tokenizer", str(tokdir), "--corpus", str(corpus)),
                        capture_output=True, text=True, env=OFFLINE, timeout=120, cwd=str(ROOT))
     assert p.returncode == 0, p.stderr[-3000:]
     summary = json.loads(p.stdout.strip().splitlines()[-1])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import urllib.request
 
 import pytest
@@ -12,25 +11,15 @@ import yaml
 
 from bench.profiles import HAND_LAUNCH_ARGS
 from conftest import ROOT
+from plugins.filter import sglang_profile as f
 from test_module import FAST, SMALL, call, patched  # noqa: F401  (patched: autouse fixture)
-
-sys.path.insert(0, str(ROOT / "plugins" / "filter"))
-import sglang_profile as f  # noqa: E402
-
-from sglang_perf import history  # noqa: E402
+from sglang_perf import history
 
 DEFAULTS = yaml.safe_load((ROOT / "roles/sglang/defaults/main.yml").read_text())
 PROFILES = DEFAULTS["sglang_profiles"]
 HARDWARE = {"gpu_count": 2, "gpu_bandwidth_gbs": 768, "gpu_memory_gib": 48}
-<<<<<<< HEAD
-# The original hand launch, as typed (no memory settings, no parsers).
-HAND_1STEP = ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "1",
-              "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "2",
-              "--mamba-radix-cache-strategy", "extra_buffer"]
-=======
 # The original hand launch, as it was typed (no memory settings, no parsers).
 HAND_1STEP = HAND_LAUNCH_ARGS
->>>>>>> i17-me
 
 
 def server_info(emu):

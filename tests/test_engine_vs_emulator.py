@@ -116,15 +116,13 @@ def test_queueing_beyond_max_running_requests_shows_in_ttft(emulator):
 def vllm_emulator():
     """Factory: a vLLM emulator (python -m bench.emulator.vllm serve ...) of a defaults profile,
     with the argv the role renders."""
-    import sys
     import tempfile
 
     import yaml
 
     from bench.launch import EmulatorProcess
     from conftest import ROOT
-    sys.path.insert(0, str(ROOT / "plugins" / "filter"))
-    import sglang_profile as flt
+    from plugins.filter import sglang_profile as flt
 
     defaults = yaml.safe_load((ROOT / "roles/sglang/defaults/main.yml").read_text())
     started = []

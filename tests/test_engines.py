@@ -4,15 +4,12 @@ against vLLM 0.33's own parser (tests/test_contract_vllm.py)."""
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
 import yaml
 
 from conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "plugins" / "filter"))
-import sglang_profile as flt  # noqa: E402
+from plugins.filter import sglang_profile as flt
 
 DEFAULTS = yaml.safe_load((ROOT / "roles/sglang/defaults/main.yml").read_text())
 PROFILES = DEFAULTS["sglang_profiles"]

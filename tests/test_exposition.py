@@ -5,7 +5,6 @@ in-process against temporary directories; the preflight's refusals of the path."
 from __future__ import annotations
 
 import datetime
-import importlib.util
 import json
 import math
 import os
@@ -18,28 +17,14 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-import ansible.module_utils
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
-from conftest import MODULE_UTILS, ROOT
+from conftest import ROOT
+from plugins.filter import sglang_gate as gate_filter
+from plugins.modules import sglang_gate_decide as decide_module
 from sglang_perf import decision, exposition, history, plan
 from sglang_perf.stats import latency_summary, summarize
-
-# What ansible.cfg's module_utils path does for AnsiballZ: our package under ansible.module_utils.
-if str(MODULE_UTILS) not in ansible.module_utils.__path__:
-    ansible.module_utils.__path__.append(str(MODULE_UTILS))
-
-
-def _load(name, path):
-    spec = importlib.util.spec_from_file_location(name, ROOT / path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-decide_module = _load("sglang_gate_decide_module", "plugins/modules/sglang_gate_decide.py")
-gate_filter = _load("sglang_gate_filter", "plugins/filter/sglang_gate.py")
 
 COMMON = ("profile", "release", "engine")
 CONTEXT = {"host": "ct129", "profile": "nextn_3step", "sglang_version": "0.5.23", "engine": "sglang",

@@ -2,16 +2,11 @@
 from __future__ import annotations
 
 import copy
-import importlib.util
 
 import pytest
 
-from conftest import ROOT
-
-_spec = importlib.util.spec_from_file_location("sglang_profile_filter",
-                                               ROOT / "plugins" / "filter" / "sglang_profile.py")
-f = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(f)
+from plugins.filter import sglang_profile as f
+from plugins.filter.systemd_exec_args import systemd_exec_args
 
 GOOD = {
     "nextn_3step": {"speculative_algorithm": "NEXTN", "speculative_num_steps": 3,
@@ -119,9 +114,9 @@ def test_each_rule_names_the_variable(profiles, name, kw, words):
 
 
 def test_systemd_exec_args_quotes_only_what_needs_it():
-    assert f.systemd_exec_args(["/v/bin/python", "-m", "sglang.launch_server", "--port", "30000"]) \
+    assert systemd_exec_args(["/v/bin/python", "-m", "sglang.launch_server", "--port", "30000"]) \
         == "/v/bin/python -m sglang.launch_server --port 30000"
-    assert f.systemd_exec_args(["--served-model-name", "my model", "100%", "$HOME"]) == \
+    assert systemd_exec_args(["--served-model-name", "my model", "100%", "$HOME"]) == \
         '--served-model-name "my model" "100%%" "$$HOME"'
 
 

@@ -12,12 +12,9 @@ import pytest
 from ansible.utils.helpers import pct_to_int
 
 from conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "plugins" / "filter"))
-sys.path.insert(0, str(ROOT / "plugins" / "callback"))
-import sglang_fleet as fleet  # noqa: E402
-import sglang_profile as prof  # noqa: E402
-import sglang_rollout as cb  # noqa: E402
+from plugins.callback import sglang_rollout as cb
+from plugins.filter import sglang_fleet as fleet
+from plugins.filter import sglang_profile as prof
 
 GROUPS = {"all": ["a", "b", "c", "solo"], "pair": ["b", "a"], "trio": ["a", "b", "c"], "one": ["solo"]}
 

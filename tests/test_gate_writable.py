@@ -2,16 +2,9 @@
 the host by the role's validate.yml): each reason, on this machine's own file systems."""
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
-from conftest import ROOT
-
-_spec = importlib.util.spec_from_file_location("writable_dirs",
-                                               ROOT / "roles" / "sglang_gate" / "files" / "writable_dirs.py")
-w = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(w)
+from roles.sglang_gate.files import writable_dirs as w
 
 
 def test_the_state_dir_the_role_creates_and_existing_directories_pass(tmp_path):

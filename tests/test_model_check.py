@@ -3,7 +3,6 @@ complete, truncated, missing, mismapped, single-file, cache snapshots with symli
 commit, paths the service cannot see or read; and the stand-in hub's answers."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import pwd
@@ -21,17 +20,9 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
+from plugins.modules import sglang_model_check as mc
+from scripts import stand_in_hub as hub
 
-
-def load(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-mc = load("sglang_model_check", ROOT / "plugins" / "modules" / "sglang_model_check.py")
-hub = load("stand_in_hub", ROOT / "scripts" / "stand_in_hub.py")
 SHARD1, SHARD2 = "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"
 SHA = "0123456789abcdef0123456789abcdef01234567"
 

@@ -6,22 +6,11 @@ import json
 
 import pytest
 
-import ansible.module_utils
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
-from conftest import MODULE_UTILS, ROOT, free_port
-
-# What ansible.cfg's module_utils path does for AnsiballZ: our package under ansible.module_utils.
-if str(MODULE_UTILS) not in ansible.module_utils.__path__:
-    ansible.module_utils.__path__.append(str(MODULE_UTILS))
-
-import importlib.util  # noqa: E402
-
-_spec = importlib.util.spec_from_file_location("sglang_bench_module",
-                                               ROOT / "plugins" / "modules" / "sglang_bench.py")
-sglang_bench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(sglang_bench)
+from conftest import free_port
+from plugins.modules import sglang_bench
 
 
 class Exit(Exception):

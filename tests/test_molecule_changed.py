@@ -10,9 +10,7 @@ import pytest
 import yaml
 
 from conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "scripts"))
-import molecule_changed as mc  # noqa: E402
+from scripts import molecule_changed as mc
 
 SCENARIOS, NOT_EXERCISED = mc.load(scenario_dirs=mc.scenario_dirs())
 TRACKED = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=str(ROOT),

@@ -2,16 +2,9 @@
 version, leave / install / userspace / fail and the reboot step, each failure naming what to change."""
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
-from conftest import ROOT
-
-_spec = importlib.util.spec_from_file_location("nvidia_driver_filter",
-                                               ROOT / "plugins" / "filter" / "nvidia_driver.py")
-f = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(f)
+from plugins.filter import nvidia_driver as f
 
 MIN = "580.65.06"
 METAL = {"kind": "metal", "virt": "none", "detected": True}

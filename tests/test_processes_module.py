@@ -58,10 +58,7 @@ def test_nothing_found_on_a_free_port():
 
 
 def test_nvidia_smi_filter_parses_what_an_a6000_host_prints():
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("f", ROOT / "plugins" / "filter" / "nvidia_smi.py")
-    f = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(f)
+    from plugins.filter import nvidia_smi as f
     lines = ["0, NVIDIA RTX A6000, 49140, 580.95.05", "1, NVIDIA RTX A6000, 49140, 580.95.05", ""]
     assert f.nvidia_smi_gpus(lines) == [
         {"index": 0, "name": "NVIDIA RTX A6000", "memory_mib": 49140, "driver": "580.95.05"},
@@ -69,10 +66,7 @@ def test_nvidia_smi_filter_parses_what_an_a6000_host_prints():
 
 
 def test_redact_api_keys_masks_what_sglang_logs():
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("r", ROOT / "plugins" / "filter" / "redact.py")
-    r = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(r)
+    from plugins.filter import redact as r
     lines = ["server_args=ServerArgs(port=1, api_key='k-123456789', x=2)",
              "server_args={'api_key': 'k-123456789', 'port': 1}", "argv: --api-key k-123456789 --port 1"]
     out = r.redact_api_keys(lines)

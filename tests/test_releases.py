@@ -2,19 +2,12 @@
 and the lock files the role installs releases with (scripts/lock_release.py)."""
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 import yaml
 
 from conftest import ROOT
-
-spec = importlib.util.spec_from_file_location("sglang_releases", ROOT / "plugins/modules/sglang_releases.py")
-releases = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(releases)
-spec = importlib.util.spec_from_file_location("lock_release", ROOT / "scripts/lock_release.py")
-lock_release = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(lock_release)
+from plugins.modules import sglang_releases as releases
+from scripts import lock_release
 
 
 @pytest.mark.parametrize("entries, keep, protect, kept, removed", [

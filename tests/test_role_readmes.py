@@ -11,9 +11,7 @@ import pytest
 import yaml
 
 from conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "scripts"))
-import role_readme_vars as gen  # noqa: E402
+from scripts import role_readme_vars as gen
 
 ROLES = sorted(p.parent.parent.name for p in (ROOT / "roles").glob("*/meta/argument_specs.yml"))
 SECTIONS = ["What it does", "Requirements", "Role variables", "Dependencies", "Example playbook",

@@ -5,7 +5,6 @@ adopted unit as the first last-known-good (the module through `ansible localhost
 takeover on systemd: Molecule `brownfield`."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shlex
@@ -17,15 +16,9 @@ import pytest
 import yaml
 
 from conftest import ROOT
+from plugins.filter import sglang_profile as flt
+from plugins.modules import sglang_units as units
 from sglang_perf.launchers import engine_of
-
-sys.path.insert(0, str(ROOT / "plugins" / "filter"))
-import sglang_profile as flt  # noqa: E402
-
-spec = importlib.util.spec_from_file_location("sglang_units", ROOT / "plugins/modules/sglang_units.py")
-units = importlib.util.module_from_spec(spec)
-sys.modules.setdefault("ansible.module_utils.sglang_perf.launchers", sys.modules["sglang_perf.launchers"])
-spec.loader.exec_module(units)
 
 BIN = Path(sys.executable).parent
 PROFILES = yaml.safe_load((ROOT / "roles/sglang/defaults/main.yml").read_text())["sglang_profiles"]

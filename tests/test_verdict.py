@@ -3,18 +3,12 @@ three-way judgement of each threshold, and its error rates against the emulator'
 per-request jitter (acceptance drawn per verify step, GPU clock jitter on step time)."""
 import math
 import random
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
-
-from sglang_perf import engine, stats  # noqa: E402
-
-from bench.verdict_rates import CASE, URL, judge, rates  # noqa: E402
-from bench.verdict_rates import record as _rec  # noqa: E402
+from bench.verdict_rates import CASE, URL, judge, rates
+from bench.verdict_rates import record as _rec
+from sglang_perf import engine, stats
 
 
 

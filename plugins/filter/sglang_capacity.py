@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
-"""Filters over plugins/module_utils/sglang_perf/capacity.py (the one copy of the arithmetic):
-the per-GPU memory budget of a launch profile and the decode bandwidth roofline."""
+"""Filters over sglang_perf.capacity (plugins/module_utils/sglang_perf/capacity.py, the one copy of
+the arithmetic): the per-GPU memory budget of a launch profile, and the gate cases its decode
+bandwidth roofline rules out."""
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -10,33 +11,17 @@ description:
   - C(sglang_memory_budget) estimates what a profile asks each GPU to hold (weights, MTP weights,
     mamba state, KV cache) against GPU memory x mem fraction; the result's C(fits), C(problems)
     and C(lines) show the arithmetic.
-  - C(sglang_roofline) is the single-stream decode ceiling GPUs x bandwidth / bytes per verify
-    cycle x accept length, and the measured share of it.
-  - C(sglang_gate_reach_errors) refuses gate cases whose C(min_tok_s) is above that ceiling at the
-    profile's best accept length.
+  - C(sglang_gate_reach_errors) refuses gate cases whose C(min_tok_s) is above the profile's
+    single-stream decode roofline (GPUs x bandwidth / bytes per verify cycle x accept length) at
+    its best accept length.
 """
 
-import importlib.util
-import os
+from sglang_perf import capacity
 
 try:
     from ansible.errors import AnsibleFilterError
 except ImportError:  # used without Ansible (tests)
     AnsibleFilterError = ValueError
-
-
-def _capacity():
-    # Filters run on the controller, where module_utils is not importable as a package: load the
-    # file itself (the module ships the same file to hosts).
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "module_utils",
-                        "sglang_perf", "capacity.py")
-    spec = importlib.util.spec_from_file_location("sglang_perf_capacity", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-capacity = _capacity()
 
 
 def sglang_memory_budget(profile, model, hardware, full_context_requests=1, default_fraction=0.88):
@@ -59,13 +44,6 @@ def sglang_memory_budget(profile, model, hardware, full_context_requests=1, defa
         raise AnsibleFilterError("sglang_memory_budget: %s" % e)
 
 
-def sglang_roofline(model, hardware, spec_steps=0, accept_len=None, measured_tok_s=None):
-    try:
-        return capacity.roofline(model, hardware, spec_steps, accept_len, measured_tok_s)
-    except capacity.CapacityError as e:
-        raise AnsibleFilterError("sglang_roofline: %s" % e)
-
-
 def sglang_gate_reach_errors(cases, profile, profile_name, model, hardware):
     """The gate plan's cases (sglang_gate_plan_cases) whose min_tok_s is above the profile's
     decode roofline at its best accept length (steps + 1; 1 without speculation): no run of
@@ -73,7 +51,10 @@ def sglang_gate_reach_errors(cases, profile, profile_name, model, hardware):
     if not isinstance(profile, dict):
         raise AnsibleFilterError("sglang_gate_reach_errors: the profile must be a dict, got %r" % (profile,))
     steps = profile.get("speculative_num_steps") if profile.get("speculative_algorithm") else 0
-    r = sglang_roofline(model, hardware, steps or 0)
+    try:
+        r = capacity.roofline(model, hardware, steps or 0)
+    except capacity.CapacityError as e:
+        raise AnsibleFilterError("sglang_gate_reach_errors: %s" % e)
     errors = []
     for case in cases:
         need = case["thresholds"].get("min_tok_s")
@@ -89,5 +70,5 @@ def sglang_gate_reach_errors(cases, profile, profile_name, model, hardware):
 
 class FilterModule(object):
     def filters(self):
-        return {"sglang_memory_budget": sglang_memory_budget, "sglang_roofline": sglang_roofline,
+        return {"sglang_memory_budget": sglang_memory_budget,
                 "sglang_gate_reach_errors": sglang_gate_reach_errors}

@@ -18,6 +18,8 @@ description:
   - C(sglang_rollout_serial) returns the play's serial list from a canary size and a batch size.
   - C(sglang_rollout_batches) splits hosts into the batches Ansible's serial makes.
   - C(sglang_rollout_errors) returns the problems of the rollout settings.
+  - C(sglang_split_deployments) names the multi-node deployments whose hosts fall into more than
+    one batch.
 """
 
 import re

@@ -22,22 +22,13 @@ description:
     proposed at a margin below what several plan runs measured.
 """
 
-import os
-import sys
+from sglang_perf import exposition, plan
+from sglang_perf.client import ConfigError
 
 try:
     from ansible.errors import AnsibleFilterError
 except ImportError:  # used without Ansible (tests)
     AnsibleFilterError = ValueError
-
-# Filters run on the controller, where module_utils is not importable as Ansible's package: import
-# the package from its directory (the module ships the same files to hosts).
-_UTILS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "module_utils")
-if os.path.realpath(_UTILS) not in [os.path.realpath(p) for p in sys.path]:
-    sys.path.insert(0, os.path.realpath(_UTILS))
-
-from sglang_perf import exposition, plan  # noqa: E402  (needs the path above)
-from sglang_perf.client import ConfigError  # noqa: E402
 
 
 def _level(confidence):

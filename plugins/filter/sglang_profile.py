@@ -1,13 +1,17 @@
 # -*- coding: utf-8 -*-
 """Filters: a launch profile -> validated argv for the installed engine (SGLang or vLLM) and version.
 
-The unit template stays dumb: it joins what ``sglang_argv`` returns. Flag names per engine and
-version live in tables (FLAGS for SGLang, VLLM_FLAGS for vLLM; ENGINES ties them together)
-instead of version ``if`` branches in templates; ``sglang_profile_errors`` refuses inconsistent
-profiles before any host changes, naming the variable and the rule (SGLang itself raises a bare
-AssertionError or TypeError for several of these, at start-up, minutes into a model load). The
-profile schema is the engines' common one; a setting with no counterpart in the chosen engine is
-refused by name (NO_COUNTERPART says why).
+The unit template stays dumb: it joins what ``sglang_argv`` returns (with systemd_exec_args.py).
+Flag names per engine and version live in tables (FLAGS for SGLang, VLLM_FLAGS for vLLM; ENGINES
+ties them together) instead of version ``if`` branches in templates; ``sglang_profile_errors``
+refuses inconsistent profiles before any host changes, naming the variable and the rule (SGLang
+itself raises a bare AssertionError or TypeError for several of these, at start-up, minutes into
+a model load). The profile schema is the engines' common one; a setting with no counterpart in
+the chosen engine is refused by name (NO_COUNTERPART says why).
+
+Every filter that reads the flag tables lives here - rendering a profile, checking it, reading a
+command line back into one (takeover), comparing one with a running server (drift) - since a
+filter file cannot import another (Ansible loads each from its path).
 """
 from __future__ import annotations
 
@@ -17,19 +21,24 @@ short_description: SGLang launch profile to argv, and profile validation
 description:
   - C(sglang_argv) renders a profile (a dict of server settings, engine-neutral) plus server settings
     to the argv of the given engine (SGLang by default, or vLLM) and version.
+  - C(profile_engine) is the engine a profile runs on (its own C(engine), else the host's).
   - C(sglang_profile_errors) returns the list of problems of a profile (empty when it is valid).
-  - C(systemd_exec_args) quotes an argv for a systemd C(ExecStart=) line.
   - C(sglang_drift) compares a running server's C(/server_info) with the intended profile;
     C(vllm_drift) does it for vLLM from C(/v1/models) and C(/metrics) (what vLLM exposes).
-  - C(sglang_host_problem) says why a value cannot be bound as SGLang's C(--host) (empty when it can).
-  - C(sglang_exposure_errors) refuses a server bound beyond loopback with neither an API key, nor
-    allowed networks, nor an explicit opt-in to an open network.
+  - C(sglang_command_profile) reads an engine command line back into a profile, and
+    C(sglang_profile_diff) names where it differs from the intended one (takeover).
+  - C(sglang_exposure_errors) refuses a bind address SGLang cannot bind, and a server bound beyond
+    loopback with neither an API key, nor allowed networks, nor an explicit opt-in to an open
+    network.
 """
 
 import difflib
 import ipaddress
 import json
 import re
+
+from sglang_perf import metrics as prom
+from sglang_perf.capacity import SGLANG_SPEC_MAX_RUNNING_REQUESTS
 
 try:
     from ansible.errors import AnsibleFilterError
@@ -549,7 +558,6 @@ def _vllm_argv(profile, version, server):
 SPEC_REPORTED_AS = {"NEXTN": "EAGLE"}
 # Server settings compared by the drift check (never api_key or config: secrets).
 DRIFT_SERVER_SETTINGS = ("model_path", "served_model_name", "port")
-SGLANG_SPEC_MAX_RUNNING_REQUESTS = 48  # SGLang's value when speculation runs and it is unset
 
 
 def _same(a, b):
@@ -607,7 +615,8 @@ def sglang_drift(server_info, profile, version, server=None):
         elif intended is None and setting == "speculative_num_draft_tokens" and steps and topk in (None, 1):
             intended, note = steps + 1, "unset: SGLang uses speculative_num_steps + 1"
         elif intended is None and setting == "max_running_requests" and algo:
-            intended, note = SGLANG_SPEC_MAX_RUNNING_REQUESTS, "unset: SGLang uses 48 with speculation"
+            intended = SGLANG_SPEC_MAX_RUNNING_REQUESTS
+            note = "unset: SGLang uses %d with speculation" % intended
         if intended is None and setting != "speculative_algorithm":
             if field in server_info:
                 chosen.append({"setting": setting, "field": field, "running": running})
@@ -640,17 +649,10 @@ def sglang_drift(server_info, profile, version, server=None):
 
 # What a vLLM 0.33 server tells over HTTP about its settings (it has no /server_info outside
 # VLLM_SERVER_DEV_MODE): /v1/models' max_model_len and id, and the labels of /metrics'
-# vllm:cache_config_info (CacheConfig.metrics_info: every field, str() of its value).
+# vllm:cache_config_info (CacheConfig.metrics_info: every field, str() of its value; read by the
+# engine's /metrics parser, sglang_perf.metrics).
 VLLM_DRIFT_FROM_CACHE_INFO = {"mem_fraction_static": "gpu_memory_utilization",
                               "enable_prefix_caching": "enable_prefix_caching"}
-_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
-
-
-def _cache_config_info(metrics_text):
-    for line in str(metrics_text or "").splitlines():
-        if line.startswith("vllm:cache_config_info{"):
-            return dict(_LABEL.findall(line[line.index("{"):line.rindex("}")]))
-    return {}
 
 
 def vllm_drift(models, metrics_text, profile, version, server=None):
@@ -662,7 +664,7 @@ def vllm_drift(models, metrics_text, profile, version, server=None):
         raise AnsibleFilterError("vllm_drift: /v1/models did not return a model list: %r" % (models,))
     served = [m for m in models["data"] if isinstance(m, dict)]
     first = served[0] if served else {}
-    info = _cache_config_info(metrics_text)
+    info = prom.parse(str(metrics_text or "")).get("vllm:cache_config_info") or {}
     differences, checked = [], 0
 
     def compare(setting, field, intended, running):
@@ -695,23 +697,6 @@ def _text(value):
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
-
-
-_SAFE = re.compile(r"^[A-Za-z0-9_@+=:,./-]+$")
-
-
-def systemd_exec_args(argv):
-    """Join argv for ExecStart=: safe words bare, others double-quoted with systemd's escapes."""
-    out = []
-    for arg in argv:
-        arg = str(arg)
-        if _SAFE.match(arg):
-            out.append(arg)
-        else:
-            escaped = arg.replace("\\", "\\\\").replace('"', '\\"').replace("$", "$$") \
-                .replace("%", "%%").replace("\n", "\\n")
-            out.append('"%s"' % escaped)
-    return " ".join(out)
 
 
 # --- Reading a command line back into a profile (brownfield takeover) ---------------------------
@@ -866,12 +851,10 @@ class FilterModule(object):
         return {
             "sglang_argv": sglang_argv,
             "sglang_profile_errors": sglang_profile_errors,
-            "systemd_exec_args": systemd_exec_args,
             "sglang_drift": sglang_drift,
             "sglang_command_profile": sglang_command_profile,
             "sglang_profile_diff": sglang_profile_diff,
             "sglang_exposure_errors": sglang_exposure_errors,
-            "sglang_host_problem": sglang_host_problem,
             "profile_engine": profile_engine,
             "vllm_drift": vllm_drift,
         }

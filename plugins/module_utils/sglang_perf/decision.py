@@ -4,7 +4,10 @@ place this is decided (the sglang_gate_decide module calls it; the role's task f
 action's value, never on the reason's wording)."""
 from __future__ import annotations
 
-PASS, FAIL, NOT_JUDGED = "pass", "fail", "not judged"
+# The verdict words: a case's and a plan's (engine.py, plan.py: pass, fail or inconclusive) and
+# the gate's (decide: pass, fail, or not judged in check mode). VERDICTS: what a gate run records.
+PASS, FAIL, INCONCLUSIVE_VERDICT, NOT_JUDGED = "pass", "fail", "inconclusive", "not judged"
+VERDICTS = (PASS, FAIL, INCONCLUSIVE_VERDICT)
 RECORD, RESTORE, STOP, NOTHING = "record", "restore", "stop", "nothing"
 NO_LKG_POLICIES = ("stop", "keep")
 HOST, DEPLOYMENT = "host", "deployment"

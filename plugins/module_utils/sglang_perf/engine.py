@@ -12,6 +12,7 @@ import uuid
 from collections import Counter, deque
 
 from . import capacity, history
+from .decision import FAIL, INCONCLUSIVE_VERDICT, PASS
 from . import metrics as prom
 from .client import ConfigError, Endpoint, MeasureError, RequestError, SSEStream
 from . import prompts as promptset
@@ -39,7 +40,7 @@ THRESHOLDS = ("min_tok_s", "min_accept_len", "min_aggregate_tok_s", "max_ttft_s"
 INCONCLUSIVE = ("fail", "pass")
 # Thresholds judged on a median's interval (order statistics): min_sample(level) requests at least.
 MEDIAN_THRESHOLDS = ("min_tok_s", "max_ttft_s")
-PASS, FAIL, INCONCLUSIVE_VERDICT, UNDECIDED = "pass", "fail", "inconclusive", "undecided"
+UNDECIDED = "undecided"  # a threshold's state (and an interim look's verdict) while an interval straddles it
 
 # A long-context case shorter than this is not one (and the corpus sample of the warmup is
 # about this long).
@@ -551,7 +552,7 @@ def _vllm_server(endpoint, card, version, server_info):
             elif blocks and size:
                 server.update(max_total_num_tokens=blocks * size,
                               kv_cache_tokens_from="num_gpu_blocks x block_size")
-        if prom.ENGINES["vllm"]["verify_calls"] in scrape:
+        if prom.ENGINE_COUNTERS["vllm"]["verify_calls"] in scrape:
             server["speculative_algorithm"] = UNREPORTED
             per_pos = prom.positions(scrape.get(prom.PER_POSITION))
             if per_pos:

@@ -60,7 +60,7 @@ import os
 import posixpath
 import tempfile
 
-VERDICTS = ("pass", "fail", "inconclusive")
+from .decision import VERDICTS
 
 # A case's figures with an interval: (key in the case and in its "intervals", metric, what the
 # value is, the key of the record's own figure when that is a dict of statistics).

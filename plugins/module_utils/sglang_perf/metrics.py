@@ -8,7 +8,7 @@ import re
 # What the window reads, per engine: figure -> counter (as scraped, with ``_total``).
 # vLLM: vllm/v1/metrics/loggers.py (tokens, requests) and vllm/v1/spec_decode/metrics.py (one
 # ``drafts`` count per verify step of a request that had drafts, i.e. vLLM's num_spec_steps).
-ENGINES = {
+ENGINE_COUNTERS = {
     "sglang": {
         "generation_tokens": "sglang:generation_tokens_total",
         "prompt_tokens": "sglang:prompt_tokens_total",
@@ -29,14 +29,14 @@ BY_LABEL = {"vllm:spec_decode_num_accepted_tokens_per_pos_total": "position"}
 PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
 # Info gauges (value 1): their labels are the figures (vLLM's CacheConfig as strings).
 INFO = ("vllm:cache_config_info",)
-COUNTERS = tuple(name for table in ENGINES.values() for name in table.values())
+COUNTERS = tuple(name for table in ENGINE_COUNTERS.values() for name in table.values())
 GAUGES = ("sglang:spec_accept_length", "sglang:num_running_reqs", "sglang:num_queue_reqs",
           "vllm:num_requests_running", "vllm:num_requests_waiting")
 
 # Both engines' accept length in the window: generated tokens / verify steps (the prefill's token
 # of each request included), as the per-request figure; vLLM's own is 1 + accepted / drafts.
-ACCEPT_LEN_CONVENTION = "generation tokens / verify steps (as the per-request accept length)"
-VLLM_ACCEPT_LEN_CONVENTION = "vLLM's 1 + accepted draft tokens / drafts (no prefill token)"
+WINDOW_ACCEPT_LEN_CONVENTION = "generation tokens / verify steps (as the per-request accept length)"
+VLLM_WINDOW_ACCEPT_LEN_CONVENTION = "vLLM's 1 + accepted draft tokens / drafts (no prefill token)"
 
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
@@ -94,7 +94,7 @@ def parse(text):
 
 def kind_of(scrape):
     """The engine whose counters a scrape holds, or None."""
-    for kind, table in ENGINES.items():
+    for kind, table in ENGINE_COUNTERS.items():
         if table["generation_tokens"] in (scrape or {}):
             return kind
     return None
@@ -120,7 +120,7 @@ def window(before, after, client_tokens, client_verify_steps=None):
     which count the same steps.
     """
     kind = kind_of(after) or "sglang"
-    table = ENGINES[kind]
+    table = ENGINE_COUNTERS[kind]
     delta = {}
     for figure, name in table.items():
         if name in before and name in after:
@@ -141,11 +141,11 @@ def window(before, after, client_tokens, client_verify_steps=None):
         "verify_calls": verify,
         "requests": delta.get("requests"),
         "accept_len": (gen / verify) if gen is not None and verify else None,
-        "accept_len_convention": ACCEPT_LEN_CONVENTION,
+        "accept_len_convention": WINDOW_ACCEPT_LEN_CONVENTION,
         "draft_tokens": drafts,
         "accepted_tokens": accepted,
         "engine_accept_len": (1.0 + accepted / verify) if accepted is not None and verify else None,
-        "engine_accept_len_convention": VLLM_ACCEPT_LEN_CONVENTION if kind == "vllm" else None,
+        "engine_accept_len_convention": VLLM_WINDOW_ACCEPT_LEN_CONVENTION if kind == "vllm" else None,
         "acceptance_rate": (accepted / drafts) if accepted is not None and drafts else None,
         "by_position": by_position,
         "client_tokens": client_tokens,

@@ -24,7 +24,7 @@ CASE_KEYS = ("description", "prompts", "prompt_tokens", "concurrency", "requests
              "max_tokens")
 
 THRESHOLD_KEYS = engine.THRESHOLDS
-_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_CASE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
 def _is_number(value):
@@ -123,7 +123,7 @@ def problems(plan, thresholds, profile, calibrated=None, names=None, confidence=
     if not isinstance(plan, dict) or not plan:
         return ["%s must be a non-empty mapping of case name -> case, got %r" % (n["plan"], plan)]
     for name, case in plan.items():
-        if not isinstance(name, str) or not _NAME.match(name):
+        if not isinstance(name, str) or not _CASE_NAME.match(name):
             errors.append("%s: case name %r must be lower case letters, digits and _" % (n["plan"], name))
         _case_problems(errors, "%s.%s" % (n["plan"], name), case)
     for var, table, required in ((n["thresholds"], thresholds, True),

@@ -1,0 +1,203 @@
+"""House rules of the tree, read from the source (no process runs):
+
+- one way to import: no file under bench/, plugins/, scripts/ or tests/ changes sys.path or loads
+  a Python file by its path (the engine is the installed package sglang_perf; the rest is imported
+  by its path from the root, tests/conftest.py says how). tests/contract/*.py are scripts run by
+  the contract venvs' own Pythons and keep their own mechanism;
+- every plugin is used: each filter in roles/, playbooks/, molecule/ or inventories/, each module
+  as a task there, each callback enabled, each connection plugin some host's connection;
+- a filter file says what it holds: a file of one filter is named after it (the filter's name
+  starts with the file's); a file of several is named after the concern they share, and its
+  DOCUMENTATION (what ansible-doc shows for the file) names every filter it holds and none that
+  another file holds;
+- a named constant is defined once: no UPPER_CASE name (module-private ones too) is assigned at
+  module level in two files under plugins/ and bench/. bench/emulator/ is left out: the emulator
+  is independent of the engine by design, with its own copy of the engine's behaviour.
+"""
+from __future__ import annotations
+
+import ast
+import configparser
+import importlib
+import re
+from collections import defaultdict
+
+import pytest
+
+from conftest import ROOT
+
+# Files that may use one of those calls, and why.
+PATH_CALLS_ALLOWED = {
+    "bench/sglang_stubs.py": "loads SGLang's own sglang/_platform_stubs.py in the contract venv without "
+                             "importing the sglang package (that imports triton): not a file of this "
+                             "repository",
+}
+# Ansible reads these from every plugin file: one per plugin by its design.
+PER_PLUGIN_NAMES = ("DOCUMENTATION", "EXAMPLES", "RETURN")
+CONSTANT = re.compile(r"^_?[A-Z][A-Z0-9_]*$")
+USES = ("roles", "playbooks", "molecule", "inventories")
+
+
+def rel(path):
+    return path.relative_to(ROOT).as_posix()
+
+
+def python_files(*dirs, skip=()):
+    for d in dirs:
+        for path in sorted((ROOT / d).rglob("*.py")):
+            if not any(rel(path).startswith(s) for s in skip):
+                yield path
+
+
+def text_files(dirs, suffixes=(".yml", ".yaml", ".j2")):
+    out = {}
+    for d in dirs:
+        for path in sorted((ROOT / d).rglob("*")):
+            if path.is_file() and path.suffix in suffixes:
+                out[rel(path)] = path.read_text()
+    return out
+
+
+def _is_sys_path(node):
+    return isinstance(node, ast.Attribute) and node.attr == "path" and \
+        isinstance(node.value, ast.Name) and node.value.id == "sys"
+
+
+def path_calls(tree):
+    """(line, what) for each change of sys.path and each use of spec_from_file_location."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                _is_sys_path(node.func.value) and node.func.attr in ("insert", "append", "extend"):
+            found.append((node.lineno, "sys.path.%s" % node.func.attr))
+        elif isinstance(node, (ast.Assign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                if _is_sys_path(t) or (isinstance(t, ast.Subscript) and _is_sys_path(t.value)):
+                    found.append((node.lineno, "assignment to sys.path"))
+        elif isinstance(node, ast.Attribute) and node.attr == "spec_from_file_location":
+            found.append((node.lineno, "spec_from_file_location"))
+        elif isinstance(node, ast.ImportFrom) and \
+                any(a.name == "spec_from_file_location" for a in node.names):
+            found.append((node.lineno, "spec_from_file_location"))
+    return found
+
+
+def test_no_file_changes_the_import_path_or_loads_a_file_by_its_path():
+    bad = []
+    for path in python_files("bench", "plugins", "scripts", "tests", skip=("tests/contract/",)):
+        if rel(path) in PATH_CALLS_ALLOWED:
+            continue
+        calls = path_calls(ast.parse(path.read_text()))
+        bad += ["%s:%d %s" % (rel(path), line, what) for line, what in calls]
+    assert bad == [], "import the package (sglang_perf) or the file by its path from the root instead: " + \
+        ", ".join(bad)
+
+
+def test_the_path_rule_sees_what_it_forbids():
+    tree = ast.parse("import sys\nimport importlib.util as u\nsys.path.insert(0, 'x')\nsys.path.append('y')\n"
+                     "sys.path[:0] = ['z']\nu.spec_from_file_location('m', 'm.py')\n"
+                     "from importlib.util import spec_from_file_location\nprint(sys.path)\n")
+    assert sorted(line for line, _ in path_calls(tree)) == [3, 4, 5, 6, 7]
+
+
+def filter_files():
+    """{file stem: set of the filters it defines} (plugins.filter.<stem>.FilterModule)."""
+    out = {}
+    for path in sorted((ROOT / "plugins" / "filter").glob("*.py")):
+        module = importlib.import_module("plugins.filter." + path.stem)
+        out[path.stem] = set(module.FilterModule().filters())
+    return out
+
+
+def used(name, texts):
+    """Where a filter is applied: ``| name``, ``name(...)`` or passed by name (``map('name')``)."""
+    pattern = re.compile(r"\|\s*%s\b|\b%s\(|\(\s*['\"]%s['\"]" % ((re.escape(name),) * 3))
+    return [f for f, text in texts.items() if pattern.search(text)]
+
+
+def test_every_filter_is_used_by_a_role_playbook_scenario_or_inventory():
+    texts = text_files(USES)
+    unused = sorted(name for names in filter_files().values() for name in names if not used(name, texts))
+    assert unused == [], "filters nothing uses (remove them, or use them): %s" % ", ".join(unused)
+
+
+def test_each_filter_file_says_what_it_holds():
+    files = filter_files()
+    owner = {name: stem for stem, names in files.items() for name in names}
+    problems = []
+    for stem, names in files.items():
+        module = importlib.import_module("plugins.filter." + stem)
+        doc = module.DOCUMENTATION
+        if len(names) == 1:
+            (name,) = names
+            if not name.startswith(stem):
+                problems.append("%s.py holds one filter, %s: name the file after it" % (stem, name))
+        for name in sorted(names):
+            if not re.search(r"\b%s\b" % name, doc):
+                problems.append("%s.py: its DOCUMENTATION does not name its filter %s" % (stem, name))
+        for name, other in sorted(owner.items()):
+            if other != stem and re.search(r"\b%s\b" % name, doc):
+                problems.append("%s.py: its DOCUMENTATION names %s, which %s.py holds" % (stem, name, other))
+    assert problems == []
+
+
+def test_every_module_runs_as_a_task():
+    texts = text_files(USES)
+    unused = []
+    for path in sorted((ROOT / "plugins" / "modules").glob("*.py")):
+        task = re.compile(r"^\s*(-\s+)?%s:\s*$" % re.escape(path.stem), re.M)
+        if not any(task.search(text) for text in texts.values()):
+            unused.append(path.stem)
+    assert unused == [], "modules no task runs: %s" % ", ".join(unused)
+
+
+def test_every_callback_is_enabled_and_every_connection_plugin_connects_a_host():
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / "ansible.cfg")
+    enabled = set(re.split(r"[,\s]+", cfg.get("defaults", "callbacks_enabled", fallback="")))
+    enabled.add(cfg.get("defaults", "stdout_callback", fallback=""))
+    callbacks = [p.stem for p in (ROOT / "plugins" / "callback").glob("*.py")]
+    assert callbacks and [c for c in callbacks if c not in enabled] == []
+    texts = text_files(USES + (".config",))
+    for path in (ROOT / "plugins" / "connection").glob("*.py"):
+        pattern = re.compile(r"\b(ansible_)?connection:\s*['\"]?%s\b" % re.escape(path.stem))
+        assert any(pattern.search(t) for t in texts.values()), "no host connects with %s" % path.stem
+
+
+def module_constants(tree):
+    """The UPPER_CASE names a module assigns at its top level (in if/try blocks there too)."""
+    names = set()
+
+    def visit(body):
+        for node in body:
+            if isinstance(node, (ast.Assign, ast.AnnAssign)):
+                for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                    names.update(n.id for n in ast.walk(target)
+                                 if isinstance(n, ast.Name) and CONSTANT.match(n.id))
+            elif isinstance(node, (ast.If, ast.Try, ast.With)):
+                for block in ("body", "orelse", "finalbody"):
+                    visit(getattr(node, block, []))
+                for handler in getattr(node, "handlers", []):
+                    visit(handler.body)
+    visit(tree.body)
+    return names
+
+
+def test_each_named_constant_is_defined_in_one_file():
+    where = defaultdict(list)
+    for path in python_files("plugins", "bench", skip=("bench/emulator/",)):
+        for name in module_constants(ast.parse(path.read_text())):
+            where[name].append(rel(path))
+    twice = {name: files for name, files in sorted(where.items())
+             if len(files) > 1 and name not in PER_PLUGIN_NAMES}
+    assert twice == {}, "define each once and import it (or name the different things differently)"
+
+
+@pytest.mark.parametrize("source, names", [
+    ("A = 1\n_B, c = 2, 3\nif x:\n    D = 4\nelse:\n    E = 5\ndef f():\n    F = 6\nclass K:\n    G = 7\n",
+     {"A", "_B", "D", "E"}),
+    ("try:\n    import yaml\nexcept ImportError:\n    YAML = None\nH: int = 1\n", {"YAML", "H"}),
+])
+def test_the_constant_rule_reads_module_level_names_only(source, names):
+    assert module_constants(ast.parse(source)) == names
