@@ -56,7 +56,7 @@ CASES = [
      ["sglang_profiles.mine.speculative_algorithm must be one of NEXTN"]),
     ("tp larger than the GPUs", profile(tp_size=4),
      ["sglang_profiles.mine.tp_size (4) exceeds the GPUs the host is expected to have "
-      "(sglang_gpu_count = 2)"]),
+      "(sglang_hardware.gpu_count = 2)"]),
     ("memory fraction as percent", profile(mem_fraction_static=88),
      ["sglang_profiles.mine.mem_fraction_static must be a fraction strictly between 0 and 1"]),
     ("context length as text", profile(context_length="128k"),
@@ -101,7 +101,7 @@ CASES = [
     ("version with unknown CUDA runtime",
      {"sglang_version": "0.5.99",
       "sglang_pip_local_files": [str(ROOT / "dist" / "sglang_emulator-0.5.23-py3-none-any.whl")]},
-     ["sglang-0.5.99 is not in sglang_cuda_runtime_by_release"]),
+     ["sglang-0.5.99 is not in _sglang_cuda_runtime_by_release"]),
     ("driver too old for the CUDA runtime", {"nvidia_gpu_driver_branch": "570"},
      ["needs NVIDIA driver >= 580.65.06; nvidia_gpu_driver_branch is 570"]),
     ("API key too short", {"sglang_api_key": "abc"},

@@ -82,7 +82,7 @@ def bad(name, **changes):
      "speculative_eagle_topk is 1, got 5"),
     (bad("nextn_3step", tp_size=4), "nextn_3step", {"gpu_count": 2},
      "sglang_profiles.nextn_3step.tp_size (4) exceeds the GPUs the host is expected to have "
-     "(nvidia_gpu_expected_count = 2)"),
+     "(sglang_hardware.gpu_count = 2)"),
     (bad("nextn_3step", mem_fraction_static=1.2), "nextn_3step", {},
      "sglang_profiles.nextn_3step.mem_fraction_static must be a fraction strictly between 0 and 1"),
     (bad("nextn_3step", mem_fraction_static=0), "nextn_3step", {}, "strictly between 0 and 1"),
@@ -91,7 +91,7 @@ def bad(name, **changes):
      "got '128k'"),
     (bad("nextn_3step", context_length=131072.5), "nextn_3step", {}, "context_length must be"),
     (GOOD, "nextn_3step", {"min_accept_len": 4.5},
-     "sglang_gate_min_accept_len (4.5) cannot be met by profile nextn_3step: the accept length is "
+     "sglang_gate_thresholds (4.5) cannot be met by profile nextn_3step: the accept length is "
      "at most 4 (speculative_num_draft_tokens)"),
     (GOOD, "no_spec", {"min_accept_len": 2.8}, "at most 1 (no speculative decoding)"),
     (bad("nextn_3step", speculative_algorithm="MTP"), "nextn_3step", {},

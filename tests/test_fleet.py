@@ -205,7 +205,7 @@ def test_profile_rules_over_several_nodes():
         in errs(PROFILES, "tp3", 2, nnodes=2, group="pair")[0]
     )
     assert (
-        "over 2 nodes puts 4 GPUs on each node, more than nvidia_gpu_expected_count = 2"
+        "over 2 nodes puts 4 GPUs on each node, more than sglang_hardware.gpu_count = 2"
         in errs(PROFILES, "tp8", 2, nnodes=2, group="pair")[0]
     )
     assert errs(PROFILES, "tp8", 4, nnodes=2) == []
@@ -301,7 +301,7 @@ class _Play(object):
         self.stage = stage
 
     def get_vars(self):
-        return {"sglang_rollout_stage": self.stage} if self.stage else {}
+        return {"_sglang_rollout_stage": self.stage} if self.stage else {}
 
 
 class _Result(object):
@@ -346,7 +346,7 @@ def test_an_unreachable_host_stops_the_rollout(tmp_path):
     (tmp_path / "play.yml").write_text(
         "- hosts: g\n  gather_facts: false\n  tasks:\n"
         "    - ansible.builtin.set_fact:\n"
-        "        sglang_rollout_plan: {batches: [[h1], [h2, h3], [h4]]}\n"
+        "        __sglang_rollout_plan: {batches: [[h1], [h2, h3], [h4]]}\n"
         "      run_once: true\n"
         "- hosts: g\n  gather_facts: false\n  serial: [1, 2]\n  max_fail_percentage: 0\n  tasks:\n"
         "    - ansible.builtin.ping:\n"

@@ -168,11 +168,14 @@ def test_bench_gate_runs_the_roles_plan_with_exit_codes(emulator, tmp_path):
 
 
 def test_bench_gate_defaults_to_the_production_inventorys_variables():
+    """The role defaults under the production group_vars, which restate none of them: the plan,
+    the thresholds and the profile come from the roles."""
     from bench import gate
     merged, origin = gate.load_vars()
-    prod = ROOT / "inventories" / "production" / "group_vars" / "sglang_servers" / "main.yml"
-    assert origin["sglang_gate_thresholds"] == prod and origin["sglang_profile"] == prod
-    assert origin["sglang_gate_plan"] == ROOT / "roles" / "sglang_gate" / "defaults" / "main.yml"
+    assert gate.DEFAULT_VARS == (ROOT / "inventories" / "production" / "group_vars" / "sglang_servers",)
+    gate_defaults = ROOT / "roles" / "sglang_gate" / "defaults" / "main.yml"
+    assert origin["sglang_gate_thresholds"] == origin["sglang_gate_plan"] == gate_defaults
+    assert origin["sglang_profile"] == ROOT / "roles" / "sglang" / "defaults" / "main.yml"
     assert merged["sglang_profile"] == "nextn_3step"
 
 

@@ -23,13 +23,6 @@ def test_the_role_defaults_are_a_valid_plan_for_every_profile():
     assert cases[2]["options"]["concurrency"] == 4
 
 
-def test_the_production_inventory_gives_the_role_defaults_thresholds():
-    prod = yaml.safe_load((ROOT / "inventories" / "production" / "group_vars" / "sglang_servers"
-                           / "main.yml").read_text())
-    assert prod["sglang_gate_thresholds"] == THRESHOLDS
-    assert "sglang_gate_plan" not in prod  # the plan is said once, in the role
-
-
 def _broken(mutate):
     p, t = copy.deepcopy(PLAN), copy.deepcopy(THRESHOLDS)
     mutate(p, t)

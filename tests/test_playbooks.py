@@ -51,16 +51,22 @@ def test_yamllint():
 
 @pytest.mark.parametrize("role", ROLES)
 def test_argument_specs_match_defaults(role):
-    """Every default is specified with the same default value, and every option has a default."""
+    """The specs list exactly the role's inputs: every default with the same default value, and
+    the required inputs without one (tests/test_role_vars.py: no internal among them)."""
     defaults = yaml.safe_load((ROOT / "roles" / role / "defaults" / "main.yml").read_text()) or {}
     spec = yaml.safe_load((ROOT / "roles" / role / "meta" / "argument_specs.yml").read_text())
     options = spec["argument_specs"]["main"]["options"]
-    assert set(defaults) == set(options), "only in defaults: %s; only in specs: %s" % (
-        sorted(set(defaults) - set(options)), sorted(set(options) - set(defaults)))
+    required = {name for name, opt in options.items() if opt.get("required")}
+    assert set(defaults) | required == set(options), "only in defaults: %s; only in specs: %s" % (
+        sorted(set(defaults) - set(options)), sorted(set(options) - set(defaults) - required))
+    assert set(defaults) & required == set(), "a required input has no default"
     for name, opt in options.items():
-        assert opt.get("default") == defaults[name], name
         assert opt.get("description"), name
         assert name.startswith(role + "_"), "%s is not prefixed with the role name" % name
+        if name in required:
+            assert "default" not in opt, name
+        else:
+            assert opt.get("default") == defaults[name], name
 
 
 def test_render_writes_every_hosts_unit_without_contacting_it(tmp_path):
@@ -112,7 +118,7 @@ def test_render_an_older_sglang_uses_the_old_mamba_flag(tmp_path):
      "speculative_algorithm NEXTN needs sglang_profiles.p.speculative_num_steps"),
     (["-e", '{"sglang_profiles": {"p": {"tp_size": 4}}, "sglang_profile": "p"}'],
      "sglang_profiles.p.tp_size (4) exceeds the GPUs the host is expected to have "
-     "(sglang_gpu_count = 2)"),
+     "(sglang_hardware.gpu_count = 2)"),
     (["-e", '{"sglang_api_key": ""}'], "ct129: sglang_host = 0.0.0.0 binds beyond loopback"),
 ])
 def test_render_refuses_bad_profiles_naming_the_variable(tmp_path, extra, words):

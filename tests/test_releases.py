@@ -40,12 +40,13 @@ def test_lock_files_pin_every_requirement(path):
 @pytest.mark.parametrize("engine, version, torch", [("sglang", "0.5.23", "2.14.1"),
                                                    ("vllm", "0.33.0", "2.14.0")])
 def test_each_engine_lock_pins_the_torch_the_cuda_check_reads(engine, version, torch):
-    # roles/sglang/vars/main.yml sglang_cuda_runtime_by_release: both run on CUDA 13.0 (their torch)
+    # roles/sglang/vars/main.yml _sglang_cuda_runtime_by_release: both run on CUDA 13.0 (their torch)
     _, pins = lock_release.read(ROOT / ("roles/sglang/files/locks/%s-%s.txt" % (engine, version)))
     assert pins[engine] == version and pins["torch"] == torch
     assert pins["cuda-toolkit"].startswith("13.0.")
     assert len(pins) > 150
-    cuda = yaml.safe_load((ROOT / "roles/sglang/vars/main.yml").read_text())["sglang_cuda_runtime_by_release"]
+    role_vars = yaml.safe_load((ROOT / "roles/sglang/vars/main.yml").read_text())
+    cuda = role_vars["_sglang_cuda_runtime_by_release"]
     assert cuda["%s-%s" % (engine, version)] == "13.0"
 
 

@@ -3,7 +3,7 @@
 
 A rollout that stops at a failing host ends the whole run (max_fail_percentage 0 ends the
 playbook), so no later play could print a summary: this callback collects what the plays record -
-the preflight's plan (``sglang_rollout_plan``) and every host's outcome (``sglang_gate_outcome``,
+the preflight's plan (``__sglang_rollout_plan``) and every host's outcome (``__sglang_gate_outcome``,
 set by roles/sglang_gate/tasks/outcome.yml) - and prints one table when the run ends, however it
 ends. Hosts of the plan that ran no task of the rollout play are "untouched": only the read-only
 preflight ran on them; their unit and service were not changed.
@@ -140,7 +140,7 @@ class CallbackModule(CallbackBase):
 
     def v2_playbook_on_play_start(self, play):
         try:
-            self.stage = play.get_vars().get("sglang_rollout_stage")
+            self.stage = play.get_vars().get("_sglang_rollout_stage")
         except Exception:  # noqa: BLE001 - a play without vars
             self.stage = None
         self.rollout_started = self.rollout_started or self.stage == "rollout"
@@ -153,10 +153,10 @@ class CallbackModule(CallbackBase):
     def v2_runner_on_ok(self, result):
         self._seen(result)
         facts = result._result.get("ansible_facts") or {}
-        if "sglang_rollout_plan" in facts:
-            self.plan = facts["sglang_rollout_plan"]
-        if "sglang_gate_outcome" in facts and self.stage == "rollout":
-            self.results[result._host.get_name()] = facts["sglang_gate_outcome"]
+        if "__sglang_rollout_plan" in facts:
+            self.plan = facts["__sglang_rollout_plan"]
+        if "__sglang_gate_outcome" in facts and self.stage == "rollout":
+            self.results[result._host.get_name()] = facts["__sglang_gate_outcome"]
 
     def v2_runner_on_skipped(self, result):
         self._seen(result)

@@ -276,8 +276,8 @@ def _is_num(value):
 
 def sglang_profile_errors(profiles, name, gpu_count=None, min_accept_len=None,
                           profiles_var="sglang_profiles", name_var="sglang_profile",
-                          gpu_var="nvidia_gpu_expected_count",
-                          accept_var="sglang_gate_min_accept_len", nnodes=1, group=None,
+                          gpu_var="sglang_hardware.gpu_count",
+                          accept_var="sglang_gate_thresholds", nnodes=1, group=None,
                           version=None, engine=None):
     """Every problem of profile ``name`` in ``profiles``, each naming its variable. [] = valid.
     ``nnodes`` > 1: the profile serves one model over that many hosts (tensor parallel across

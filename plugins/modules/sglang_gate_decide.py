@@ -100,7 +100,7 @@ attributes:
 EXAMPLES = r"""
 - name: Decide what the gate does
   sglang_gate_decide:
-    result: "{{ sglang_gate_result }}"
+    result: "{{ __sglang_gate_result }}"
     unit_path: /etc/systemd/system/sglang.service
     env_path: /etc/sglang/sglang.env
     lkg_dir: /var/lib/sglang/last-known-good

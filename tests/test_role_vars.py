@@ -1,0 +1,162 @@
+"""Inputs and internals told apart by their names (the rule at the top of each role's
+defaults/main.yml): a name without a leading underscore is an input - a role's (defaults/main.yml,
+meta/argument_specs.yml, tests/test_playbooks.py compares the two) or a playbook's; `_name` is
+derived (a role's vars/main.yml, play and task vars), `__name` is a run's result (register,
+set_fact). And the inventories say only what differs from the roles' defaults, the host's GPU
+count once."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import PRODUCTION_VAULT, ROOT
+
+ROLES = sorted(p.name for p in (ROOT / "roles").iterdir() if (p / "defaults" / "main.yml").exists())
+TASK_FILES = sorted(
+    [p for role in ROLES for d in ("tasks", "handlers") for p in (ROOT / "roles" / role / d).glob("*.yml")]
+    + [ROOT / "deploy.yml"] + list((ROOT / "playbooks").glob("*.yml"))
+    + list((ROOT / "playbooks" / "tasks").glob("*.yml")))
+# Inputs set on purpose by a set_fact, with the reason.
+SET_ON_PURPOSE = {
+    # the winner of the comparison becomes the profile the gated deploy after it installs
+    ("playbooks/compare.yml", "sglang_profile"),
+}
+# Inputs of the playbooks that no play declares in its vars (they are given with -e).
+PLAYBOOK_INPUTS = {"render_dir", "bench_report_dir", "sglang_deploy_hosts"}
+
+
+def load(path):
+    return yaml.safe_load(Path(path).read_text())
+
+
+def defaults(role):
+    return load(ROOT / "roles" / role / "defaults" / "main.yml") or {}
+
+
+def options(role):
+    return load(ROOT / "roles" / role / "meta" / "argument_specs.yml")["argument_specs"]["main"]["options"]
+
+
+def role_inputs():
+    return {name for role in ROLES for name in options(role)}
+
+
+def walk(node, found):
+    """(kind, name) of every register, set_fact key and task/play vars key under ``node``."""
+    if isinstance(node, list):
+        for item in node:
+            walk(item, found)
+    elif isinstance(node, dict):
+        if isinstance(node.get("register"), str):
+            found.append(("register", node["register"]))
+        for key in ("ansible.builtin.set_fact", "set_fact"):
+            if isinstance(node.get(key), dict):
+                found += [("set_fact", k) for k in node[key] if k != "cacheable"]
+        if isinstance(node.get("vars"), dict):
+            kind = "play vars" if "hosts" in node else "task vars"
+            found += [(kind, k) for k in node["vars"]]
+        for value in node.values():
+            walk(value, found)
+    return found
+
+
+def names(kinds):
+    return [(path.relative_to(ROOT).as_posix(), kind, name) for path in TASK_FILES
+            for kind, name in walk(load(path), []) if kind in kinds]
+
+
+def playbook_inputs():
+    """What the playbooks' users may set: their plays' vars and playbooks/vars without a leading
+    underscore, and PLAYBOOK_INPUTS."""
+    declared = {name for _, _, name in names({"play vars"})}
+    for path in (ROOT / "playbooks" / "vars").glob("*.yml"):
+        declared |= set(load(path) or {})
+    return {n for n in declared if not n.startswith("_")} | PLAYBOOK_INPUTS
+
+
+def test_registered_results_and_facts_are_double_underscored():
+    found = names({"register", "set_fact"})
+    assert len(found) > 60  # the scan sees the roles' and playbooks' tasks
+    wrong = [f for f in found if not f[2].startswith("__") and (f[0], f[2]) not in SET_ON_PURPOSE]
+    assert wrong == [], "register/set_fact without the __ prefix: %s" % wrong
+    for path, name in SET_ON_PURPOSE:  # each exception is still needed, and is an input
+        assert (path, "set_fact", name) in found and name in role_inputs() | playbook_inputs()
+
+
+def test_task_vars_are_derived_or_inputs():
+    """A task's or block's vars either compute an internal (`_name`) or pass an input on."""
+    inputs = role_inputs() | playbook_inputs()
+    found = names({"task vars"})
+    wrong = [f for f in found if not f[2].startswith("_") and f[2] not in inputs]
+    assert wrong == [], "task vars that are neither _-prefixed nor an input: %s" % wrong
+    assert [f for f in found if f[2].startswith("__")] == [], "__ is for a run's results"
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_role_vars_are_internal_and_never_inputs(role):
+    path = ROOT / "roles" / role / "vars" / "main.yml"
+    derived = set(load(path) or {}) if path.exists() else set()
+    assert [n for n in derived if not n.startswith("_") or n.startswith("__")] == []
+    inputs = role_inputs() | {n for r in ROLES for n in defaults(r)}
+    assert derived & inputs == set()
+    assert [n for n in options(role) if n.startswith("_")] == [], "an internal in argument_specs"
+
+
+def group_vars_files():
+    return sorted(p for inv in ("local", "production")
+                  for p in (ROOT / "inventories" / inv / "group_vars").rglob("*.yml")
+                  if "vault" not in p.name)
+
+
+def test_inventories_state_only_what_differs_from_the_role_defaults():
+    """A group_vars value equal to a role default (plain YAML; a templated value compares as its
+    text) is a restatement: the role's default is the one statement."""
+    role_defaults = {}
+    for role in ROLES:
+        role_defaults.update(defaults(role))
+    files = group_vars_files()
+    assert len(files) == 2
+    restated = [(f.relative_to(ROOT).as_posix(), name)
+                for f in files for name, value in (load(f) or {}).items()
+                if name in role_defaults and value == role_defaults[name]]
+    assert restated == [], "group_vars restating a role default: %s" % restated
+
+
+def test_the_gpu_count_is_said_once_in_sglang_hardware():
+    """sglang_hardware.gpu_count is the host's GPU count: the sglang role's tp_size check, the
+    roofline and the memory preflight read it, and each inventory's nvidia_gpu_expected_count is
+    derived from it. No other variable states a GPU count."""
+    for role in ROLES:
+        assert [n for n in options(role) if "gpu_count" in n] == []
+    for f in group_vars_files():
+        data = load(f)
+        count = data["sglang_hardware"]["gpu_count"]
+        assert isinstance(count, int) and count >= 1, f  # plain YAML: bench/sizes.py reads it too
+        assert data["nvidia_gpu_expected_count"] == "{{ sglang_hardware.gpu_count }}", f
+        assert [n for n in data if "gpu_count" in n] == [], f
+    # Ansible resolves the derived count from the source
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1")
+    p = subprocess.run([str(Path(sys.executable).parent / "ansible"), "ct129",
+                        "-i", "inventories/production/hosts.yml",
+                        "-m", "ansible.builtin.debug", "-a", "var=nvidia_gpu_expected_count",
+                        "-e", '{"sglang_hardware": {"gpu_count": 4}}'],
+                       cwd=str(ROOT), capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 0 and re.search(r'nvidia_gpu_expected_count"?: 4\b', p.stdout), p.stdout + p.stderr
+
+
+def test_the_tp_size_check_names_sglang_hardware(tmp_path):
+    p = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", "inventories/production",
+                        "playbooks/render.yml", "-e", "render_dir=%s" % tmp_path, "-e", PRODUCTION_VAULT,
+                        "-e", '{"sglang_hardware": {"gpu_count": 1, "gpu_bandwidth_gbs": 768, '
+                              '"gpu_memory_gib": 96}}'],
+                       cwd=str(ROOT), capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, ANSIBLE_NOCOLOR="1"))
+    assert p.returncode != 0
+    assert ("sglang_profiles.nextn_3step.tp_size (2) exceeds the GPUs the host is expected to have "
+            "(sglang_hardware.gpu_count = 1)") in " ".join((p.stdout + p.stderr).split())
