@@ -8,8 +8,6 @@ is the original hand launch as it was typed (1-step NEXTN, no memory settings, t
 it (its capacity). ``MODEL_ARGS`` is what the unit adds to every profile for this model."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import yaml
 
 from bench.paths import SGLANG_DEFAULTS
@@ -23,9 +21,9 @@ HAND_LAUNCH_ARGS = ["--speculative-algorithm", "NEXTN", "--speculative-num-steps
                     "--mamba-radix-cache-strategy", "extra_buffer"]
 
 
-def role_profiles(path=SGLANG_DEFAULTS):
+def role_profiles():
     """{name: argv} of every SGLang profile in the role defaults, for the role's SGLang version."""
-    defaults = yaml.safe_load(Path(path).read_text())
+    defaults = yaml.safe_load(SGLANG_DEFAULTS.read_text())
     version = defaults["sglang_version"]
     return {name: sglang_argv(profile, version)
             for name, profile in defaults["sglang_profiles"].items()

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import ansible.module_utils
 import pytest
+import yaml
 
 from bench.launch import EmulatorProcess, free_port  # noqa: F401  (re-exported)
 from bench.profiles import MODEL_ARGS, PROFILE_ARGS  # noqa: F401  (re-exported)
@@ -35,6 +36,11 @@ PRODUCTION_VAULT = "@" + str(ROOT / "tests" / "vars" / "production_vault.yml")
 # module files as they are (plugins.modules.sglang_bench and the rest).
 if str(MODULE_UTILS) not in ansible.module_utils.__path__:
     ansible.module_utils.__path__.append(str(MODULE_UTILS))
+
+
+def role_defaults(role="sglang"):
+    """A role's defaults/main.yml read as plain YAML (no templating)."""
+    return yaml.safe_load((ROOT / "roles" / role / "defaults" / "main.yml").read_text()) or {}
 
 
 def pytest_addoption(parser):

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from conftest import ROOT
+from conftest import ROOT, role_defaults
 from plugins.filter import sglang_capacity as filt
 from sglang_perf import capacity
 
-DEFAULTS = yaml.safe_load((ROOT / "roles/sglang/defaults/main.yml").read_text())
+DEFAULTS = role_defaults()
 MODEL = DEFAULTS["sglang_model_size"]
 PROFILES = DEFAULTS["sglang_profiles"]
 A6000x2 = yaml.safe_load((ROOT / "inventories/production/group_vars/sglang_servers/main.yml")

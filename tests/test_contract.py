@@ -20,13 +20,13 @@ import yaml
 
 from bench.emulator.args import build_parser, merge_config
 from bench.profiles import MODEL_ARGS, PROFILE_ARGS
-from conftest import ROOT
+from conftest import ROOT, role_defaults
 from hostutil import play
 from plugins.filter import sglang_profile as flt
 
 pytestmark = pytest.mark.contract
 
-DEFAULTS = yaml.safe_load((ROOT / "roles/sglang/defaults/main.yml").read_text())
+DEFAULTS = role_defaults()
 VERSION = os.environ.get("SGLANG_VERSION") or DEFAULTS["sglang_version"]
 OLD_VERSION = os.environ.get("SGLANG_OLD_VERSION", "0.5.19")
 # the SGLang profiles (tests/test_contract_vllm.py holds the vLLM ones against vLLM's parser)

@@ -16,16 +16,15 @@ import os
 import subprocess
 
 import pytest
-import yaml
 
 from bench.emulator.vllm import args as emu
-from conftest import ROOT
+from conftest import ROOT, role_defaults
 from plugins.filter import sglang_profile as flt
 from test_contract import KEY, exec_argv, render_units, with_secrets_file
 
 pytestmark = pytest.mark.contract
 
-DEFAULTS = yaml.safe_load((ROOT / "roles/sglang/defaults/main.yml").read_text())
+DEFAULTS = role_defaults()
 VERSION = os.environ.get("VLLM_VERSION") or DEFAULTS["sglang_vllm_version"]
 PROFILES = sorted(n for n, p in DEFAULTS["sglang_profiles"].items() if flt.profile_engine(p) == "vllm")
 # rendered through render.yml in both inventories (a playbook run each); the other MTP depths

@@ -7,15 +7,14 @@ import re
 import urllib.request
 
 import pytest
-import yaml
 
 from bench.profiles import HAND_LAUNCH_ARGS
-from conftest import ROOT
+from conftest import role_defaults
 from plugins.filter import sglang_profile as f
 from test_module import FAST, SMALL, call, patched  # noqa: F401  (patched: autouse fixture)
 from sglang_perf import history
 
-DEFAULTS = yaml.safe_load((ROOT / "roles/sglang/defaults/main.yml").read_text())
+DEFAULTS = role_defaults()
 PROFILES = DEFAULTS["sglang_profiles"]
 HARDWARE = {"gpu_count": 2, "gpu_bandwidth_gbs": 768, "gpu_memory_gib": 48}
 # The original hand launch, as it was typed (no memory settings, no parsers).

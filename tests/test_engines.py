@@ -6,12 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
-import yaml
 
-from conftest import ROOT
+from conftest import role_defaults
 from plugins.filter import sglang_profile as flt
 
-DEFAULTS = yaml.safe_load((ROOT / "roles/sglang/defaults/main.yml").read_text())
+DEFAULTS = role_defaults()
 PROFILES = DEFAULTS["sglang_profiles"]
 VLLM = DEFAULTS["sglang_vllm_version"]
 SERVER = {"model_path": "/srv/models/Qwen3.6-27B", "served_model_name": "Qwen3.6-27B", "host": "127.0.0.1",

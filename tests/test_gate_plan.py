@@ -16,14 +16,13 @@ import pytest
 import yaml
 
 from bench.profiles import HAND_LAUNCH_ARGS
-from conftest import ROOT
+from conftest import ROOT, role_defaults
 from sglang_perf import plan
 
 pytestmark = pytest.mark.timeout(400)
 
-GATE = yaml.safe_load((ROOT / "roles" / "sglang_gate" / "defaults" / "main.yml").read_text())
-PROFILES = yaml.safe_load((ROOT / "roles" / "sglang" / "defaults" / "main.yml").read_text())[
-    "sglang_profiles"]
+GATE = role_defaults("sglang_gate")
+PROFILES = role_defaults()["sglang_profiles"]
 # (requests, max_requests, max_tokens): 6 is the fewest that bound a median at 95%
 SIZES = {"coding": (6, 12, 128), "long_context": (6, 6, 64), "concurrent": (8, 16, 256)}
 PREFILL = {"SGLEMU_PREFILL_TOK_S": "20000"}

@@ -3,15 +3,13 @@ self-check start the emulator with is the role defaults rendered by the deploy's
 no inventory, scenario or vars file restates a profile."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import yaml
 
 from bench import profiles
+from conftest import ROOT, role_defaults
 from plugins.filter.sglang_profile import profile_engine, sglang_argv
 
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULTS = yaml.safe_load((ROOT / "roles/sglang/defaults/main.yml").read_text())
+DEFAULTS = role_defaults()
 
 
 def test_bench_profiles_are_the_role_defaults_rendered():

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import PRODUCTION_VAULT, ROOT
+from conftest import PRODUCTION_VAULT, ROOT, role_defaults
 
 ROLES = sorted(p.name for p in (ROOT / "roles").iterdir() if (p / "defaults" / "main.yml").exists())
 TASK_FILES = sorted(
@@ -33,10 +33,6 @@ PLAYBOOK_INPUTS = {"render_dir", "bench_report_dir", "sglang_deploy_hosts"}
 
 def load(path):
     return yaml.safe_load(Path(path).read_text())
-
-
-def defaults(role):
-    return load(ROOT / "roles" / role / "defaults" / "main.yml") or {}
 
 
 def options(role):
@@ -103,7 +99,7 @@ def test_role_vars_are_internal_and_never_inputs(role):
     path = ROOT / "roles" / role / "vars" / "main.yml"
     derived = set(load(path) or {}) if path.exists() else set()
     assert [n for n in derived if not n.startswith("_") or n.startswith("__")] == []
-    inputs = role_inputs() | {n for r in ROLES for n in defaults(r)}
+    inputs = role_inputs() | {n for r in ROLES for n in role_defaults(r)}
     assert derived & inputs == set()
     assert [n for n in options(role) if n.startswith("_")] == [], "an internal in argument_specs"
 
@@ -117,14 +113,14 @@ def group_vars_files():
 def test_inventories_state_only_what_differs_from_the_role_defaults():
     """A group_vars value equal to a role default (plain YAML; a templated value compares as its
     text) is a restatement: the role's default is the one statement."""
-    role_defaults = {}
+    every_default = {}
     for role in ROLES:
-        role_defaults.update(defaults(role))
+        every_default.update(role_defaults(role))
     files = group_vars_files()
     assert len(files) == 2
     restated = [(f.relative_to(ROOT).as_posix(), name)
                 for f in files for name, value in (load(f) or {}).items()
-                if name in role_defaults and value == role_defaults[name]]
+                if name in every_default and value == every_default[name]]
     assert restated == [], "group_vars restating a role default: %s" % restated
 
 

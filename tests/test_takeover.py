@@ -13,15 +13,14 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
-from conftest import ROOT
+from conftest import ROOT, role_defaults
 from plugins.filter import sglang_profile as flt
 from plugins.modules import sglang_units as units
 from sglang_perf.launchers import engine_of
 
 BIN = Path(sys.executable).parent
-PROFILES = yaml.safe_load((ROOT / "roles/sglang/defaults/main.yml").read_text())["sglang_profiles"]
+PROFILES = role_defaults()["sglang_profiles"]
 HAND_UNIT = """[Unit]
 Description=Qwen on SGLang (by hand)
 
