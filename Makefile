@@ -83,12 +83,13 @@ local-host:
 test:
 	$(PYTHON) scripts/suite.py
 
-# The inner loop, under 3 minutes: lint (inside pytest: ruff, yamllint, ansible-lint, the
-# workflow's schema, the pre-commit hooks) and every test that needs neither the local container
-# nor the contract venv (headless Chromium for the history page, make chromium).
+# The inner loop: lint (inside pytest: ruff, yamllint, ansible-lint, the workflow's schema, the
+# pre-commit hooks) and every test that needs neither the local container nor the contract venv
+# (headless Chromium for the history page, make chromium; the emulator's wheels, make dist, which
+# the local inventory names and playbooks/render.yml checks). Its time: docs/testing.md.
 # `pytest -m "not container and not contract"` selects the same set.
 CHECK_JOBS ?= 4
-check: venv chromium
+check: venv chromium dist
 	$(PY) -m pytest -p no:cacheprovider -n $(CHECK_JOBS) --no-skips -m "not container and not contract" tests
 
 # Every Molecule scenario (molecule/*/), each in systemd containers of its own, from the image
