@@ -1,7 +1,10 @@
 """Fault matrix for the gate: `ansible localhost -m sglang_bench` (a real Ansible run of the gate
 module) against the emulator's fault switches and real process faults. Each must end in a failed
 gate whose message says what happened, within its configured timeout: never a pass, a
-traceback or a hang."""
+traceback or a hang. The message names the fault, so a fault reported as a timeout fails on its
+words; the time bound is the hang guard: the gate's run_timeout (its whole run, warmup included)
+plus ansible's own start-up, which took up to 50 s of a run on a loaded 2-core CI machine (a
+speed bound tighter than that belongs in a benchmark, not a test)."""
 from __future__ import annotations
 
 import json
@@ -17,8 +20,11 @@ from conftest import ROOT, free_port
 
 BIN = Path(sys.executable).parent
 FAST = {"SGLEMU_SPEED_SCALE": "4"}
+RUN_TIMEOUT = 40
 GATE = "requests=6 warmup=1 max_tokens=96 min_tok_s=45 min_accept_len=2.8 " \
-       "connect_timeout=2 first_token_timeout=5 stall_timeout=2 run_timeout=40"
+       "connect_timeout=2 first_token_timeout=5 stall_timeout=2 run_timeout=%d" % RUN_TIMEOUT
+# the most a failed gate may take: its run_timeout, plus ansible's start-up on a loaded machine
+LIMIT = RUN_TIMEOUT + 60
 
 
 def gate(url, extra=""):
@@ -26,41 +32,39 @@ def gate(url, extra=""):
     t0 = time.monotonic()
     p = subprocess.run([str(BIN / "ansible"), "localhost", "-m", "sglang_bench", "-a",
                         "url=%s %s %s" % (url, GATE, extra)], cwd=str(ROOT), env=env,
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=3 * LIMIT)
     took = time.monotonic() - t0
     res = json.loads(p.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
     assert "Traceback" not in p.stdout + p.stderr
     return p.returncode, res, took
 
 
-# (case, emulator profile, emulator env, extra module args, words in msg, seconds it may take)
+# (case, emulator profile, emulator env, extra module args, words in msg)
 CASES = [
     ("http 500 on some requests", "nextn_3step", {"SGLEMU_FAULT_HTTP500_EVERY": "2"}, "",
-     ["request(s) failed (allowed 0)", "x http_500"], 30),
+     ["request(s) failed (allowed 0)", "x http_500"]),
     ("truncated streams", "nextn_3step", {"SGLEMU_FAULT_TRUNCATE_AFTER_TOKENS": "20"}, "",
-     ["all 6 measured requests failed (6 x truncated)"], 30),
+     ["all 6 measured requests failed (6 x truncated)"]),
     ("a stream that stalls", "nextn_3step", {"SGLEMU_FAULT_STALL_AFTER_TOKENS": "10",
                                              "SGLEMU_FAULT_STALL_SECONDS": "30"}, "",
-     ["stream stalled: nothing for 2.0s (stall timeout)"], 45),  # 6 requests x 2 s + ansible
+     ["stream stalled: nothing for 2.0s (stall timeout)"]),
     ("server killed mid-benchmark", "nextn_3step", {"SGLEMU_FAULT_CRASH_AFTER_REQUESTS": "2"}, "",
-     ["could not measure", "failed"], 30),
+     ["could not measure", "failed"]),
     ("wrong model name", "nextn_3step", {}, "model=Qwen2-7B",
-     ["model 'Qwen2-7B' is not served", "offers: Qwen3.6-27B"], 15),
+     ["model 'Qwen2-7B' is not served", "offers: Qwen3.6-27B"]),
     ("wrong api key", ["--api-key", "the-right-key-0123456789"], {}, "api_key=the-wrong-key-012345",
-     ["authentication failed", "the API key is wrong"], 15),
+     ["authentication failed", "the API key is wrong"]),
     ("missing api key", ["--api-key", "the-right-key-0123456789"], {}, "",
-     ["authentication failed", "the API key is missing"], 15),
+     ["authentication failed", "the API key is missing"]),
     ("no speculative counters", "no_spec", {}, "",
-     ["accept length could not be measured (required >= 2.8)"], 40),
+     ["accept length could not be measured (required >= 2.8)"]),
     ("slow server", "nextn_1step", {"SGLEMU_SPEED_SCALE": "1"}, "",
-     ["decode tok/s (per-request median)", "< required 45.0", "accept length 1.", "< required 2.80"],
-     40),
+     ["decode tok/s (per-request median)", "< required 45.0", "accept length 1.", "< required 2.80"]),
 ]
 
 
-@pytest.mark.parametrize("case, profile, env, extra, words, limit", CASES,
-                         ids=[c[0] for c in CASES])
-def test_fault_fails_the_gate_with_a_reason(emulator, case, profile, env, extra, words, limit):
+@pytest.mark.parametrize("case, profile, env, extra, words", CASES, ids=[c[0] for c in CASES])
+def test_fault_fails_the_gate_with_a_reason(emulator, case, profile, env, extra, words):
     if isinstance(profile, list):  # the 3-step profile plus extra server flags
         from conftest import PROFILE_ARGS
         emu = emulator(PROFILE_ARGS["nextn_3step"] + profile, env=dict(FAST, **env))
@@ -70,14 +74,14 @@ def test_fault_fails_the_gate_with_a_reason(emulator, case, profile, env, extra,
     assert rc != 0 and res["failed"] is True and res.get("passed") is not True
     for w in words:
         assert w in res["msg"], res["msg"]
-    assert took < limit, "took %.1f s" % took
+    assert took < LIMIT, "took %.1f s" % took
     assert "the-right-key" not in json.dumps(res)
 
 
 def test_server_not_listening():
     rc, res, took = gate("http://127.0.0.1:%d" % free_port())
     assert rc != 0 and "could not measure" in res["msg"] and "cannot connect" in res["msg"]
-    assert took < 15
+    assert took < LIMIT, "took %.1f s" % took
 
 
 def test_port_open_but_503_fails_the_readiness_wait_in_time(emulator):
