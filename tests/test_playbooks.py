@@ -20,8 +20,8 @@ ROLES = sorted(p.name for p in (ROOT / "roles").iterdir() if (p / "defaults" / "
 
 
 def ansible(tool, *args, env=None):
-    """A hang guard, not a speed bound: ansible-lint over the tree took 248-300 s under the full
-    suite's load on a slow 2-core machine."""
+    """A hang guard, not a speed bound: ansible-lint over the tree took 248 s, and once over
+    300 s, under the full suite's load on a slow 2-core machine."""
     e = dict(os.environ, ANSIBLE_NOCOLOR="1")
     e.update(env or {})
     return subprocess.run([str(BIN / tool), *args], cwd=str(ROOT), capture_output=True, text=True,
