@@ -11,7 +11,7 @@ from __future__ import annotations
 import yaml
 
 from bench.paths import SGLANG_DEFAULTS
-from plugins.filter.sglang_profile import profile_engine, sglang_argv
+from sglang_perf.profile import profile_engine, sglang_argv
 
 MODEL_ARGS = ["--model-path", "/models/Qwen3.6-27B", "--served-model-name", "Qwen3.6-27B",
               "--tp-size", "2", "--trust-remote-code"]

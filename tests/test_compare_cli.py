@@ -385,7 +385,7 @@ def test_compare_plan_answers_whether_more_steps_pay(emulator, vllm_emus, tmp_pa
     import yaml
 
     from conftest import MODEL_ARGS
-    from plugins.filter import sglang_profile as flt
+    from sglang_perf import profile as flt
     defaults = yaml.safe_load((ROOT / "roles/sglang/defaults/main.yml").read_text())
     env = dict(FAST, SGLEMU_SPEED_SCALE=str(PLAN_SCALE))
     names = ("nextn_1step", "nextn_3step", "nextn_5step")

@@ -22,7 +22,7 @@ from bench.emulator.args import build_parser, merge_config
 from bench.profiles import MODEL_ARGS, PROFILE_ARGS
 from conftest import ROOT, role_defaults
 from hostutil import play
-from plugins.filter import sglang_profile as flt
+from sglang_perf import profile as flt
 
 pytestmark = pytest.mark.contract
 

@@ -19,7 +19,7 @@ import pytest
 
 from bench.emulator.vllm import args as emu
 from conftest import ROOT, role_defaults
-from plugins.filter import sglang_profile as flt
+from sglang_perf import profile as flt
 from test_contract import KEY, exec_argv, render_units, with_secrets_file
 
 pytestmark = pytest.mark.contract

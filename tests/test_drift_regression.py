@@ -10,7 +10,7 @@ import pytest
 
 from bench.profiles import HAND_LAUNCH_ARGS
 from conftest import role_defaults
-from plugins.filter import sglang_profile as f
+from sglang_perf import profile as f
 from test_module import FAST, SMALL, call, patched  # noqa: F401  (patched: autouse fixture)
 from sglang_perf import history
 

@@ -122,7 +122,7 @@ def vllm_emulator():
 
     from bench.launch import EmulatorProcess
     from conftest import ROOT
-    from plugins.filter import sglang_profile as flt
+    from sglang_perf import profile as flt
 
     defaults = yaml.safe_load((ROOT / "roles/sglang/defaults/main.yml").read_text())
     started = []

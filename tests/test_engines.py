@@ -8,7 +8,7 @@ import json
 import pytest
 
 from conftest import role_defaults
-from plugins.filter import sglang_profile as flt
+from sglang_perf import profile as flt
 
 DEFAULTS = role_defaults()
 PROFILES = DEFAULTS["sglang_profiles"]

@@ -5,7 +5,7 @@ import copy
 
 import pytest
 
-from plugins.filter import sglang_profile as f
+from sglang_perf import profile as f
 from plugins.filter.systemd_exec_args import systemd_exec_args
 
 GOOD = {

@@ -13,8 +13,8 @@ from ansible.utils.helpers import pct_to_int
 
 from conftest import ROOT
 from plugins.callback import sglang_rollout as cb
-from plugins.filter import sglang_fleet as fleet
-from plugins.filter import sglang_profile as prof
+from sglang_perf import fleet as fleet
+from sglang_perf import profile as prof
 
 GROUPS = {"all": ["a", "b", "c", "solo"], "pair": ["b", "a"], "trio": ["a", "b", "c"], "one": ["solo"]}
 

@@ -7,7 +7,7 @@ import yaml
 
 from bench import profiles
 from conftest import ROOT, role_defaults
-from plugins.filter.sglang_profile import profile_engine, sglang_argv
+from sglang_perf.profile import profile_engine, sglang_argv
 
 DEFAULTS = role_defaults()
 

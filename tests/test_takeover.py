@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, role_defaults
-from plugins.filter import sglang_profile as flt
+from sglang_perf import profile as flt
 from plugins.modules import sglang_units as units
 from sglang_perf.launchers import engine_of
 

@@ -204,3 +204,41 @@ def memory_budget(model, hardware, tp_size=None, mem_fraction_static=None, conte
         "problems": problems,
         "lines": lines,
     }
+
+
+def profile_memory_budget(profile, model, hardware, full_context_requests=1, default_fraction=0.88):
+    """memory_budget() of one entry of sglang_profiles."""
+    if not isinstance(profile, dict):
+        raise CapacityError("the profile must be a dict, got %r" % (profile,))
+    return memory_budget(
+        model, hardware,
+        tp_size=profile.get("tp_size"),
+        mem_fraction_static=profile.get("mem_fraction_static"),
+        context_length=profile.get("context_length"),
+        max_running_requests=profile.get("max_running_requests"),
+        mamba_full_memory_ratio=profile.get("mamba_full_memory_ratio"),
+        spec_draft_tokens=profile.get("speculative_num_draft_tokens")
+        if profile.get("speculative_algorithm") else 0,
+        kv_full_context_requests=full_context_requests,
+        default_mem_fraction=default_fraction)
+
+
+def reach_errors(cases, profile, profile_name, model, hardware):
+    """The gate plan's resolved cases whose min_tok_s is above the profile's decode roofline at
+    its best accept length (steps + 1; 1 without speculation): no run of them can pass. Each
+    names its variable."""
+    if not isinstance(profile, dict):
+        raise CapacityError("the profile must be a dict, got %r" % (profile,))
+    steps = profile.get("speculative_num_steps") if profile.get("speculative_algorithm") else 0
+    r = roofline(model, hardware, steps or 0)
+    errors = []
+    for case in cases:
+        need = case["thresholds"].get("min_tok_s")
+        if need is not None and float(need) > r["ceiling_tok_s"]:
+            var = "sglang_gate_calibrated" if case["source"].get("min_tok_s") == "calibrated" \
+                else "sglang_gate_thresholds"
+            errors.append("%s.%s.%s.min_tok_s (%s) cannot be reached by profile %s: its decode "
+                          "roofline is %.1f tok/s (%s; sglang_hardware, sglang_model_size)"
+                          % (var, profile_name, case["case"], need, profile_name, r["ceiling_tok_s"],
+                             r["formula"]))
+    return errors

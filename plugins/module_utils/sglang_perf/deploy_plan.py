@@ -1,0 +1,335 @@
+# -*- coding: utf-8 -*-
+"""The deploy plan of one host, computed once on the controller before anything changes: every
+refusal of the roles' inputs (each naming its variable), and what the roles, the gate, the rescue
+and the rollout summary read instead of deriving it again - the engine and its version, the
+release name (from the lock file and the wheels' checksums), the argv, the unit's paths, the
+multi-node topology, the resolved gate cases and thresholds, the exposure verdict.
+
+``make`` is a pure function of its inputs (the plugins/action/sglang_deploy_plan.py action plugin
+gathers them from the play); tests call it directly. Standard library only."""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+
+from . import capacity, exposition, fleet, plan, profile
+from .client import ConfigError
+
+ROLES = ("nvidia_gpu", "sglang", "sglang_gate")
+ENGINE_LABELS = {"sglang": "SGLang", "vllm": "vLLM"}
+ENGINE_DOCS = {"sglang": "https://docs.sglang.ai/", "vllm": "https://docs.vllm.ai/"}
+# What answers 200 once the server can serve (roles/sglang/tasks/ready.yml), per engine.
+READY_PATHS = {"sglang": ["/health_generate"], "vllm": ["/health", "/v1/models"]}
+# What the unit's ProtectHome=yes hides from the service (templates/sglang.service.j2).
+UNIT_HIDDEN_PATHS = ["/home", "/root", "/run/user"]
+HIDDEN = "(hidden)"
+
+_RELEASE = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+(\.?post[0-9]+)?$")
+_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_REVISION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)*$")
+
+
+def _int(value, default=None):
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def _num(value, default=None):
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def _abs(value):
+    return isinstance(value, str) and value.startswith("/")
+
+
+def _match(pattern, value):
+    return isinstance(value, str) and re.match(pattern, value) is not None
+
+
+def _version_key(text):
+    return tuple(int(p) for p in re.findall(r"[0-9]+", str(text)))
+
+
+def _value_checks(v):
+    """(variable, shown value, what is valid, ok) of the values the argument specs cannot check."""
+    ports = _int(v.get("sglang_port"))
+    nets = v.get("sglang_allowed_networks") or []
+    modules = v.get("sglang_launch_modules")
+    revision = v.get("sglang_model_revision")
+    snapshot = v.get("sglang_model_snapshot_path") or ""
+    endpoint = v.get("sglang_hf_endpoint") or ""
+    key = v.get("sglang_api_key") or ""
+    token = v.get("sglang_hf_token") or ""
+    yield ("sglang_port", None, "a TCP port from 1 to 65535", ports is not None and 1 <= ports <= 65535)
+    yield ("sglang_allowed_networks", None, "CIDR networks such as 10.1.230.0/24 or fd00::/8",
+           isinstance(nets, list) and all(_match(r"^[0-9A-Fa-f:.]+/[0-9]{1,3}$", n) for n in nets))
+    yield ("sglang_releases_dir", None, "an absolute path", _abs(v.get("sglang_releases_dir")))
+    yield ("sglang_releases_keep", None, ">= 1 release kept", (_int(v.get("sglang_releases_keep")) or 0) >= 1)
+    for var in ("sglang_state_dir", "sglang_config_dir", "sglang_model_dir", "sglang_model_path"):
+        yield (var, None, "an absolute path", _abs(v.get(var)))
+    yield ("sglang_model_snapshot_path", None, "empty, or an absolute path", not snapshot or _abs(snapshot))
+    yield ("sglang_model_revision", None, "a commit sha (40 hex digits), a branch or a tag",
+           _match(_REVISION.pattern, revision) and ".." not in revision and len(revision) <= 200)
+    yield ("sglang_hf_endpoint", None, "empty, or an http(s) URL without credentials",
+           not endpoint or _match(r"^https?://[^\s/@]+(/[^\s@]*)?$", endpoint))
+    yield ("sglang_engine", None, "sglang or vllm (a profile may name its own engine)",
+           v.get("sglang_engine") in ENGINE_LABELS)
+    yield ("sglang_launch_modules", None,
+           "a mapping of each engine (sglang, vllm) to a dotted Python module name such as "
+           "sglang.launch_server",
+           isinstance(modules, dict) and set(ENGINE_LABELS) <= set(modules)
+           and all(_match(_MODULE.pattern, m) for m in modules.values()))
+    yield ("sglang_service_name", None, "a systemd unit name: letters, digits, - and _ (no .service suffix)",
+           _match(r"^[A-Za-z0-9_-]+$", v.get("sglang_service_name")))
+    yield ("sglang_user", None, "a non-root user name", v.get("sglang_user") not in ("root", "", None))
+    yield ("sglang_served_model_name", None,
+           "a non-empty name without white space or ':' (SGLang's start-up check reserves ':' for "
+           "model:adapter LoRA names)", _match(r"^[^\s:]+$", v.get("sglang_served_model_name")))
+    yield ("sglang_ready_timeout", None, "seconds >= 30 (a 27B model load takes minutes)",
+           (_int(v.get("sglang_ready_timeout")) or 0) >= 30)
+    yield ("sglang_start_timeout_sec", None, "seconds >= 300 (systemd's 90 s kills a model load)",
+           (_int(v.get("sglang_start_timeout_sec")) or 0) >= 300)
+    yield ("sglang_limit_nofile", None, ">= 4096 open files", (_int(v.get("sglang_limit_nofile")) or 0) >= 4096)
+    yield ("sglang_api_key", HIDDEN, "empty, or at least 16 characters without white space or quotes",
+           not key or _match(r"^[^\s\"']{16,}$", key))
+    yield ("sglang_hf_token", HIDDEN, "empty, or a Hugging Face token (hf_...) without white space",
+           not token or _match(r"^hf_[A-Za-z0-9]{20,}$", token))
+    yield ("sglang_version", None, "an SGLang release such as 0.5.23", _match(_RELEASE.pattern, v.get("sglang_version")))
+    yield ("sglang_vllm_version", None, "a vLLM release such as 0.33.0",
+           _match(_RELEASE.pattern, v.get("sglang_vllm_version")))
+
+
+def _gpu_value_checks(v):
+    userspace = v.get("nvidia_gpu_userspace_packages") or []
+    fpr = str(v.get("nvidia_gpu_repo_key_fingerprint") or "").replace(" ", "")
+    yield ("nvidia_gpu_driver_branch", None, "a driver branch such as 580",
+           _match(r"^[0-9]{3}$", str(v.get("nvidia_gpu_driver_branch"))))
+    yield ("nvidia_gpu_min_driver_version", None, "a driver version such as 580.65.06",
+           _match(r"^[0-9]{3}([.][0-9]+){1,2}$", str(v.get("nvidia_gpu_min_driver_version"))))
+    yield ("nvidia_gpu_userspace_packages", None, "package names without a version (the role adds it)",
+           not any(re.search(r"[=\s]", p) for p in userspace))
+    yield ("nvidia_gpu_cuda_version", None, "a CUDA version such as 13.0",
+           _match(r"^[0-9]+[.][0-9]+$", str(v.get("nvidia_gpu_cuda_version"))))
+    yield ("nvidia_gpu_expected_count", None, "the number of GPUs the host has (>= 1)",
+           (_int(v.get("nvidia_gpu_expected_count")) or 0) >= 1)
+    yield ("nvidia_gpu_expected_memory_mib", None, "MiB per GPU (46000 for a 48 GB A6000)",
+           (_int(v.get("nvidia_gpu_expected_memory_mib")) or 0) >= 1024)
+    yield ("nvidia_gpu_expected_model", None, "part of the GPU name nvidia-smi prints (RTX A6000)",
+           bool(v.get("nvidia_gpu_expected_model")))
+    yield ("nvidia_gpu_repo_key_fingerprint", None, "40 hex digits", _match(r"^[0-9A-Fa-f]{40}$", fpr))
+
+
+def _gate_value_checks(v):
+    reg = v.get("sglang_gate_max_regression_pct")
+    yield ("sglang_gate_warmup", None, "warmup requests >= 0", (_int(v.get("sglang_gate_warmup"), -1)) >= 0)
+    for var in ("sglang_gate_first_token_timeout", "sglang_gate_stall_timeout", "sglang_gate_run_timeout"):
+        yield (var, None, "seconds > 0", (_int(v.get(var)) or 0) > 0)
+    yield ("sglang_gate_history_path", None, "an absolute path", _abs(v.get("sglang_gate_history_path")))
+    yield ("sglang_gate_lkg_dir", None, "an absolute path", _abs(v.get("sglang_gate_lkg_dir")))
+    yield ("sglang_gate_max_regression_pct", None, "null (report only) or a percentage from 0 to 100",
+           reg is None or (_num(reg) is not None and 0 <= _num(reg) <= 100))
+
+
+def _shown(value):
+    """A value as the messages show it (as Jinja printed it: True, None, lists in Python's form)."""
+    return value if isinstance(value, str) else repr(value) if isinstance(value, (list, dict)) else str(value)
+
+
+def _refusals(checks, v):
+    return ["%s = %s is not valid: %s" % (var, shown if shown is not None else _shown(v.get(var)), valid)
+            for var, shown, valid, ok in checks if not ok]
+
+
+def release_name(engine, version, lock_text, packages, wheel_checksums):
+    """<version>-<10 hex digits of the checksum over the lock file, the requirements and the local
+    wheels' contents> (vLLM's: vllm-<version>-...); <version>-unlocked without a lock file. The
+    same inputs name the same release on every host and every run."""
+    prefix = "vllm-" if engine == "vllm" else ""
+    if lock_text is None:
+        return "%s%s-unlocked" % (prefix, version)
+    inputs = {"lock": lock_text, "packages": list(packages), "wheels": list(wheel_checksums)}
+    digest = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+    return "%s%s-%s" % (prefix, version, digest[:10])
+
+
+def make(v, host, groups, hostvars, play_hosts=None, facts=None, lock_text=None, lock_exists=False,
+         wheels=(), lock_optional=False, roles=ROLES):
+    """The plan of ``host``. ``v``: the roles' inputs (every variable of their argument specs,
+    type-checked, plus the role data it names); ``wheels``: [(path, sha256 or None when missing)]
+    of sglang_pip_local_files on the controller; ``lock_text``: the lock file's text when it
+    exists. Returns a dict; its ``problems`` (every refusal) is [] when the deploy can go on."""
+    problems = []
+    facts = facts or {}
+    out = {"host": host, "problems": problems, "roles": list(roles)}
+    if "nvidia_gpu" in roles:
+        problems.extend(_refusals(_gpu_value_checks(v), v))
+        distros = v.get("_nvidia_gpu_repo_distros") or {}
+        distro = "%s-%s" % (facts.get("distribution"), facts.get("distribution_major_version"))
+        if distro not in distros and not v.get("nvidia_gpu_allow_absent"):
+            problems.append("%s %s on %s is not supported: the role knows NVIDIA's CUDA repository for %s"
+                            % (facts.get("distribution"), facts.get("distribution_version"), host,
+                               ", ".join(distros)))
+    if "sglang" not in roles:
+        return out
+    problems.extend(_refusals(_value_checks(v), v))
+    name = v.get("sglang_profile")
+    profiles = v.get("sglang_profiles") or {}
+    chosen = profiles.get(name) if isinstance(profiles, dict) else None
+    engine = profile.profile_engine(chosen if isinstance(chosen, dict) else {}, v.get("sglang_engine"))
+    engine_ok = engine in ENGINE_LABELS
+    version = v.get("sglang_vllm_version") if engine == "vllm" else v.get("sglang_version")
+    hardware = v.get("sglang_hardware") or None
+    topo = fleet.sglang_topology(v.get("sglang_multinode_group"), groups, hostvars, host, play_hosts,
+                                 port=_int(v.get("sglang_dist_init_port"), 20000))
+    if v.get("sglang_multinode_group"):
+        if topo["errors"]:
+            problems.append("%s: %s" % (host, "; ".join(topo["errors"])))
+    profile_problems = profile.sglang_profile_errors(
+        profiles, name, (hardware or {}).get("gpu_count"), nnodes=topo["nnodes"], group=topo["group"],
+        version=version, engine=v.get("sglang_engine"))
+    if profile_problems:
+        problems.append("%s: %s" % (host, "; ".join(profile_problems)))
+    valid_profile = not profile_problems and isinstance(chosen, dict)
+    budget = None
+    if hardware and valid_profile:
+        try:
+            budget = capacity.profile_memory_budget(
+                chosen, v.get("sglang_model_size"), hardware, v.get("sglang_memory_full_context_requests", 1),
+                v.get("sglang_memory_default_fraction", 0.88))
+        except capacity.CapacityError as e:
+            problems.append("%s: sglang_model_size, sglang_hardware: %s" % (host, e))
+        else:
+            if not budget["fits"]:
+                problems.append(
+                    "%s: profile %s does not fit in GPU memory: %s. Estimate per GPU: %s (sglang_model_size, "
+                    "sglang_hardware; raise mem_fraction_static, lower context_length or max_running_requests)"
+                    % (host, name, "; ".join(budget["problems"]), "; ".join(budget["lines"])))
+    api_key_set = bool(v.get("sglang_api_key"))
+    exposure = profile.sglang_exposure_errors(v.get("sglang_host"), api_key_set,
+                                              v.get("sglang_allowed_networks") or [],
+                                              bool(v.get("sglang_allow_open_network")))
+    if exposure:
+        problems.append("%s: %s" % (host, "; ".join(exposure)))
+    # the release: its lock file and local wheels on the controller
+    missing = [path for path, digest in wheels if digest is None]
+    if not lock_exists and not lock_optional:
+        problems.append("sglang_pip_constraints: no lock file at %s for %s %s (write it with: python "
+                        "scripts/lock_release.py %s==%s > %s)"
+                        % (v.get("sglang_pip_constraints"), engine, version, engine, version,
+                           v.get("sglang_pip_constraints")))
+    elif missing:
+        problems.append("sglang_pip_local_files: not on the controller: %s" % ", ".join(missing))
+    # the driver the engine release's CUDA runtime needs
+    if engine_ok:
+        release_key = "%s-%s" % (engine, version)
+        cuda = (v.get("_sglang_cuda_runtime_by_release") or {}).get(release_key)
+        branch = v.get("nvidia_gpu_driver_branch")
+        if cuda is None:
+            problems.append("%s is not in _sglang_cuda_runtime_by_release (roles/sglang/vars/main.yml): read the "
+                            "CUDA runtime of the torch it pins from the wheels and add it, so the driver check "
+                            "below can run" % release_key)
+        else:
+            need = (v.get("_sglang_min_driver_by_cuda") or {}).get(cuda, "0")
+            if branch is not None and _version_key("%s.999.99" % branch) < _version_key(need):
+                problems.append("%s %s runs on CUDA %s, which needs NVIDIA driver >= %s; nvidia_gpu_driver_branch "
+                                "is %s: raise the branch or keep %s"
+                                % (engine, version, cuda, need, branch,
+                                   "sglang_vllm_version" if engine == "vllm" else "sglang_version"))
+    service = v.get("sglang_service_name")
+    config_dir = v.get("sglang_config_dir")
+    release = release_name(engine, version, lock_text if lock_exists else None, v.get("sglang_pip_packages") or [],
+                           [digest for _, digest in wheels])
+    release_dir = "%s/%s" % (v.get("sglang_releases_dir"), release)
+    snapshot = v.get("sglang_model_snapshot_path") or ""
+    bind = v.get("sglang_host")
+    out.update({
+        "engine": engine, "engine_label": ENGINE_LABELS.get(engine, str(engine)),
+        "engine_docs": ENGINE_DOCS.get(engine, ""), "version": version,
+        "profile": name, "settings": chosen if valid_profile else None,
+        "release": release, "release_dir": release_dir, "venv": release_dir + "/venv",
+        "release_inputs": {"lock": v.get("sglang_pip_constraints") if lock_exists else None,
+                           "lock_sha256": hashlib.sha256(lock_text.encode()).hexdigest() if lock_exists else None,
+                           "packages": list(v.get("sglang_pip_packages") or []),
+                           "wheels": [{"path": p, "sha256": d} for p, d in wheels]},
+        "service": service, "user": v.get("sglang_user"), "group": v.get("sglang_group"),
+        "python": v.get("sglang_python"), "state_dir": v.get("sglang_state_dir"),
+        "releases_dir": v.get("sglang_releases_dir"), "releases_keep": _int(v.get("sglang_releases_keep")),
+        "adopt_existing": bool(v.get("sglang_adopt_existing")), "adopt_backup_dir": v.get("sglang_adopt_backup_dir"),
+        "served_model_name": v.get("sglang_served_model_name"), "model_size": v.get("sglang_model_size"),
+        "hardware": hardware,
+        "unit_path": "/etc/systemd/system/%s.service" % service,
+        "env_path": "%s/%s.env" % (config_dir, service),
+        "secrets_path": "%s/%s-secrets.yaml" % (config_dir, service),
+        "model_load_path": snapshot or v.get("sglang_model_path"),
+        "launch_module": (v.get("sglang_launch_modules") or {}).get(engine) if engine_ok else None,
+        "ready_paths": READY_PATHS.get(engine, []),
+        "unit_hidden_paths": list(UNIT_HIDDEN_PATHS),
+        "topology": topo,
+        "local_url": "http://%s:%s" % ("127.0.0.1" if bind in ("0.0.0.0", "::", "", None) else bind,
+                                       v.get("sglang_port")),
+        "exposure": {"problems": exposure, "host": bind, "api_key": api_key_set,
+                     "allowed_networks": list(v.get("sglang_allowed_networks") or []),
+                     "open_network": bool(v.get("sglang_allow_open_network"))},
+        "memory": budget["lines"] if budget else None,
+        "argv": None,
+    })
+    if valid_profile and engine_ok and out["launch_module"] and not topo["errors"]:
+        server = {"model_path": out["model_load_path"], "served_model_name": v.get("sglang_served_model_name"),
+                  "host": bind, "port": v.get("sglang_port"),
+                  "trust_remote_code": v.get("sglang_trust_remote_code"),
+                  "enable_metrics": v.get("sglang_enable_metrics"),
+                  "config": out["secrets_path"] if api_key_set else None,
+                  "nnodes": topo["nnodes"] if topo["enabled"] else None,
+                  "node_rank": topo["node_rank"] if topo["enabled"] else None,
+                  "dist_init_addr": topo["dist_init_addr"] if topo["enabled"] else None}
+        try:
+            out["argv"] = [out["venv"] + "/bin/python", "-m", out["launch_module"]] + \
+                profile.sglang_argv(chosen, version, server, engine=v.get("sglang_engine"))
+        except ValueError as e:
+            problems.append("%s: %s" % (host, e))
+    if "sglang_gate" in roles:
+        out["gate"] = _gate(v, problems, name, profiles, chosen if valid_profile else None, hardware)
+    return out
+
+
+def _gate(v, problems, name, profiles, chosen, hardware):
+    """The gate's part of the plan: its checks, and the resolved cases."""
+    gate_plan, thresholds = v.get("sglang_gate_plan"), v.get("sglang_gate_thresholds")
+    calibrated, confidence = v.get("sglang_gate_calibrated") or None, _num(v.get("sglang_gate_confidence"),
+                                                                           v.get("sglang_gate_confidence"))
+    plan_problems = plan.problems(gate_plan, thresholds, name, calibrated, confidence=confidence)
+    problems.extend(plan_problems)
+    cases, text = [], ""
+    if not plan_problems:
+        try:
+            cases = plan.resolve(gate_plan, thresholds, name, calibrated, confidence=confidence)
+        except ConfigError as e:  # plan.problems said nothing: not expected
+            problems.append(e.message)
+        top = max([c["thresholds"].get("min_accept_len") or 0 for c in cases] or [0])
+        if top > 0:
+            accept = profile.sglang_profile_errors(
+                profiles, name, engine=v.get("sglang_engine"), min_accept_len=top,
+                accept_var="sglang_gate_thresholds.%s (the highest min_accept_len of its cases)" % name)
+            problems.extend(accept)
+        if hardware and chosen is not None:
+            try:
+                problems.extend(capacity.reach_errors(cases, chosen, name, v.get("sglang_model_size"), hardware))
+            except capacity.CapacityError as e:
+                problems.append("sglang_model_size, sglang_hardware: %s" % e)
+        text = plan.describe(cases, float(confidence), v.get("sglang_gate_inconclusive"))
+    problems.extend(_refusals(_gate_value_checks(v), v))
+    textfile = v.get("sglang_gate_textfile_path") or ""
+    problems.extend("sglang_gate_textfile_path = %s: %s" % (textfile, p)
+                    for p in exposition.path_problems(textfile))
+    promise = {"context_length": (chosen or {}).get("context_length"),
+               "max_running_requests": (chosen or {}).get("max_running_requests")}
+    return {"cases": cases, "text": text, "promise": promise,
+            "lkg_import": re.sub(r"(\.service)?$", ".service", v.get("sglang_gate_lkg_import") or "", count=1)
+            if v.get("sglang_gate_lkg_import") else ""}
+
