@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import itertools
 
+from sglang_perf.deploy_plan import ENGINE_LABELS
+
 # What a comparison ranks by: metric -> (row key, words used in the statements); metric_of says
 # which one a case is judged on.
 COMPARED_METRICS = {
     "decode": ("decode_tok_s_median", "per-request decode"),
     "aggregate": ("aggregate_tok_s", "aggregate"),
 }
-ENGINE_LABELS = {"sglang": "SGLang", "vllm": "vLLM"}
 TIE_CASE = "long_context"
 
 

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from conftest import ROOT, role_defaults
-from plugins.filter import sglang_capacity as filt
+from sglang_perf import capacity as filt
 from sglang_perf import capacity
 
 DEFAULTS = role_defaults()
@@ -69,7 +69,7 @@ def test_bad_size_figures_are_named(model, hardware, needle):
 
 
 def budget(profile, **kw):
-    return filt.sglang_memory_budget(profile, MODEL, A6000x2, **kw)
+    return filt.profile_memory_budget(profile, MODEL, A6000x2, **kw)
 
 
 def test_budget_of_the_3_step_profile_by_hand():
@@ -132,7 +132,7 @@ def test_more_full_context_requests_than_the_kv_share_holds_are_refused():
 
 
 def test_a_decode_threshold_above_the_roofline_is_refused_by_name():
-    sglang_gate_reach_errors = filt.sglang_gate_reach_errors
+    sglang_gate_reach_errors = filt.reach_errors
     model, profiles = MODEL, PROFILES
     cases = [{"case": "coding", "thresholds": {"min_tok_s": 45},
               "source": {"min_tok_s": "thresholds"}},

@@ -1,10 +1,11 @@
-"""Bad-input matrix: what a careless operator really types, each run for real against the local
-container with `ansible-playbook playbooks/preflight.yml -e ...`: the very play deploy.yml imports
-first (tests/test_deploy.py shows deploy.yml itself refusing bad input the same way). Every case
-must fail in the preflight, with a message that names the variable and says what would be valid,
-and change nothing (recap changed=0; the unit's checksum and the service's MainPID are the same
-after the whole matrix as before it). The cases run a few at a time: the preflight is read-only,
-and each run is mostly Ansible waiting on the container."""
+"""The bad-input matrix end to end: one case of each class of refusal (tests/bad_inputs.py
+END_TO_END; every case is held against the deploy plan in tests/test_deploy_plan.py), and the
+refusals only the host can tell, each run for real against the local container with
+`ansible-playbook playbooks/preflight.yml -e ...`: the very play deploy.yml imports first
+(tests/test_deploy.py shows deploy.yml itself refusing bad input the same way). Every case must
+fail in the preflight, with a message that names the variable and says what would be valid, and
+change nothing (recap changed=0; the unit's checksum and the service's MainPID are the same after
+the whole matrix as before it). The cases run a few at a time: the preflight is read-only."""
 from __future__ import annotations
 
 import json
@@ -12,174 +13,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from conftest import ROOT
+from bad_inputs import CASES as ALL_CASES
+from bad_inputs import END_TO_END
 from hostutil import ensure_deployed, flat, needs_local_host, on_host, play, recap_changed
 
 pytestmark = needs_local_host
 
-P3 = {"speculative_algorithm": "NEXTN", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
-      "speculative_num_draft_tokens": 4, "tp_size": 2, "mamba_cache_strategy": "extra_buffer",
-      "context_length": 131072}
-
-
-def profile(**changes):
-    p = dict(P3)
-    for k, v in changes.items():
-        if v is None:
-            p.pop(k)
-        else:
-            p[k] = v
-    return {"sglang_profiles": {"mine": p}, "sglang_profile": "mine",
-            "sglang_gate_thresholds": {"mine": {"coding": {"min_tok_s": 45, "min_accept_len": 2.8}}}}
-
-
-# (case id, extra vars, words the message must contain: the variable and what is valid)
-CASES = [
-    ("unknown profile name", {"sglang_profile": "nextn_9step"},
-     ["sglang_profile: 'nextn_9step' is not defined in sglang_profiles",
-      "(defined: nextn_1step, nextn_2step, nextn_3step, nextn_4step, nextn_5step, no_spec, vllm_mtp_1,"]),
-    ("original launch: draft tokens without steps",
-     profile(speculative_num_steps=None, speculative_eagle_topk=None),
-     ["speculative_algorithm NEXTN needs sglang_profiles.mine.speculative_num_steps",
-      "sglang_profiles.mine.speculative_eagle_topk too"]),
-    ("original launch: the old mamba flag as a setting",
-     dict(profile(mamba_cache_strategy=None), **{"sglang_profiles": {"mine": dict(
-         P3, mamba_scheduler_strategy="extra_buffer")}}),
-     ["sglang_profiles.mine.mamba_scheduler_strategy: unknown setting", "mamba_cache_strategy"]),
-    ("mamba strategy typo", profile(mamba_cache_strategy="extra-buffer"),
-     ["sglang_profiles.mine.mamba_cache_strategy must be one of auto, no_buffer, extra_buffer"]),
-    ("steps without topk", profile(speculative_eagle_topk=None),
-     ["needs sglang_profiles.mine.speculative_eagle_topk"]),
-    ("draft tokens != steps + 1", profile(speculative_num_draft_tokens=8),
-     ["sglang_profiles.mine.speculative_num_draft_tokens must be speculative_num_steps + 1 = 4"]),
-    ("unknown algorithm", profile(speculative_algorithm="MTP"),
-     ["sglang_profiles.mine.speculative_algorithm must be one of NEXTN"]),
-    ("tp larger than the GPUs", profile(tp_size=4),
-     ["sglang_profiles.mine.tp_size (4) exceeds the GPUs the host is expected to have "
-      "(sglang_hardware.gpu_count = 2)"]),
-    ("memory fraction as percent", profile(mem_fraction_static=88),
-     ["sglang_profiles.mine.mem_fraction_static must be a fraction strictly between 0 and 1"]),
-    ("context length as text", profile(context_length="128k"),
-     ["sglang_profiles.mine.context_length must be a positive integer number of tokens"]),
-    ("max running requests 0", profile(max_running_requests=0),
-     ["sglang_profiles.mine.max_running_requests must be an integer >= 1"]),
-    ("profile that does not fit in GPU memory", profile(mem_fraction_static=0.5),
-     ["profile mine does not fit in GPU memory: the weights (28.64 GiB incl. 2.76 GiB MTP) do "
-      "not fit in 24.00 GiB (48 GiB x mem fraction 0.50)"]),
-    ("the original hand launch: context the KV cache cannot hold", profile(context_length=None),
-     ["fewer than context_length 262144 x 1 request(s) = 262144",
-      "budget 42.24 GiB = 48 GiB x mem fraction 0.88 (assumed)"]),
-    ("accept length above draft tokens",
-     dict(profile(), sglang_gate_thresholds={"mine": {"coding": {"min_tok_s": 45, "min_accept_len": 4.5}}}),
-     ["sglang_gate_thresholds.mine (the highest min_accept_len of its cases) (4.5) cannot be met by "
-      "profile mine", "at most 4"]),
-    ("no thresholds for the profile", {"sglang_profile": "no_spec", "sglang_gate_thresholds": {
-        "nextn_3step": {"coding": {"min_tok_s": 45}}}},
-     ["sglang_gate_thresholds has no entry for profile no_spec (sglang_profile)"]),
-    ("thresholds in the one-case form", {"sglang_gate_thresholds": {"nextn_3step": {"min_tok_s": 45}}},
-     ["sglang_gate_thresholds.nextn_3step = {'min_tok_s': 45} has the one-case form",
-      "thresholds are per case of the plan now"]),
-    ("negative threshold", {"sglang_gate_thresholds": {"nextn_3step": {"coding": {"min_tok_s": -45}}}},
-     ["sglang_gate_thresholds.nextn_3step.coding.min_tok_s must be a number >= 0, got -45"]),
-    ("threshold name typo", {"sglang_gate_thresholds": {"nextn_3step": {"coding": {"min_toks": 45}}}},
-     ["sglang_gate_thresholds.nextn_3step.coding has unknown threshold(s) min_toks",
-      "(known: min_tok_s, min_accept_len"]),
-    ("a case without thresholds for the profile", {"sglang_gate_plan": {
-        "coding": {"prompts": "coding", "concurrency": 1, "requests": 3, "max_tokens": 192},
-        "long": {"prompts": "long_context", "prompt_tokens": 32768, "concurrency": 1, "requests": 1,
-                 "max_tokens": 64}}},
-     ["sglang_gate_thresholds.nextn_3step has no entry for case long of sglang_gate_plan",
-      "give {} to measure it without thresholds"]),
-    ("port out of range", {"sglang_port": 70000},
-     ["sglang_port = 70000 is not valid: a TCP port from 1 to 65535"]),
-    ("port as text", {"sglang_port": "http"}, ["sglang_port", "int"]),
-    ("relative model path", {"sglang_model_path": "models/Qwen3.6-27B"},
-     ["sglang_model_path = models/Qwen3.6-27B is not valid: an absolute path"]),
-    ("version 'latest'", {"sglang_version": "latest"},
-     ["sglang_version = latest is not valid: an SGLang release such as 0.5.23"]),
-    # the emulator wheel the local inventory names follows the version: keep 0.5.23's
-    ("version with unknown CUDA runtime",
-     {"sglang_version": "0.5.99",
-      "sglang_pip_local_files": [str(ROOT / "dist" / "sglang_emulator-0.5.23-py3-none-any.whl")]},
-     ["sglang-0.5.99 is not in _sglang_cuda_runtime_by_release"]),
-    ("driver too old for the CUDA runtime", {"nvidia_gpu_driver_branch": "570"},
-     ["needs NVIDIA driver >= 580.65.06; nvidia_gpu_driver_branch is 570"]),
-    ("API key too short", {"sglang_api_key": "abc"},
-     ["sglang_api_key = (hidden) is not valid: empty, or at least 16 characters"]),
-    ("API key with white space", {"sglang_api_key": "my secret key for the team"},
-     ["sglang_api_key = (hidden) is not valid: empty, or at least 16 characters without white space"]),
-    ("LAN bind without a key, networks or opt-in", {"sglang_host": "0.0.0.0"},
-     ["ct-local: sglang_host = 0.0.0.0 binds beyond loopback (127.0.0.0/8, ::1, localhost) with no API key",
-      "set sglang_api_key", "or sglang_allowed_networks", "or sglang_allow_open_network: true"]),
-    ("IPv6 wildcard bind without a key", {"sglang_host": "::"},
-     ["sglang_host = :: binds beyond loopback"]),
-    ("open-network opt-in that is not a boolean",
-     {"sglang_host": "0.0.0.0", "sglang_allow_open_network": "maybe"},
-     ["sglang_allow_open_network", "bool"]),
-    ("reasoning parser typo", profile(reasoning_parser="qwen-3"),
-     ["sglang_profiles.mine.reasoning_parser must be one of auto,", "(SGLang 0.5.23), got 'qwen-3'; did you "
-      "mean qwen3?"]),
-    ("tool-call parser typo", profile(tool_call_parser="qwen3-coder"),
-     ["sglang_profiles.mine.tool_call_parser must be one of auto,", "got 'qwen3-coder'; did you mean "
-      "qwen3_coder?"]),
-    ("served model name with a colon (SGLang's start-up check)", {"sglang_served_model_name": "qwen3.6:27b"},
-     ["sglang_served_model_name = qwen3.6:27b is not valid: a non-empty name without white space or ':'"]),
-    ("listen address with a port", {"sglang_host": "127.0.0.1:30000"},
-     ["sglang_host = 127.0.0.1:30000 is not valid: an IP address or host name to bind, without a port",
-      "it carries a port (30000): give the address alone, the port in sglang_port"]),
-    ("decode threshold above the roofline", {"sglang_gate_thresholds": {"nextn_3step": {"coding": {
-        "min_tok_s": 120}}}},
-     ["sglang_gate_thresholds.nextn_3step.coding.min_tok_s (120) cannot be reached by profile nextn_3step: "
-      "its decode roofline is 93.5 tok/s"]),
-    ("gate history on a kernel file system", {"sglang_gate_history_path": "/sys/gate-history.jsonl"},
-     ["ct-local: sglang_gate_history_path = /sys/gate-history.jsonl: /sys is a kernel file system"]),
-    ("gate history path is a directory", {"sglang_gate_history_path": "/var/lib"},
-     ["sglang_gate_history_path = /var/lib: a directory, not a file"]),
-    ("gate history in a directory nobody creates", {"sglang_gate_history_path": "/srv/gate/history.jsonl"},
-     ["sglang_gate_history_path = /srv/gate/history.jsonl: its directory /srv/gate does not exist"]),
-    ("HF token not a token", {"sglang_hf_token": "my token"},
-     ["sglang_hf_token = (hidden) is not valid: empty, or a Hugging Face token (hf_...)"]),
-    ("no GPUs expected", {"nvidia_gpu_expected_count": 0},
-     ["nvidia_gpu_expected_count = 0 is not valid: the number of GPUs the host has (>= 1)"]),
-    ("GPU memory in GB", {"nvidia_gpu_expected_memory_mib": 48},
-     ["nvidia_gpu_expected_memory_mib = 48 is not valid: MiB per GPU"]),
-    ("zero measured requests", {"sglang_gate_plan": {
-        "coding": {"prompts": "coding", "concurrency": 1, "requests": 0, "max_tokens": 192}}},
-     ["sglang_gate_plan.coding.requests must be an integer >= 1, got 0"]),
-    ("negative concurrency", {"sglang_gate_plan": {
-        "coding": {"prompts": "coding", "concurrency": -4, "requests": 3, "max_tokens": 192}}},
-     ["sglang_gate_plan.coding.concurrency must be an integer >= 1, got -4"]),
-    ("one-token benchmark", {"sglang_gate_plan": {
-        "coding": {"prompts": "coding", "concurrency": 1, "requests": 3, "max_tokens": 1}}},
-     ["sglang_gate_plan.coding.max_tokens must be an integer >= 2, got 1"]),
-    ("long context without its length", {"sglang_gate_plan": {
-        "coding": {"prompts": "long_context", "concurrency": 1, "requests": 1, "max_tokens": 64}}},
-     ["sglang_gate_plan.coding.prompt_tokens must be an integer >= 2048, got None"]),
-    ("benchmark API typo", {"sglang_gate_api": "openai"},
-     ["sglang_gate_api", "chat, completions, native"]),
-    ("launch module with a space",
-     {"sglang_launch_modules": {"sglang": "sglang launch_server", "vllm": "vllm.entrypoints.cli.main"}},
-     ["sglang_launch_modules = {'sglang': 'sglang launch_server', 'vllm': 'vllm.entrypoints.cli.main'} "
-      "is not valid: a mapping of each engine"]),
-    ("unknown engine", {"sglang_engine": "tgi"},
-     ["sglang_profiles.nextn_3step.engine (or sglang_engine) must be one of sglang, vllm, got 'tgi'"]),
-    ("service as root", {"sglang_user": "root"},
-     ["sglang_user = root is not valid: a non-root user name"]),
-    ("firewall network without a prefix", {"sglang_allowed_networks": ["10.1.230.0"]},
-     ["sglang_allowed_networks", "is not valid: CIDR networks such as 10.1.230.0/24"]),
-    ("readiness timeout too short", {"sglang_ready_timeout": 5},
-     ["sglang_ready_timeout = 5 is not valid: seconds >= 30"]),
-    # fleets: the rollout's batch sizes and multi-node groups that cannot work
-    ("rollout batch of 0%", {"sglang_rollout_batch": "0%"},
-     ["sglang_rollout_batch must be a number of hosts >= 1 or a percentage such as 25%"]),
-    ("negative canary", {"sglang_rollout_canary": -1},
-     ["sglang_rollout_canary must be a number of hosts >= 0 (0: no canary), got -1"]),
-    ("multi-node group that does not exist", {"sglang_multinode_group": "qwen_pair"},
-     ["sglang_multinode_group: 'qwen_pair' is not an inventory group"]),
-    ("multi-node group of one host", {"sglang_multinode_group": "sglang_servers"},
-     ["multi-node deployment sglang_servers (hosts ct-local): a multi-node deployment needs at least 2 "
-      "hosts"]),
-]
+# The cases that run here: one of each class of refusal, and those only the host can tell.
+CASES = [c for c in ALL_CASES if c[0] in END_TO_END]
 
 
 # Preflight runs at a time. Measured on 2 cores: the 39 cases took 189 s, 3 at a time, inside a
@@ -237,5 +78,5 @@ def test_the_preflight_alone_passes_good_input_and_says_nothing_was_deployed():
     assert host_state() == before
 
 
-def test_the_matrix_is_large_enough():
-    assert len(CASES) >= 25
+def test_every_end_to_end_case_is_in_the_matrix():
+    assert len(CASES) == len(END_TO_END)

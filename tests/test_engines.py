@@ -69,7 +69,7 @@ def test_an_sglang_only_setting_on_vllm_is_refused_by_name(setting, value, why):
     errors = flt.sglang_profile_errors(profiles, "p")
     assert len(errors) == 1 and errors[0].startswith(
         "sglang_profiles.p.%s has no counterpart in vLLM: " % setting) and why in errors[0]
-    with pytest.raises(flt.AnsibleFilterError, match="%s are unknown to vLLM" % setting):
+    with pytest.raises(flt.ProfileError, match="%s are unknown to vLLM" % setting):
         flt.sglang_argv(profiles["p"], VLLM, SERVER)
 
 
@@ -114,14 +114,14 @@ def test_multi_node_is_refused_for_vllm():
     assert errors == ["sglang_profiles.vllm_mtp_3 runs on vLLM: multi-node deployment pair (2 nodes) is "
                       "rendered for SGLang only (--nnodes/--node-rank/--dist-init-addr); unset "
                       "sglang_multinode_group or run SGLang"]
-    with pytest.raises(flt.AnsibleFilterError, match="multi-node"):
+    with pytest.raises(flt.ProfileError, match="multi-node"):
         flt.sglang_argv(PROFILES["vllm_mtp_3"], VLLM, dict(SERVER, nnodes=2, node_rank=1))
 
 
 def test_vllm_versions_older_than_the_table_are_refused_naming_the_variable():
-    with pytest.raises(flt.AnsibleFilterError, match="sglang_vllm_version: 0.29.0 is older than 0.33.0"):
+    with pytest.raises(flt.ProfileError, match="sglang_vllm_version: 0.29.0 is older than 0.33.0"):
         flt.sglang_argv(PROFILES["vllm_mtp_3"], "0.29.0", SERVER)
-    with pytest.raises(flt.AnsibleFilterError, match="model_path"):
+    with pytest.raises(flt.ProfileError, match="model_path"):
         flt.sglang_argv(PROFILES["vllm_mtp_3"], VLLM, {"port": 1})
 
 
@@ -148,7 +148,7 @@ def test_vllm_drift_reads_what_vllm_exposes_and_names_what_it_does_not():
     assert same["differences"] == []
     gone = flt.vllm_drift(models, "", PROFILES["vllm_mtp_3"], "0.33.0")
     assert "mem_fraction_static: intended 0.9, running none (not reported by the server)" in gone["lines"]
-    with pytest.raises(flt.AnsibleFilterError, match="did not return a model list"):
+    with pytest.raises(flt.ProfileError, match="did not return a model list"):
         flt.vllm_drift({"error": "x"}, metrics, PROFILES["vllm_mtp_3"], "0.33.0")
 
 

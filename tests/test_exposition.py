@@ -21,7 +21,7 @@ from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
 from conftest import ROOT
-from plugins.filter import sglang_gate as gate_filter
+from planutil import plan_for
 from plugins.modules import sglang_gate_decide as decide_module
 from sglang_perf import decision, exposition, history, plan
 from sglang_perf.stats import latency_summary, summarize
@@ -487,7 +487,7 @@ def test_ansible_runs_the_module_with_its_module_utils(tmp_path, unwritable_dir)
 # ------------------------------------------------------------------- the preflight ------
 @pytest.mark.parametrize("path", ["", "/var/lib/prometheus/node-exporter/sglang_gate.prom", "/tmp/x.prom"])
 def test_the_preflight_accepts_an_absolute_prom_path_or_none(path):
-    assert gate_filter.sglang_gate_textfile_errors(path) == []
+    assert plan_for({"sglang_gate_textfile_path": path})["problems"] == []
 
 
 @pytest.mark.parametrize("path, words", [
@@ -498,34 +498,32 @@ def test_the_preflight_accepts_an_absolute_prom_path_or_none(path):
     ("/var/lib/prometheus/node-exporter/", ["reads only files named *.prom"]),
     ("/var/lib/prometheus/node-exporter/.prom", ["reads only files named *.prom"]),
     ("metrics.txt", ["not an absolute path", "reads only files named *.prom"]),
-    (5, ["not a path string"]),
+    (5, ["not an absolute path", "reads only files named *.prom"]),  # a str by its argument spec
 ])
 def test_the_preflight_refuses_naming_the_variable(path, words):
-    errors = gate_filter.sglang_gate_textfile_errors(path)
+    """The deploy plan's check of the path (plugins/action/sglang_deploy_plan.py)."""
+    errors = plan_for({"sglang_gate_textfile_path": path})["problems"]
     assert len(errors) == len(words)
     for error, w in zip(errors, words):
         assert error.startswith("sglang_gate_textfile_path = %s: " % path) and w in error
 
 
-def test_the_role_preflight_refuses_a_bad_path_or_a_missing_directory_naming_the_variable(tmp_path):
-    """validate_textfile.yml (validate.yml imports it) on local hosts, one per case."""
+def test_the_role_preflight_refuses_a_missing_directory_naming_the_variable(tmp_path):
+    """validate_textfile.yml (validate.yml imports it) on local hosts, one per case: the host's side
+    (the plan refused a bad path already: test_the_preflight_refuses_naming_the_variable)."""
     (tmp_path / "textfile").mkdir()
     (tmp_path / "a-file").write_text("")
     paths = {"off": "", "good": str(tmp_path / "textfile" / "sglang_gate.prom"),
-             "relative": "textfile/sglang_gate.prom",
-             "suffix": str(tmp_path / "textfile" / "sglang_gate.txt"),
              "missing": str(tmp_path / "no-such-dir" / "sglang_gate.prom"),
              "not_a_dir": str(tmp_path / "a-file" / "sglang_gate.prom")}
     out = play(tmp_path, {name: {"sglang_gate_textfile_path": path} for name, path in paths.items()}, [
         {"ansible.builtin.include_role": {"name": "sglang_gate", "tasks_from": "validate_textfile.yml"}}])
     failed = {host: res["msg"] for task in out["plays"][0]["tasks"] for host, res in task["hosts"].items()
               if res.get("failed")}
-    assert set(failed) == {"relative", "suffix", "missing", "not_a_dir"}, failed
+    assert set(failed) == {"missing", "not_a_dir"}, failed
     assert set(out["stats"]) == set(paths)
     for host, msg in failed.items():
         assert msg.startswith("sglang_gate_textfile_path = %s: " % paths[host]), msg
-    assert "not an absolute path" in failed["relative"]
-    assert "reads only files named *.prom" in failed["suffix"]
     for host, words in (("missing", "does not exist"), ("not_a_dir", "is not a directory")):
         assert "its directory %s %s on %s" % (os.path.dirname(paths[host]), words, host) in failed[host]
     assert not (tmp_path / "no-such-dir").exists()  # the preflight creates nothing

@@ -43,7 +43,7 @@ def test_3step_profile_renders_the_recorded_launch_for_0_5_23():
     ("0.5.6.post2", None), ("0.5.12.post1", "--mamba-scheduler-strategy")])
 def test_mamba_flag_spelling_follows_the_version_table(version, flag):
     if flag is None:
-        with pytest.raises(f.AnsibleFilterError, match="older than 0.5.10"):
+        with pytest.raises(f.ProfileError, match="older than 0.5.10"):
             f.sglang_argv(GOOD["nextn_1step"], version)
         return
     argv = f.sglang_argv(GOOD["nextn_1step"], version)
@@ -51,7 +51,7 @@ def test_mamba_flag_spelling_follows_the_version_table(version, flag):
 
 
 def test_bad_version_string_names_the_variable():
-    with pytest.raises(f.AnsibleFilterError, match="sglang_version: 'latest' is not an SGLang release"):
+    with pytest.raises(f.ProfileError, match="sglang_version: 'latest' is not an SGLang release"):
         f.sglang_argv(GOOD["no_spec"], "latest")
 
 

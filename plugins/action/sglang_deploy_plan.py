@@ -2,7 +2,8 @@
 """The deploy plan of a host, once, on the controller (sglang_perf.deploy_plan.make decides):
 every role input type-checked against the roles' argument specs and checked by value, and the
 plan the roles, the gate, the rescue and the rollout summary read, set as the host's fact
-``sglang_deploy_plan``."""
+``sglang_deploy_plan``. ``plan_host`` is the whole of it for one host's variables (the tests call
+it with Ansible's own variable manager, without a play)."""
 from __future__ import annotations
 
 import hashlib
@@ -23,8 +24,9 @@ description:
     variables, as Ansible's precedence has it), checks their types against each role's
     C(meta/argument_specs.yml) and their values (ranges, paths, names, secrets, the launch
     profile, the memory budget, the bind address, the CUDA runtime against the driver branch, the
-    gate plan and thresholds, the multi-node topology), checksums the release's lock file and
-    local wheels on the controller, and sets the host's fact C(sglang_deploy_plan).
+    gate plan and thresholds, the multi-node topology, the rollout settings), checksums the
+    release's lock file and local wheels on the controller, and sets the host's fact
+    C(sglang_deploy_plan).
   - The fact's C(problems) lists every refusal, each naming its variable; the task fails with them
     (unless O(fail) is false) and changes nothing anywhere.
   - Read-only; runs the same in check mode. Secrets never enter the plan (only whether an API key
@@ -35,8 +37,11 @@ options:
     type: list
     elements: str
     default: [nvidia_gpu, sglang, sglang_gate]
-  lock_optional:
-    description: A missing lock file names the release C(<version>-unlocked) instead of refusing (playbooks/render.yml).
+  review:
+    description:
+      - The plan of a unit rendered for review (playbooks/render.yml) - a missing lock file names
+        the release C(<version>-unlocked), and a release whose CUDA runtime the role does not know
+        yet is rendered all the same; a deploy refuses both.
     type: bool
     default: false
   fail:
@@ -48,15 +53,23 @@ options:
 EXAMPLES = r"""
 - name: Plan the deploy (every refusal, before any host changes)
   sglang_deploy_plan:
+
+- name: Plan the SGLang service and the gate only
+  sglang_deploy_plan:
+    roles: [sglang, sglang_gate]
 """
 
 RETURN = r"""
 ansible_facts:
-  description: C(sglang_deploy_plan), the plan (problems, engine, version, release, argv, paths, topology, gate cases).
+  description:
+    - C(sglang_deploy_plan), the plan (problems, engine, version, release, argv, paths, topology,
+      gate cases).
   returned: always
   type: dict
 """
 
+# Inputs of the playbooks (playbooks/vars/rollout.yml) the plan checks when the play has them.
+PLAY_INPUTS = ("sglang_rollout_canary", "sglang_rollout_batch")
 # Role data the plan reads besides the argument specs' options (roles/*/vars/main.yml; the rest
 # of those files is there for the defaults that derive from it).
 ROLE_DATA = ("_nvidia_gpu_repo_distros", "_sglang_cuda_runtime_by_release", "_sglang_min_driver_by_cuda")
@@ -65,7 +78,7 @@ FIRST = ("sglang_profiles", "sglang_profile", "sglang_engine", "sglang_version",
          "sglang_host", "sglang_port")
 
 
-def _role_dir(name):
+def role_dir(name):
     for d in C.DEFAULT_ROLES_PATH:
         path = os.path.join(d, name)
         if os.path.isdir(path):
@@ -82,86 +95,101 @@ def _sha256(path):
     return h.hexdigest()
 
 
+def _load(loader, path):
+    if not os.path.exists(path):
+        return {}
+    return loader.load_from_file(path, trusted_as_template=True) or {}
+
+
+def inputs(loader, templar, task_vars, roles):
+    """(values, problems): every role input of ``roles`` as the play sees it - role defaults under
+    the play's variables - templated and checked against the roles' argument specs (converted to
+    their types), plus the role data and the play inputs the plan reads."""
+    dirs = {r: role_dir(r) for r in roles}
+    layers = {}
+    for r in roles:
+        layers.update(_load(loader, os.path.join(dirs[r], "defaults", "main.yml")))
+    for r in roles:  # derived names and role data (inputs come from the play)
+        layers.update(_load(loader, os.path.join(dirs[r], "vars", "main.yml")))
+    layers.update(task_vars)
+    specs = {}
+    for r in roles:
+        spec = _load(loader, os.path.join(dirs[r], "meta", "argument_specs.yml")).get("argument_specs") or {}
+        specs[r] = spec.get("main", {}).get("options", {})
+    problems, values = [], {}
+
+    def render(names, role):
+        engine = templar.copy_with_new_env(available_variables=dict(layers, role_path=dirs[role]))
+        for name in names:
+            if name in values or name not in layers:
+                continue
+            try:
+                values[name] = engine.template(layers[name])
+            except AnsibleError as e:
+                problems.append("%s: %s" % (name, e.message))
+
+    if "sglang" in roles:
+        render(FIRST, "sglang")
+        chosen = (values.get("sglang_profiles") or {}).get(values.get("sglang_profile"))
+        engine = deploy_plan.profile.profile_engine(chosen if isinstance(chosen, dict) else {},
+                                                    values.get("sglang_engine"))
+        # what the role defaults derive from (roles/sglang/vars/main.yml reads them from the plan)
+        layers.update({
+            "_sglang_run_engine": engine,
+            "_sglang_engine_version": values.get("sglang_vllm_version" if engine == "vllm"
+                                                 else "sglang_version"),
+            "_sglang_local_url": deploy_plan.local_url(values.get("sglang_host"), values.get("sglang_port"))})
+    for r in roles:
+        if r == "sglang_gate" and "sglang" in roles:
+            # the gate's defaults derive from the plan's state_dir (the gate reads the plan, not
+            # the sglang role's variables)
+            layers["sglang_deploy_plan"] = {"state_dir": values.get("sglang_state_dir")}
+        render(list(specs[r]) + [k for k in ROLE_DATA if k.startswith("_%s_" % r)], r)
+    render(PLAY_INPUTS, roles[-1])
+    for r in roles:
+        given = {k: values[k] for k in specs[r] if k in values}
+        checked = ArgumentSpecValidator(specs[r]).validate(given, validate_role_argument_spec=True)
+        problems.extend("%s: %s" % (r, m) for m in checked.error_messages)
+        converted = checked.validated_parameters
+        values.update({k: converted[k] for k in given if k in converted})
+    return values, problems
+
+
+def plan_host(loader, templar, task_vars, roles=deploy_plan.ROLES, review=False):
+    """The plan of the host whose variables are ``task_vars``."""
+    roles = list(roles)
+    values, problems = inputs(loader, templar, task_vars, roles)
+    host = task_vars.get("inventory_hostname")
+    if problems:  # types are wrong: the value checks would only repeat them
+        return {"host": host, "problems": problems, "roles": roles}
+    wheels, lock_text, lock_exists = [], None, False
+    if "sglang" in roles:
+        for path in values.get("sglang_pip_local_files") or []:
+            wheels.append((path, _sha256(path) if os.path.isfile(path) else None))
+        lock = values.get("sglang_pip_constraints")
+        lock_exists = isinstance(lock, str) and os.path.isfile(lock)
+        if lock_exists:
+            with open(lock, encoding="utf-8") as f:
+                lock_text = f.read().rstrip()  # as Ansible's file lookup reads it
+    return deploy_plan.make(values, host, task_vars.get("groups", {}), task_vars.get("hostvars", {}),
+                            task_vars.get("ansible_play_hosts_all"), task_vars.get("ansible_facts", {}),
+                            lock_text=lock_text, lock_exists=lock_exists, wheels=wheels,
+                            review=review, roles=roles)
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
     _supports_check_mode = True
 
-    def _load(self, path):
-        if not os.path.exists(path):
-            return {}
-        return self._loader.load_from_file(path, trusted_as_template=True) or {}
-
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        task_vars = task_vars or {}
         args = self._task.args
-        roles = list(args.get("roles") or deploy_plan.ROLES)
-        dirs = {r: _role_dir(r) for r in roles}
-        layers = {}
-        for r in roles:
-            layers.update(self._load(os.path.join(dirs[r], "defaults", "main.yml")))
-        for r in roles:  # derived names and role data (inputs come from the play)
-            layers.update(self._load(os.path.join(dirs[r], "vars", "main.yml")))
-        layers.update(task_vars)
-        specs = {r: (self._load(os.path.join(dirs[r], "meta", "argument_specs.yml")).get("argument_specs") or {})
-                 .get("main", {}).get("options", {}) for r in roles}
-        problems, values = [], {}
-
-        def render(names, role):
-            templar = self._templar.copy_with_new_env(available_variables=dict(layers, role_path=dirs[role]))
-            for name in names:
-                if name in values or name not in layers:
-                    continue
-                try:
-                    values[name] = templar.template(layers[name])
-                except AnsibleError as e:
-                    problems.append("%s: %s" % (name, e.message))
-
-        if "sglang" in roles:
-            render(FIRST, "sglang")
-            chosen = (values.get("sglang_profiles") or {}).get(values.get("sglang_profile"))
-            engine = deploy_plan.profile.profile_engine(chosen if isinstance(chosen, dict) else {},
-                                                        values.get("sglang_engine"))
-            bind = values.get("sglang_host")
-            layers.update({
-                "_sglang_run_engine": engine,
-                "_sglang_engine_version": values.get("sglang_vllm_version" if engine == "vllm" else "sglang_version"),
-                "_sglang_local_url": "http://%s:%s" % ("127.0.0.1" if bind in ("0.0.0.0", "::", "") else bind,
-                                                       values.get("sglang_port"))})
-        for r in roles:
-            if r == "sglang_gate" and "sglang" in roles:
-                # the gate's defaults derive from the plan's state_dir (the gate reads the plan,
-                # not the sglang role's variables)
-                layers["sglang_deploy_plan"] = {"state_dir": values.get("sglang_state_dir")}
-            render(list(specs[r]) + [k for k in ROLE_DATA if k.startswith("_%s_" % r)], r)
-        for r in roles:
-            given = {k: values[k] for k in specs[r] if k in values}
-            checked = ArgumentSpecValidator(specs[r]).validate(given, validate_role_argument_spec=True)
-            problems.extend("%s: %s" % (r, m) for m in checked.error_messages)
-            values.update({k: checked.validated_parameters[k] for k in given
-                           if k in checked.validated_parameters})
-
-        wheels, lock_text, lock_exists = [], None, False
-        if "sglang" in roles and not problems:
-            for path in values.get("sglang_pip_local_files") or []:
-                wheels.append((path, _sha256(path) if os.path.isfile(path) else None))
-            lock = values.get("sglang_pip_constraints")
-            lock_exists = isinstance(lock, str) and os.path.isfile(lock)
-            if lock_exists:
-                with open(lock, encoding="utf-8") as f:
-                    lock_text = f.read().rstrip()  # as the file lookup read it before
-        host = task_vars.get("inventory_hostname")
-        if problems:  # types are wrong: the value checks would only repeat them
-            plan = {"host": host, "problems": problems, "roles": roles}
-        else:
-            plan = deploy_plan.make(values, host, task_vars.get("groups", {}), task_vars.get("hostvars", {}),
-                                    task_vars.get("ansible_play_hosts_all"), task_vars.get("ansible_facts", {}),
-                                    lock_text=lock_text, lock_exists=lock_exists, wheels=wheels,
-                                    lock_optional=bool(args.get("lock_optional", False)), roles=roles)
+        plan = plan_host(self._loader, self._templar, task_vars or {}, args.get("roles") or deploy_plan.ROLES,
+                         bool(args.get("review", False)))
+        if plan["problems"] and args.get("fail", True):  # the refusal alone (the play stops here)
+            result.update(changed=False, failed=True, msg="; ".join(plan["problems"]))
+            return result
         result.update(changed=False, ansible_facts={"sglang_deploy_plan": plan})
-        if plan["problems"] and args.get("fail", True):
-            result.update(failed=True, msg="; ".join(plan["problems"]))
-        else:
-            result["msg"] = "%s: %s" % (host, "no problem" if not plan["problems"] else "; ".join(plan["problems"]))
+        result["msg"] = "%s: %s" % (plan["host"], "; ".join(plan["problems"]) or "no problem")
         return result

@@ -7,11 +7,8 @@ DOCUMENTATION = r"""
 name: sglang_fleet
 short_description: Multi-node topology and rollout batches of SGLang fleets
 description:
-  - C(sglang_topology) returns this host's multi-node deployment (nnodes, node_rank, rank0,
-    hosts by rank, dist_init_addr) and its problems (empty when consistent).
   - C(sglang_rollout_serial) returns the play's serial list from a canary size and a batch size.
   - C(sglang_rollout_batches) splits hosts into the batches Ansible's serial makes.
-  - C(sglang_rollout_errors) returns the problems of the rollout settings.
   - C(sglang_split_deployments) names the multi-node deployments whose hosts fall into more than
     one batch.
 """
@@ -22,8 +19,6 @@ from sglang_perf import fleet
 class FilterModule(object):
     def filters(self):
         return {
-            "sglang_topology": fleet.sglang_topology,
-            "sglang_rollout_errors": fleet.sglang_rollout_errors,
             "sglang_rollout_serial": fleet.sglang_rollout_serial,
             "sglang_rollout_batches": fleet.sglang_rollout_batches,
             "sglang_split_deployments": fleet.sglang_split_deployments,

@@ -95,12 +95,14 @@ def _value_checks(v):
            (_int(v.get("sglang_ready_timeout")) or 0) >= 30)
     yield ("sglang_start_timeout_sec", None, "seconds >= 300 (systemd's 90 s kills a model load)",
            (_int(v.get("sglang_start_timeout_sec")) or 0) >= 300)
-    yield ("sglang_limit_nofile", None, ">= 4096 open files", (_int(v.get("sglang_limit_nofile")) or 0) >= 4096)
+    yield ("sglang_limit_nofile", None, ">= 4096 open files",
+           (_int(v.get("sglang_limit_nofile")) or 0) >= 4096)
     yield ("sglang_api_key", HIDDEN, "empty, or at least 16 characters without white space or quotes",
            not key or _match(r"^[^\s\"']{16,}$", key))
     yield ("sglang_hf_token", HIDDEN, "empty, or a Hugging Face token (hf_...) without white space",
            not token or _match(r"^hf_[A-Za-z0-9]{20,}$", token))
-    yield ("sglang_version", None, "an SGLang release such as 0.5.23", _match(_RELEASE.pattern, v.get("sglang_version")))
+    yield ("sglang_version", None, "an SGLang release such as 0.5.23",
+           _match(_RELEASE.pattern, v.get("sglang_version")))
     yield ("sglang_vllm_version", None, "a vLLM release such as 0.33.0",
            _match(_RELEASE.pattern, v.get("sglang_vllm_version")))
 
@@ -158,8 +160,13 @@ def release_name(engine, version, lock_text, packages, wheel_checksums):
     return "%s%s-%s" % (prefix, version, digest[:10])
 
 
+def local_url(bind, port):
+    """Where the host itself reaches the server (the readiness wait and the gate run on the host)."""
+    return "http://%s:%s" % ("127.0.0.1" if bind in ("0.0.0.0", "::", "", None) else bind, port)
+
+
 def make(v, host, groups, hostvars, play_hosts=None, facts=None, lock_text=None, lock_exists=False,
-         wheels=(), lock_optional=False, roles=ROLES):
+         wheels=(), review=False, roles=ROLES):
     """The plan of ``host``. ``v``: the roles' inputs (every variable of their argument specs,
     type-checked, plus the role data it names); ``wheels``: [(path, sha256 or None when missing)]
     of sglang_pip_local_files on the controller; ``lock_text``: the lock file's text when it
@@ -175,6 +182,9 @@ def make(v, host, groups, hostvars, play_hosts=None, facts=None, lock_text=None,
             problems.append("%s %s on %s is not supported: the role knows NVIDIA's CUDA repository for %s"
                             % (facts.get("distribution"), facts.get("distribution_version"), host,
                                ", ".join(distros)))
+    if "sglang_rollout_canary" in v or "sglang_rollout_batch" in v:  # the deploy's play inputs
+        problems.extend(fleet.sglang_rollout_errors(v.get("sglang_rollout_canary"),
+                                                    v.get("sglang_rollout_batch")))
     if "sglang" not in roles:
         return out
     problems.extend(_refusals(_value_checks(v), v))
@@ -190,9 +200,12 @@ def make(v, host, groups, hostvars, play_hosts=None, facts=None, lock_text=None,
     if v.get("sglang_multinode_group"):
         if topo["errors"]:
             problems.append("%s: %s" % (host, "; ".join(topo["errors"])))
-    profile_problems = profile.sglang_profile_errors(
-        profiles, name, (hardware or {}).get("gpu_count"), nnodes=topo["nnodes"], group=topo["group"],
-        version=version, engine=v.get("sglang_engine"))
+    try:
+        profile_problems = profile.sglang_profile_errors(
+            profiles, name, (hardware or {}).get("gpu_count"), nnodes=topo["nnodes"], group=topo["group"],
+            version=version, engine=v.get("sglang_engine"))
+    except ValueError as e:  # a version the flag tables cannot read (the value check named it)
+        profile_problems = [str(e)]
     if profile_problems:
         problems.append("%s: %s" % (host, "; ".join(profile_problems)))
     valid_profile = not profile_problems and isinstance(chosen, dict)
@@ -208,7 +221,8 @@ def make(v, host, groups, hostvars, play_hosts=None, facts=None, lock_text=None,
             if not budget["fits"]:
                 problems.append(
                     "%s: profile %s does not fit in GPU memory: %s. Estimate per GPU: %s (sglang_model_size, "
-                    "sglang_hardware; raise mem_fraction_static, lower context_length or max_running_requests)"
+                    "sglang_hardware; raise mem_fraction_static, lower context_length or "
+                    "max_running_requests)"
                     % (host, name, "; ".join(budget["problems"]), "; ".join(budget["lines"])))
     api_key_set = bool(v.get("sglang_api_key"))
     exposure = profile.sglang_exposure_errors(v.get("sglang_host"), api_key_set,
@@ -218,33 +232,33 @@ def make(v, host, groups, hostvars, play_hosts=None, facts=None, lock_text=None,
         problems.append("%s: %s" % (host, "; ".join(exposure)))
     # the release: its lock file and local wheels on the controller
     missing = [path for path, digest in wheels if digest is None]
-    if not lock_exists and not lock_optional:
+    if not lock_exists and not review:
         problems.append("sglang_pip_constraints: no lock file at %s for %s %s (write it with: python "
                         "scripts/lock_release.py %s==%s > %s)"
                         % (v.get("sglang_pip_constraints"), engine, version, engine, version,
                            v.get("sglang_pip_constraints")))
     elif missing:
         problems.append("sglang_pip_local_files: not on the controller: %s" % ", ".join(missing))
-    # the driver the engine release's CUDA runtime needs
-    if engine_ok:
+    # the driver the engine release's CUDA runtime needs (a unit rendered for review: not installed)
+    if engine_ok and not review:
         release_key = "%s-%s" % (engine, version)
         cuda = (v.get("_sglang_cuda_runtime_by_release") or {}).get(release_key)
         branch = v.get("nvidia_gpu_driver_branch")
         if cuda is None:
-            problems.append("%s is not in _sglang_cuda_runtime_by_release (roles/sglang/vars/main.yml): read the "
-                            "CUDA runtime of the torch it pins from the wheels and add it, so the driver check "
-                            "below can run" % release_key)
+            problems.append("%s is not in _sglang_cuda_runtime_by_release (roles/sglang/vars/main.yml): "
+                            "read the CUDA runtime of the torch it pins from the wheels and add it, so the "
+                            "driver check below can run" % release_key)
         else:
             need = (v.get("_sglang_min_driver_by_cuda") or {}).get(cuda, "0")
             if branch is not None and _version_key("%s.999.99" % branch) < _version_key(need):
-                problems.append("%s %s runs on CUDA %s, which needs NVIDIA driver >= %s; nvidia_gpu_driver_branch "
-                                "is %s: raise the branch or keep %s"
+                problems.append("%s %s runs on CUDA %s, which needs NVIDIA driver >= %s; "
+                                "nvidia_gpu_driver_branch is %s: raise the branch or keep %s"
                                 % (engine, version, cuda, need, branch,
                                    "sglang_vllm_version" if engine == "vllm" else "sglang_version"))
     service = v.get("sglang_service_name")
     config_dir = v.get("sglang_config_dir")
-    release = release_name(engine, version, lock_text if lock_exists else None, v.get("sglang_pip_packages") or [],
-                           [digest for _, digest in wheels])
+    release = release_name(engine, version, lock_text if lock_exists else None,
+                           v.get("sglang_pip_packages") or [], [digest for _, digest in wheels])
     release_dir = "%s/%s" % (v.get("sglang_releases_dir"), release)
     snapshot = v.get("sglang_model_snapshot_path") or ""
     bind = v.get("sglang_host")
@@ -254,13 +268,15 @@ def make(v, host, groups, hostvars, play_hosts=None, facts=None, lock_text=None,
         "profile": name, "settings": chosen if valid_profile else None,
         "release": release, "release_dir": release_dir, "venv": release_dir + "/venv",
         "release_inputs": {"lock": v.get("sglang_pip_constraints") if lock_exists else None,
-                           "lock_sha256": hashlib.sha256(lock_text.encode()).hexdigest() if lock_exists else None,
+                           "lock_sha256": hashlib.sha256(lock_text.encode()).hexdigest()
+                           if lock_exists else None,
                            "packages": list(v.get("sglang_pip_packages") or []),
                            "wheels": [{"path": p, "sha256": d} for p, d in wheels]},
         "service": service, "user": v.get("sglang_user"), "group": v.get("sglang_group"),
         "python": v.get("sglang_python"), "state_dir": v.get("sglang_state_dir"),
         "releases_dir": v.get("sglang_releases_dir"), "releases_keep": _int(v.get("sglang_releases_keep")),
-        "adopt_existing": bool(v.get("sglang_adopt_existing")), "adopt_backup_dir": v.get("sglang_adopt_backup_dir"),
+        "adopt_existing": bool(v.get("sglang_adopt_existing")),
+        "adopt_backup_dir": v.get("sglang_adopt_backup_dir"),
         "served_model_name": v.get("sglang_served_model_name"), "model_size": v.get("sglang_model_size"),
         "hardware": hardware,
         "unit_path": "/etc/systemd/system/%s.service" % service,
@@ -271,8 +287,7 @@ def make(v, host, groups, hostvars, play_hosts=None, facts=None, lock_text=None,
         "ready_paths": READY_PATHS.get(engine, []),
         "unit_hidden_paths": list(UNIT_HIDDEN_PATHS),
         "topology": topo,
-        "local_url": "http://%s:%s" % ("127.0.0.1" if bind in ("0.0.0.0", "::", "", None) else bind,
-                                       v.get("sglang_port")),
+        "local_url": local_url(bind, v.get("sglang_port")),
         "exposure": {"problems": exposure, "host": bind, "api_key": api_key_set,
                      "allowed_networks": list(v.get("sglang_allowed_networks") or []),
                      "open_network": bool(v.get("sglang_allow_open_network"))},
@@ -280,7 +295,8 @@ def make(v, host, groups, hostvars, play_hosts=None, facts=None, lock_text=None,
         "argv": None,
     })
     if valid_profile and engine_ok and out["launch_module"] and not topo["errors"]:
-        server = {"model_path": out["model_load_path"], "served_model_name": v.get("sglang_served_model_name"),
+        server = {"model_path": out["model_load_path"],
+                  "served_model_name": v.get("sglang_served_model_name"),
                   "host": bind, "port": v.get("sglang_port"),
                   "trust_remote_code": v.get("sglang_trust_remote_code"),
                   "enable_metrics": v.get("sglang_enable_metrics"),
@@ -319,7 +335,8 @@ def _gate(v, problems, name, profiles, chosen, hardware):
             problems.extend(accept)
         if hardware and chosen is not None:
             try:
-                problems.extend(capacity.reach_errors(cases, chosen, name, v.get("sglang_model_size"), hardware))
+                problems.extend(capacity.reach_errors(cases, chosen, name, v.get("sglang_model_size"),
+                                                      hardware))
             except capacity.CapacityError as e:
                 problems.append("sglang_model_size, sglang_hardware: %s" % e)
         text = plan.describe(cases, float(confidence), v.get("sglang_gate_inconclusive"))

@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import re
 
-try:
-    from ansible.errors import AnsibleFilterError
-except ImportError:  # used without Ansible (tests)
-    AnsibleFilterError = ValueError
+class FleetError(ValueError):
+    """Rollout settings the batches cannot be made from (Ansible shows it as the filter's error)."""
 
 # Variables every node of one deployment must agree on (when the inventory sets them per host).
 MUST_AGREE = ("sglang_profile", "sglang_version", "sglang_dist_init_port", "sglang_served_model_name",
@@ -151,7 +149,7 @@ def sglang_rollout_serial(canary, batch):
     """The play's ``serial``: [canary, batch] (or [batch] without a canary)."""
     problems = sglang_rollout_errors(canary, batch)
     if problems:
-        raise AnsibleFilterError("; ".join(problems))
+        raise FleetError("; ".join(problems))
     batch = batch.strip() if isinstance(batch, str) else batch
     if isinstance(batch, str) and batch.isdigit():
         batch = int(batch)

@@ -25,10 +25,8 @@ import re
 from . import metrics as prom
 from .capacity import SGLANG_SPEC_MAX_RUNNING_REQUESTS
 
-try:
-    from ansible.errors import AnsibleFilterError
-except ImportError:  # used without Ansible (tests, the bench CLI)
-    AnsibleFilterError = ValueError
+class ProfileError(ValueError):
+    """A profile or a version the flag tables cannot read (Ansible shows it as the filter's error)."""
 
 # Profile setting -> [(first SGLang version with this spelling, flag)], oldest first.
 # Checked in the released wheels: 0.5.10-0.5.13 have only --mamba-scheduler-strategy; 0.5.14-0.5.19
@@ -203,14 +201,14 @@ def profile_engine(profile, default="sglang"):
 
 def _engine_table(engine):
     if engine not in ENGINES:
-        raise AnsibleFilterError("engine %r is not one of %s" % (engine, ", ".join(ENGINES)))
+        raise ProfileError("engine %r is not one of %s" % (engine, ", ".join(ENGINES)))
     return ENGINES[engine]
 
 
 def version_tuple(version, var="sglang_version"):
     m = re.match(r"^(\d+)\.(\d+)\.(\d+)(?:\.?post(\d+))?$", str(version).strip())
     if not m:
-        raise AnsibleFilterError("%s: %r is not an SGLang release version such as 0.5.23"
+        raise ProfileError("%s: %r is not an SGLang release version such as 0.5.23"
                                  % (var, version))
     return tuple(int(x or 0) for x in m.groups())
 
@@ -220,7 +218,7 @@ def flag_for(setting, version, engine="sglang"):
     table = _engine_table(engine)
     v = version_tuple(version, table["version_var"])
     if v < version_tuple(table["oldest"]):
-        raise AnsibleFilterError("%s: %s is older than %s, the oldest %s release the flag table in "
+        raise ProfileError("%s: %s is older than %s, the oldest %s release the flag table in "
                                  "plugins/filter/sglang_profile.py knows"
                                  % (table["version_var"], version, table["oldest"], table["label"]))
     chosen = None
@@ -235,7 +233,7 @@ def choices_for(setting, version, engine="sglang"):
     setting, a release before its first row, or not a release version (reported elsewhere)."""
     try:
         v = version_tuple(version)
-    except AnsibleFilterError:
+    except ProfileError:
         return None
     chosen = None
     for since, values in _engine_table(engine)["choices"].get(setting, ()):
@@ -462,12 +460,12 @@ def sglang_argv(profile, version, server=None, engine=None):
     booleans as --flag / --no-flag. ``engine``: the host's engine for a profile without its own
     ``engine`` key (default sglang)."""
     if not isinstance(profile, dict):
-        raise AnsibleFilterError("sglang_argv: the profile must be a mapping, got %r" % (profile,))
+        raise ProfileError("sglang_argv: the profile must be a mapping, got %r" % (profile,))
     engine = profile_engine(profile, engine)
     table = _engine_table(engine)
     unknown = sorted(set(profile) - set(table["flags"]) - set(PROFILE_KEYS))
     if unknown:
-        raise AnsibleFilterError("sglang_argv: profile settings %s are unknown to %s"
+        raise ProfileError("sglang_argv: profile settings %s are unknown to %s"
                                  % (", ".join(unknown), table["label"]))
     server = dict(server or {})
     if engine == "vllm":
@@ -487,7 +485,7 @@ def _server_argv(server, flags, label, ignored=()):
         if key in ignored:
             continue
         if key not in flags:
-            raise AnsibleFilterError("sglang_argv: server setting %r has no %s flag (known: %s)"
+            raise ProfileError("sglang_argv: server setting %r has no %s flag (known: %s)"
                                      % (key, label, ", ".join(sorted(flags))))
         if value is None or value is False or value == "":
             continue
@@ -506,11 +504,11 @@ VLLM_IGNORED_SERVER = ("enable_metrics",)
 def _vllm_argv(profile, version, server):
     model = server.pop("model_path", None)
     if not model:
-        raise AnsibleFilterError("sglang_argv: vLLM serves a model named on its command line "
+        raise ProfileError("sglang_argv: vLLM serves a model named on its command line "
                                  "(serve MODEL): the server settings lack model_path")
     for key in ("nnodes", "node_rank", "dist_init_addr"):
         if server.pop(key, None) not in (None, "", 1, 0):
-            raise AnsibleFilterError("sglang_argv: %s: multi-node deployments are rendered for SGLang "
+            raise ProfileError("sglang_argv: %s: multi-node deployments are rendered for SGLang "
                                      "only" % key)
     argv = ["serve", _text(model)]
     algo = normalised("speculative_algorithm", profile.get("speculative_algorithm"))
@@ -521,7 +519,7 @@ def _vllm_argv(profile, version, server):
         flag = flag_for(setting, version, "vllm")
         if setting == "speculative_algorithm":
             if algo not in VLLM_SPEC_METHODS or not _is_int(profile.get("speculative_num_steps")):
-                raise AnsibleFilterError("sglang_argv: vLLM needs speculative_algorithm MTP and an "
+                raise ProfileError("sglang_argv: vLLM needs speculative_algorithm MTP and an "
                                          "integer speculative_num_steps, got %r / %r"
                                          % (value, profile.get("speculative_num_steps")))
             argv += [flag, json.dumps({"method": VLLM_SPEC_METHODS[algo],
@@ -556,7 +554,7 @@ def _running_field(setting, info, version):
     names = []
     try:
         names.append(flag_for(setting, version))
-    except AnsibleFilterError:
+    except ProfileError:
         pass
     names += [flag for _, flag in reversed(FLAGS[setting])]
     for flag in names:
@@ -573,14 +571,14 @@ def sglang_drift(server_info, profile, version, server=None):
     named, intended vs running), the settings the profile leaves to SGLang with the value it
     chose, and one readable line per difference."""
     if not isinstance(server_info, dict):
-        raise AnsibleFilterError("sglang_drift: /server_info did not return a JSON object: %r"
+        raise ProfileError("sglang_drift: /server_info did not return a JSON object: %r"
                                  % (server_info,))
     if not isinstance(profile, dict):
-        raise AnsibleFilterError("sglang_drift: the profile must be a mapping, got %r" % (profile,))
+        raise ProfileError("sglang_drift: the profile must be a mapping, got %r" % (profile,))
     running_version = server_info.get("version") or version
     try:
         version_tuple(running_version)
-    except AnsibleFilterError:
+    except ProfileError:
         running_version = version
     algo = normalised("speculative_algorithm", profile.get("speculative_algorithm"))
     steps, topk = profile.get("speculative_num_steps"), profile.get("speculative_eagle_topk")
@@ -646,7 +644,7 @@ def vllm_drift(models, metrics_text, profile, version, server=None):
     over HTTP (tensor parallel size, max_num_seqs, the speculative config) is listed as
     ``not_exposed``, not passed silently; the unit's own command line is what the deploy rendered."""
     if not isinstance(models, dict) or not isinstance(models.get("data"), list):
-        raise AnsibleFilterError("vllm_drift: /v1/models did not return a model list: %r" % (models,))
+        raise ProfileError("vllm_drift: /v1/models did not return a model list: %r" % (models,))
     served = [m for m in models["data"] if isinstance(m, dict)]
     first = served[0] if served else {}
     info = prom.parse(str(metrics_text or "")).get("vllm:cache_config_info") or {}
@@ -813,8 +811,8 @@ def _shown(value):
 
 
 def sglang_profile_diff(found, profile):
-    """The settings where a command line (``found``: sglang_command_profile's "profile") differs
-    from the intended ``profile``, as "setting intended vs found" ("speculative_num_steps 3 vs 1",
+    """The settings where a command line (``found``: sglang_command_profile's "profile") and the
+    intended ``profile`` differ, as "setting intended vs found" ("speculative_num_steps 3 vs 1",
     "mem_fraction_static 0.88 vs unset"), in the flag tables' order (SGLang's, then vLLM's own
     settings). SGLang upper-cases the speculative algorithm, so its case does not count; NEXTN
     and MTP name the same head on vLLM."""

@@ -1,0 +1,150 @@
+"""The deploy plan (plugins/action/sglang_deploy_plan.py, sglang_perf/deploy_plan.py) on the
+inventories' hosts, without a play (tests/planutil.py: Ansible's own variable manager gives the
+host's variables): every case of the bad-input matrix refused with words that name the variable
+(moved here from the container: tests/test_deploy_bad_inputs.py keeps one case per class end to
+end), what the roles read from the plan, and that no secret enters it."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bad_inputs import CASES, HOST_SIDE, P3
+from conftest import ROOT
+from planutil import PRODUCTION, plan_for
+
+KEY = "k" * 24 + "-secret-api-key"
+TOKEN = "hf_" + "T" * 30
+
+
+@pytest.fixture(scope="module")
+def good():
+    """The role defaults' plan (the whole production gate plan), on the local inventory."""
+    return plan_for(plumbing=False)
+
+
+@pytest.mark.parametrize("case, extra, words", [c for c in CASES if c[0] not in HOST_SIDE],
+                         ids=[c[0] for c in CASES if c[0] not in HOST_SIDE])
+def test_bad_input_is_refused_by_the_plan_naming_the_variable(case, extra, words):
+    plan = plan_for(extra)
+    text = "; ".join(plan["problems"])
+    assert plan["problems"], "no refusal for %s" % case
+    for w in words:
+        assert w in text, "%r not in: %s" % (w, text)
+    for key in ("sglang_api_key", "sglang_hf_token"):
+        if key in extra:
+            assert extra[key] not in json.dumps(plan, default=str), "the rejected secret is in the plan"
+
+
+@pytest.mark.parametrize("case, extra, words", [c for c in CASES if c[0] in HOST_SIDE],
+                         ids=[c[0] for c in CASES if c[0] in HOST_SIDE])
+def test_what_only_the_host_tells_passes_the_plan(case, extra, words):
+    assert plan_for(extra)["problems"] == []
+
+
+def test_the_local_inventory_plans_without_a_problem(good):
+    assert good["problems"] == []
+    assert good["roles"] == ["nvidia_gpu", "sglang", "sglang_gate"]
+
+
+def test_the_plan_holds_what_the_roles_read(good):
+    assert good["engine"] == "sglang" and good["version"] == "0.5.23" and good["engine_label"] == "SGLang"
+    assert good["release"].startswith("0.5.23-") and len(good["release"]) == len("0.5.23-") + 10
+    assert good["venv"] == "/opt/sglang/releases/%s/venv" % good["release"]
+    assert good["unit_path"] == "/etc/systemd/system/sglang.service"
+    assert good["env_path"] == "/etc/sglang/sglang.env"
+    assert good["argv"][:3] == [good["venv"] + "/bin/python", "-m", "bench.emulator"]
+    assert "--speculative-num-steps" in good["argv"]
+    assert good["argv"][good["argv"].index("--tp-size") + 1] == "2"
+    assert good["local_url"] == "http://127.0.0.1:30000"
+    assert good["topology"]["enabled"] is False and good["topology"]["node_rank"] == 0
+    assert good["ready_paths"] == ["/health_generate"]
+    assert [c["case"] for c in good["gate"]["cases"]] == ["coding", "long_context", "concurrent"]
+    assert good["gate"]["cases"][0]["thresholds"] == {"min_tok_s": 45, "min_accept_len": 2.8}
+    assert good["gate"]["text"].startswith("gate plan, each threshold judged on its 95% interval")
+    assert good["exposure"] == {"problems": [], "host": "127.0.0.1", "api_key": False,
+                                "allowed_networks": [], "open_network": False}
+    assert good["memory"] and all("GiB" in line for line in good["memory"])
+    assert good["state_dir"] == "/var/lib/sglang" and good["user"] == "sglang"
+
+
+def test_the_release_name_follows_every_input_and_only_them(good):
+    assert plan_for(plumbing=False)["release"] == good["release"]  # the same inputs, the same name
+    assert plan_for({"sglang_pip_packages": ["aiohttp==3.14.5"]})["release"] != good["release"]
+    wheel = str(ROOT / "dist" / "sglang_emulator-0.5.24-py3-none-any.whl")
+    assert plan_for({"sglang_pip_local_files": [wheel]})["release"] != good["release"]
+    assert plan_for({"sglang_api_key": KEY})["release"] == good["release"]
+
+
+def test_a_render_without_a_lock_file_names_the_release_unlocked():
+    plan = plan_for({"sglang_pip_constraints": "/nonexistent/lock.txt"}, review=True)
+    assert plan["problems"] == [] and plan["release"] == "0.5.23-unlocked"
+    refused = plan_for({"sglang_pip_constraints": "/nonexistent/lock.txt"})
+    assert "sglang_pip_constraints: no lock file at /nonexistent/lock.txt for sglang 0.5.23" in \
+        refused["problems"][0]
+
+
+def test_a_vllm_profile_plans_vllm():
+    plan = plan_for({"sglang_profile": "vllm_mtp_3",
+                     "sglang_gate_thresholds": {"vllm_mtp_3": {"coding": {"min_tok_s": 36},
+                                                               "long_context": {}, "concurrent": {}}}})
+    assert plan["problems"] == [], plan["problems"]
+    assert plan["engine"] == "vllm" and plan["version"] == "0.33.0"
+    assert plan["release"].startswith("vllm-0.33.0-")
+    assert plan["launch_module"] == "bench.emulator.vllm" and plan["ready_paths"] == ["/health", "/v1/models"]
+
+
+def test_no_secret_enters_the_plan():
+    plan = plan_for({"sglang_api_key": KEY, "sglang_hf_token": TOKEN, "sglang_host": "0.0.0.0"})
+    assert plan["problems"] == []
+    text = json.dumps(plan, default=str)
+    assert KEY not in text and TOKEN not in text
+    assert plan["exposure"]["api_key"] is True
+    assert plan["argv"][plan["argv"].index("--config") + 1] == plan["secrets_path"]
+
+
+def test_a_secret_refused_is_not_echoed():
+    plan = plan_for({"sglang_api_key": "short key"})
+    assert "sglang_api_key = (hidden) is not valid" in plan["problems"][0]
+    assert "short key" not in json.dumps(plan, default=str)
+
+
+def test_the_production_host_plans_from_its_vault_variables():
+    plan = plan_for({"vault_sglang_api_key": KEY}, host="ct129", inventory=PRODUCTION)
+    assert plan["problems"] == [], plan["problems"]
+    assert plan["launch_module"] == "sglang.launch_server" and plan["exposure"]["api_key"]
+    assert KEY not in json.dumps(plan, default=str)
+
+
+def test_a_role_alone_plans_its_own_inputs_only():
+    gpu = plan_for({"sglang_port": 70000}, roles=["nvidia_gpu"])
+    assert gpu["problems"] == [] and gpu["roles"] == ["nvidia_gpu"] and "argv" not in gpu
+    sglang = plan_for({"sglang_gate_warmup": -1}, roles=["sglang"])
+    assert sglang["problems"] == [] and "gate" not in sglang
+
+
+def test_a_profile_override_plans_that_profile():
+    """playbooks/compare.yml plans each compared profile (sglang_profile as an include's var)."""
+    plan = plan_for({"sglang_profile": "nextn_1step"}, roles=["sglang"])
+    assert plan["problems"] == [] and plan["profile"] == "nextn_1step"
+    assert plan["argv"][plan["argv"].index("--speculative-num-steps") + 1] == "1"
+
+
+def test_a_multinode_pair_plans_each_rank(tmp_path):
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(json.dumps({"all": {"children": {"sglang_servers": {"children": {"qwen_pair": {
+        "hosts": {"node-a": {"sglang_node_address": "10.0.0.1"}, "node-b": {}},
+        "vars": {"sglang_multinode_group": "qwen_pair", "sglang_profiles": {"pair": dict(P3, tp_size=4)},
+                 "sglang_profile": "pair", "sglang_hardware": None, "nvidia_gpu_allow_absent": True,
+                 "sglang_gate_thresholds": {"pair": {"coding": {"min_tok_s": 45}}}}}}}}}}))
+    plans = [plan_for(host=h, inventory=inventory) for h in ("node-a", "node-b")]
+    for rank, plan in enumerate(plans):
+        assert plan["problems"] == [], plan["problems"]
+        topo = plan["topology"]
+        assert topo["enabled"] and topo["nnodes"] == 2 and topo["node_rank"] == rank
+        assert topo["rank0"] == "node-a"
+        argv = plan["argv"]
+        assert argv[argv.index("--node-rank") + 1] == str(rank)
+        assert argv[argv.index("--dist-init-addr") + 1] == "10.0.0.1:20000"
+    missing = plan_for(host="node-a", inventory=inventory, play_hosts=["node-a"])
+    assert "node-b" in "; ".join(missing["problems"])
