@@ -21,11 +21,7 @@ from sglang_perf import capacity, engine, history
 from sglang_perf.client import ConfigError, MeasureError
 
 from bench import sizes
-
-# The exit status of every bench command: passed (or done), failed its thresholds, not measured
-# (or bad input).
-EXIT_PASSED, EXIT_FAILED, EXIT_UNMEASURED = 0, 1, 2
-EXIT_OK, EXIT_BAD_INPUT = EXIT_PASSED, EXIT_UNMEASURED
+from bench.common import EXIT_FAILED, EXIT_PASSED, EXIT_UNMEASURED, progress_printer
 
 
 def _fmt(value, spec=".1f"):
@@ -121,11 +117,19 @@ def table(result):
     return "\n".join("%-*s  %s" % (width, k, v) for k, v in rows)
 
 
-def progress_printer(stream):
-    """The progress of a run on ``stream`` (bench/progress.py: a bar on a terminal, lines
-    otherwise); bench run, bench gate, bench calibrate, bench compare."""
-    from bench.progress import Progress
-    return Progress(stream)
+def _case():
+    """What `bench run` measures by default: the role's coding case (bench.gate.role_case), the
+    same requests, sequential bound, tokens and prompts the gate's first case runs; the engine's
+    fixed-sample defaults only where PyYAML cannot read the role (a bare Python)."""
+    from bench import gate
+    case = gate.role_case("coding") or {}
+    out = {k: case.get(k, engine.DEFAULTS.get(k)) for k in ("concurrency", "requests", "max_tokens")}
+    out["max_requests"] = case.get("max_requests") or out["requests"]
+    out["prompts"] = case.get("prompts", "coding")
+    return out
+
+
+CASE = _case()
 
 
 def add_run_args(p):
@@ -134,21 +138,23 @@ def add_run_args(p):
                    help="API key (default: $SGLANG_API_KEY; prefer the variable, argv is public)")
     p.add_argument("--model", help="model name (default: the first one at /v1/models)")
     p.add_argument("--api", choices=sorted(engine.APIS), default=engine.DEFAULTS["api"])
-    p.add_argument("--concurrency", type=int, default=engine.DEFAULTS["concurrency"])
-    p.add_argument("--requests", type=int, default=engine.DEFAULTS["requests"],
-                   help="measured requests before the first verdict (%(default)s)")
+    p.add_argument("--concurrency", type=int, default=CASE["concurrency"])
+    p.add_argument("--requests", type=int,
+                   help="measured requests before the first verdict (default %d, the role's coding case; "
+                        "given alone: a fixed sample)" % CASE["requests"])
     p.add_argument("--max-requests", type=int,
                    help="then one more at a time, up to this many, while a threshold is inside its "
-                        "interval (default: --requests, a fixed sample)")
+                        "interval (default %d with the case's --requests, else --requests)"
+                        % CASE["max_requests"])
     p.add_argument("--confidence", type=float, default=engine.DEFAULTS["confidence"],
                    help="level of the intervals (%(default)s)")
     p.add_argument("--inconclusive", choices=engine.INCONCLUSIVE, default=engine.DEFAULTS["inconclusive"],
                    help="what a threshold still inside its interval at --max-requests does (%(default)s)")
     p.add_argument("--warmup", type=int, default=engine.DEFAULTS["warmup"])
-    p.add_argument("--max-tokens", type=int, default=engine.DEFAULTS["max_tokens"])
+    p.add_argument("--max-tokens", type=int, default=CASE["max_tokens"])
     p.add_argument("--warmup-max-tokens", type=int, default=engine.DEFAULTS["warmup_max_tokens"])
     p.add_argument("--temperature", type=float, default=engine.DEFAULTS["temperature"])
-    p.add_argument("--prompts", choices=engine.promptset.PROMPT_SOURCES, default="coding",
+    p.add_argument("--prompts", choices=engine.promptset.PROMPT_SOURCES, default=CASE["prompts"],
                    help="coding prompts, or a long_context repository slice of --prompt-tokens")
     p.add_argument("--prompt-tokens", type=int, help="prompt length of --prompts long_context")
     p.add_argument("--max-ttft-s", type=float, help="allowed median time to first token")
@@ -181,6 +187,10 @@ RUN_ONLY = ("validate_certs", "model_size", "hardware", "baseline", "chars_per_t
 
 def options_from(args):
     """Engine options from the arguments; ValueError names a bad sizes or history file."""
+    if args.requests is None:  # the role's coding case: its first requests, then up to its most
+        args.requests = CASE["requests"]
+        if args.max_requests is None:
+            args.max_requests = CASE["max_requests"]
     opts = {k: getattr(args, k) for k in engine.DEFAULTS if k not in RUN_ONLY}
     opts["validate_certs"] = not args.insecure
     if not args.no_roofline:
@@ -250,10 +260,11 @@ def main(argv=None):
     p_run.set_defaults(func=cmd_run)
     from bench import selfcheck
     selfcheck.add_parser(sub)
-    from bench import compare, gate, history
+    from bench import compare, compare_plan, gate, history
     gate.add_parser(sub)
     gate.add_calibrate_parser(sub)
     history.add_parser(sub)
-    compare.add_parser(sub)
+    # compare --plan and compare-report --plan are compare_plan's (which builds on compare)
+    compare.add_parser(sub, plan_commands=(compare_plan.cmd_compare_plan, compare_plan.cmd_report_plan))
     args = parser.parse_args(argv)
     return args.func(args)

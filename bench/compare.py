@@ -39,7 +39,7 @@ from pathlib import Path
 from sglang_perf import capacity, engine, plan
 from sglang_perf.client import ConfigError, MeasureError
 
-from bench.cli import EXIT_BAD_INPUT, EXIT_OK
+from bench.common import EXIT_BAD_INPUT, EXIT_OK, progress_printer
 from bench.compare_answer import COMPARED_METRICS
 from bench.paths import ROOT
 from bench.sizes import DEFAULT_SIZE_FILES, load_sizes
@@ -440,7 +440,9 @@ def _add_sizes_args(p):
     p.add_argument("--no-roofline", action="store_true", help="no roofline column")
 
 
-def add_parser(sub):
+def add_parser(sub, plan_commands=None):
+    """The compare and compare-report commands; ``plan_commands``: the (compare, report) functions
+    of their --plan mode (bench/compare_plan.py; bench/cli.py passes them)."""
     p = sub.add_parser("compare", help="benchmark several profiles (one server each) at several "
                                        "concurrency levels; who leads, where they cross")
     p.add_argument("--target", action="append", metavar="NAME=URL", required=True,
@@ -470,7 +472,7 @@ def add_parser(sub):
                                                            % COMPARE_OUT)
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     _add_sizes_args(p)
-    p.set_defaults(func=cmd_compare)
+    p.set_defaults(func=cmd_compare, plan_commands=plan_commands)
 
     r = sub.add_parser("compare-report", help="the compare reports from a JSON list of rows "
                                               "(e.g. written by a playbook)")
@@ -484,7 +486,7 @@ def add_parser(sub):
                    help="with --plan: the vars the profiles and the plan come from (as bench gate)")
     r.add_argument("--current", metavar="NAME", help="with --plan: the profile the host runs")
     _add_sizes_args(r)
-    r.set_defaults(func=cmd_report)
+    r.set_defaults(func=cmd_report, plan_commands=plan_commands)
 
 
 def _need_matplotlib():
@@ -530,8 +532,7 @@ SWEEP_DEFAULTS = {"concurrency": "1,4,16", "requests": engine.DEFAULTS["requests
 
 def cmd_compare(args):
     if args.plan:
-        from bench import compare_plan
-        return compare_plan.cmd_compare_plan(args)
+        return args.plan_commands[0](args)
     for key, value in SWEEP_DEFAULTS.items():
         if getattr(args, key) is None:
             setattr(args, key, value)
@@ -558,7 +559,6 @@ def cmd_compare(args):
             sys.stderr.write("compare: %s\n" % message)
             sys.stderr.flush()
 
-        from bench.cli import progress_printer
         meter = None if args.quiet else progress_printer(sys.stderr)
         try:
             rows = sweep(targets, levels, options, None if args.quiet else progress, meter)
@@ -646,8 +646,7 @@ def load_rows(path):
 
 def cmd_report(args):
     if args.plan:
-        from bench import compare_plan
-        return compare_plan.cmd_report_plan(args)
+        return args.plan_commands[1](args)
     try:
         return _finish(load_rows(args.rows), args, "compare-report")
     except InputError as e:

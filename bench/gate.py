@@ -21,7 +21,7 @@ from pathlib import Path
 from sglang_perf import history, plan
 from sglang_perf.client import ConfigError, MeasureError
 
-from bench.cli import EXIT_FAILED, EXIT_PASSED, EXIT_UNMEASURED
+from bench.common import EXIT_FAILED, EXIT_PASSED, EXIT_UNMEASURED, progress_printer
 from bench.paths import ROOT, SGLANG_DEFAULTS
 
 ROLE_DEFAULTS = (SGLANG_DEFAULTS, ROOT / "roles" / "sglang_gate" / "defaults" / "main.yml")
@@ -77,6 +77,16 @@ def load_vars(paths=None):
     return merged, origin
 
 
+def role_case(name="coding"):
+    """Case ``name`` of the role's default gate plan (roles/sglang_gate/defaults/main.yml), which
+    `bench run` measures by default; None when PyYAML is not there (a bare Python)."""
+    try:
+        import yaml
+    except ImportError:
+        return None
+    return dict(yaml.safe_load(ROLE_DEFAULTS[1].read_text())["sglang_gate_plan"][name])
+
+
 def common_options(v, url, api_key, model):
     return {"url": url, "api_key": api_key, "model": model, "api": v.get("sglang_gate_api", "chat"),
             "warmup": v.get("sglang_gate_warmup", 2),
@@ -95,7 +105,6 @@ def promise_of(v, profile):
 
 def run_plan(args, v, profile, **kw):
     """The plan of vars ``v`` against ``args.url``, progress lines on stderr unless --quiet."""
-    from bench.cli import progress_printer
     progress = None if args.quiet else progress_printer(sys.stderr)
     try:
         return plan.run(common_options(v, args.url, args.api_key, args.model), v.get("sglang_gate_plan"),

@@ -31,7 +31,7 @@ from sglang_perf import history as shared
 from sglang_perf import plan
 
 from bench import report
-from bench.cli import EXIT_BAD_INPUT, EXIT_OK
+from bench.common import EXIT_BAD_INPUT, EXIT_OK
 from bench.paths import ROOT
 
 DEFAULT_DIR = ROOT / "history"

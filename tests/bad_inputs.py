@@ -170,7 +170,7 @@ CASES = [
       "hosts"]),
 ]
 
-# Refused by what only the host can tell (roles/sglang_gate/tasks/validate.yml on the host): the
+# Refused by what only the host can tell (roles/sglang_gate/tasks/host_checks.yml on the host): the
 # plan passes them; the preflight on the container refuses them.
 HOST_SIDE = {"gate history on a kernel file system", "gate history path is a directory",
              "gate history in a directory nobody creates"}

@@ -46,6 +46,35 @@ def test_exit_0_prints_the_table_and_writes_json(emulator, tmp_path):
     assert r["verdict"] == "pass" and r["sequential"]["measured"] == 6
 
 
+def test_without_sample_flags_it_measures_the_roles_coding_case(emulator, tmp_path):
+    """`bench run --url URL --min-tok-s 45 --min-accept-len 2.8`, as a new user types it, runs the
+    gate's first case (roles/sglang_gate/defaults/main.yml: 6 requests, then up to 48 while an
+    interval straddles a bar, 192 tokens): one set of case defaults for the role and the CLI."""
+    from bench.gate import role_case
+    case = role_case("coding")
+    emu = emulator("nextn_3step", env=FAST)
+    out = tmp_path / "r.json"
+    p = subprocess.run([sys.executable, "-m", "bench", "run", "--url", emu.url, "--min-tok-s", "45",
+                        "--min-accept-len", "2.8", "--quiet", "--json", str(out)], cwd=str(ROOT),
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    r = json.loads(out.read_text())
+    assert (r["concurrency"], r["max_tokens"], r["prompts"]) == (case["concurrency"], case["max_tokens"],
+                                                                 case["prompts"])
+    assert r["sequential"]["min_requests"] == case["requests"] == 6
+    assert r["sequential"]["max_requests"] == case["max_requests"] == 48
+    assert r["sequential"]["stopped"] == "decided" and r["requests"] == 6  # 3-step clears both bars at 6
+
+
+def test_requests_given_alone_is_a_fixed_sample(emulator, tmp_path):
+    emu = emulator("nextn_3step", env=FAST)
+    out = tmp_path / "r.json"
+    p = bench("--url", emu.url, "--requests", "3", "--quiet", "--json", str(out))
+    assert p.returncode == 0, p.stderr
+    r = json.loads(out.read_text())
+    assert r["requests"] == 3 and r["sequential"]["max_requests"] == 3 and r["max_tokens"] == 96
+
+
 def test_exit_1_when_a_threshold_fails(emulator):
     emu = emulator("nextn_1step", env=FAST)
     p = bench("--url", emu.url, "--min-accept-len", "2.8", "--quiet")

@@ -118,3 +118,92 @@ def test_a_case_baseline_comes_from_the_same_case():
     old = {"time": "t", "profile": "p", "decode_tok_s": {"median": 52}, "accept_len": 3.0}
     assert history.baseline(old, "coding", first=True)["decode_tok_s"] == 52
     assert history.baseline(old, "long_context", first=False) is None
+
+
+# ---------------------------------------------------- multi-node judging and the messages ------
+PAIR = {"enabled": True, "group": "qwen_pair", "node_rank": 0, "rank0": "node-a",
+        "hosts": ["node-a", "node-b"]}
+FOLLOWER = dict(PAIR, node_rank=1)
+MEASURED = {"passed": True, "msg": "gate passed: coding 55.1 tok/s", "decode_tok_s": {"median": 55.1}}
+
+
+def test_a_follower_is_judged_by_its_rank_0():
+    d = decision.decide(None, UNIT, ENV, OTHER, topology=FOLLOWER, rank0_result=MEASURED, host="node-b",
+                        profile="nextn_3step")
+    assert d["verdict"] == "pass" and d["action"] == "record" and d["result"] is MEASURED
+    assert d["write_history"] is False and d["scope"] == "deployment" and d["message"] == ""
+
+
+def test_a_follower_whose_rank_0_gave_no_result_fails_naming_it():
+    for rank0 in (None, {"changed": False, "skipped": True}):
+        d = decision.decide(None, UNIT, ENV, OTHER, topology=FOLLOWER, rank0_result=rank0, host="node-b",
+                            profile="nextn_3step")
+        assert d["verdict"] == "fail" and d["action"] == "restore" and d["scope"] == "deployment"
+        assert d["result"]["msg"] == \
+            "rank 0 (node-a) of multi-node deployment qwen_pair failed before its gate"
+        assert d["message"] == (
+            "Gate failed on node-b (node rank 1 of multi-node deployment qwen_pair, judged by rank 0 "
+            "node-a) for profile nextn_3step: rank 0 (node-a) of multi-node deployment qwen_pair failed "
+            "before its gate. The whole multi-node deployment is rolled back to its last-known-good units")
+
+
+def test_rank_0_fails_when_a_node_did_not_reach_the_gate():
+    d = decision.decide(MEASURED, UNIT, ENV, OTHER, topology=PAIR, missing=["node-b"], host="node-a",
+                        profile="nextn_3step")
+    assert d["verdict"] == "fail" and d["write_history"] is True
+    assert d["result"]["msg"] == ("node node-b of multi-node deployment qwen_pair failed before the gate; "
+                                  "gate passed: coding 55.1 tok/s")
+    assert d["result"]["decode_tok_s"] == {"median": 55.1}  # the figures stay for the record
+    assert d["message"].startswith("Gate failed on node-a (rank 0 of multi-node deployment qwen_pair) for ")
+    assert decision.decide(MEASURED, UNIT, ENV, OTHER, topology=PAIR, host="node-a")["verdict"] == "pass"
+
+
+def test_a_single_host_message_and_what_it_restored():
+    failed = {"passed": False, "msg": "coding: decode tok/s 37.4 [33.8, 41.5] < required 45.0"}
+    d = decision.decide(failed, UNIT, ENV, OTHER, topology={"enabled": False, "node_rank": 0}, host="ct129",
+                        profile="nextn_1step")
+    assert d["message"] == ("Gate failed on ct129 for profile nextn_1step: coding: decode tok/s 37.4 "
+                            "[33.8, 41.5] < required 45.0. Rolled back to the last-known-good unit")
+    rec = {"profile": "nextn_3step", "time": "2026-12-03T06:33:45Z", "decode_tok_s": {"median": 54.54},
+           "accept_len": 3.1649}
+    text = decision.restored_text(rec)
+    assert text == "profile nextn_3step, passed at 2026-12-03T06:33:45Z with 54.5 tok/s, accept length 3.16"
+    assert decision.failure(d, text) == d["message"] + " (%s); the server is ready again." % text
+    assert decision.failure(d) == d["message"] + "."
+    adopted = decision.restored_text({"adopted": "sglang-qwen", "time": "2026-12-01T10:00:00Z",
+                                       "profile": "?"})
+    assert adopted == ("the hand-made unit sglang-qwen, adopted at 2026-12-01T10:00:00Z and imported as the "
+                       "first last-known-good")
+    assert decision.restored_text({"profile": "p", "time": "t", "decode_tok_s": None}) == \
+        "profile p, passed at t"
+
+
+def test_a_failed_deploy_says_where_and_what_was_done():
+    assert decision.rescue_failure("boom", "Install", True, False) == "boom"  # the gate's own message
+    assert decision.rescue_failure("boom", "Install", False, True) == "boom [deploy failed at 'Install']"
+    assert decision.rescue_failure("boom", "Install", False, False, restored="profile p, passed at t") == (
+        "boom [deploy failed at 'Install'; restored the last-known-good unit (profile p, passed at t); the "
+        "server is ready again]")
+    assert decision.rescue_failure("boom", "Install", False, False, reason="no unit was installed") == (
+        "boom [deploy failed at 'Install'; no unit was installed]")
+
+
+def test_a_failed_host_of_the_rollout_names_its_deployment():
+    assert decision.outcome_failure("  boom  ", {"enabled": False}) == "boom"
+    assert decision.outcome_failure(None, PAIR) == "A node of multi-node deployment qwen_pair failed."
+    assert decision.outcome_failure(None, PAIR, restored="profile p") == (
+        "A node of multi-node deployment qwen_pair failed. The multi-node deployment qwen_pair was rolled "
+        "back to its last-known-good units (profile p); the server is ready again.")
+
+
+@pytest.mark.parametrize("verdict, deployment_failed, check_mode, deploy_failed, word", [
+    ("pass", False, False, False, "passed"),
+    ("pass", True, False, False, "FAILED"),
+    ("fail", False, False, False, "FAILED"),
+    ("not judged", False, True, False, "check mode"),
+    ("", False, True, True, "not reached"),
+    ("", False, False, True, "not reached"),
+    ("", False, False, False, "not reached"),
+])
+def test_the_rollout_summary_word(verdict, deployment_failed, check_mode, deploy_failed, word):
+    assert decision.outcome(verdict, deployment_failed, check_mode, deploy_failed) == word

@@ -509,11 +509,12 @@ def test_the_preflight_refuses_naming_the_variable(path, words):
 
 
 def test_the_role_preflight_refuses_a_missing_directory_naming_the_variable(tmp_path):
-    """validate_textfile.yml (validate.yml imports it) on local hosts, one per case: the host's side
-    (the plan refused a bad path already: test_the_preflight_refuses_naming_the_variable)."""
+    """validate_textfile.yml (host_checks.yml includes it when the path is set) on local hosts, one
+    per case: the host's side (the plan refused a bad path already:
+    test_the_preflight_refuses_naming_the_variable)."""
     (tmp_path / "textfile").mkdir()
     (tmp_path / "a-file").write_text("")
-    paths = {"off": "", "good": str(tmp_path / "textfile" / "sglang_gate.prom"),
+    paths = {"good": str(tmp_path / "textfile" / "sglang_gate.prom"),
              "missing": str(tmp_path / "no-such-dir" / "sglang_gate.prom"),
              "not_a_dir": str(tmp_path / "a-file" / "sglang_gate.prom")}
     out = play(tmp_path, {name: {"sglang_gate_textfile_path": path} for name, path in paths.items()}, [

@@ -9,17 +9,20 @@ name: sglang_gate
 short_description: The gate plan's rollout summary and calibration file
 description:
   - C(sglang_gate_case_summary) is a case result's few figures for the rollout summary.
+  - C(sglang_gate_failure), C(sglang_gate_rescue_failure) and C(sglang_gate_outcome_failure) are the
+    messages of a failed gate, a failed deploy and a failed host of the rollout, and
+    C(sglang_gate_restored_text) what they say was restored (sglang_perf/decision.py writes them).
+  - C(sglang_gate_outcome) is a host's word in the rollout summary (passed, FAILED, check mode,
+    not reached).
   - C(sglang_gate_calibration) is the host_vars file C(playbooks/calibrate.yml) writes - thresholds
     proposed at a margin below what several plan runs measured.
 """
 
-from sglang_perf import plan
+from sglang_perf import decision, plan
 from sglang_perf.client import ConfigError
 
-try:
-    from ansible.errors import AnsibleFilterError
-except ImportError:  # used without Ansible (tests)
-    AnsibleFilterError = ValueError
+from ansible.errors import AnsibleFilterError
+from ansible.module_utils.parsing.convert_bool import boolean
 
 
 def sglang_gate_case_summary(case):
@@ -43,7 +46,36 @@ def sglang_gate_calibration(runs, profile, margin, existing=None, host="?", when
                                  existing if isinstance(existing, dict) else None)
 
 
+def sglang_gate_failure(gate_decision, restored_text=None):
+    return decision.failure(gate_decision, restored_text)
+
+
+def sglang_gate_restored_text(record):
+    if not isinstance(record, dict):
+        raise AnsibleFilterError("sglang_gate_restored_text: a last-known-good record is a dict, got %r"
+                                 % (record,))
+    return decision.restored_text(record)
+
+
+def sglang_gate_rescue_failure(failure, failed_task, gate_decided, multinode, restored=None, reason=None):
+    return decision.rescue_failure(failure, failed_task, gate_decided, multinode, restored, reason)
+
+
+def sglang_gate_outcome_failure(deploy_failure, topology, restored=None):
+    return decision.outcome_failure(deploy_failure, topology, restored)
+
+
+def sglang_gate_outcome(verdict, deployment_failed=False, check_mode=False, deploy_failed=False):
+    flags = [boolean(f, strict=False) for f in (deployment_failed, check_mode, deploy_failed)]
+    return decision.outcome(verdict, *flags)
+
+
 class FilterModule(object):
     def filters(self):
         return {"sglang_gate_case_summary": sglang_gate_case_summary,
-                "sglang_gate_calibration": sglang_gate_calibration}
+                "sglang_gate_calibration": sglang_gate_calibration,
+                "sglang_gate_failure": sglang_gate_failure,
+                "sglang_gate_restored_text": sglang_gate_restored_text,
+                "sglang_gate_rescue_failure": sglang_gate_rescue_failure,
+                "sglang_gate_outcome_failure": sglang_gate_outcome_failure,
+                "sglang_gate_outcome": sglang_gate_outcome}

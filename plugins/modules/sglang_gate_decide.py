@@ -60,6 +60,21 @@ options:
     description: Whether this host is a node of a multi-node deployment (restored as a whole by the play).
     type: bool
     default: false
+  topology:
+    description:
+      - The host's multi-node topology from the deploy plan (C(enabled), C(group), C(node_rank),
+        C(rank0)); when given it says O(node_rank) and O(multinode), and the messages name the node.
+    type: dict
+  rank0_result:
+    description:
+      - For a follower of a multi-node deployment, rank 0's plan result - the follower is judged by
+        it (only rank 0 serves the API); omitted when rank 0 gave none (a failure naming rank 0).
+    type: dict
+  missing_nodes:
+    description: For rank 0, the nodes of its deployment that did not reach the gate (rank 0 then fails).
+    type: list
+    elements: str
+    default: []
   history_path:
     description: The host's gate history (JSON lines); the record is appended when given.
     type: path
@@ -134,6 +149,16 @@ reason:
   description: Why, in words (for messages and the history).
   returned: always
   type: str
+result:
+  description: The result the gate judged (rank 0's for a follower; failed for rank 0 when a node did
+    not reach the gate).
+  returned: always
+  type: dict
+message:
+  description: A failed gate's message without what was restored (the C(sglang_gate_failure) filter
+    adds it); empty otherwise.
+  returned: always
+  type: str
 record:
   description: The history record of the run.
   returned: always
@@ -206,6 +231,9 @@ def main():
             no_lkg=dict(type="str", choices=["stop", "keep"], default="stop"),
             node_rank=dict(type="int", default=0),
             multinode=dict(type="bool", default=False),
+            topology=dict(type="dict"),
+            rank0_result=dict(type="dict"),
+            missing_nodes=dict(type="list", elements="str", default=[]),
             history_path=dict(type="path"),
             history_owner=dict(type="str"),
             history_group=dict(type="str"),
@@ -220,13 +248,15 @@ def main():
     base = os.path.join(p["lkg_dir"], p["service_name"])
     lkg_unit = _sha(module, base + ".service")
     lkg = None if lkg_unit is None else {"unit_sha256": lkg_unit, "env_sha256": _sha(module, base + ".env")}
+    context = dict(p["context"])
     d = decision.decide(p["result"], unit, env, lkg, check_mode=module.check_mode,
                         node_rank=p["node_rank"], multinode=p["multinode"], rollback=p["rollback"],
-                        no_lkg=p["no_lkg"])
-    context = dict(p["context"])
+                        no_lkg=p["no_lkg"], rank0_result=p["rank0_result"], missing=p["missing_nodes"],
+                        topology=p["topology"], host=context.get("host", "?"),
+                        profile=context.get("profile", "?"))
     context.setdefault("time", datetime.datetime.utcnow().replace(microsecond=0).isoformat() + "Z")
     context.update(unit_sha256=unit, env_sha256=env)
-    rec = history.record(p["result"], d, context)
+    rec = history.record(d["result"], d, context)
     written = False
     if p["history_path"] and d["write_history"]:
         path = p["history_path"]
