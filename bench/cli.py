@@ -129,7 +129,7 @@ def _case():
     return out
 
 
-CASE = _case()
+DEFAULT_CASE = _case()
 
 
 def add_run_args(p):
@@ -138,23 +138,23 @@ def add_run_args(p):
                    help="API key (default: $SGLANG_API_KEY; prefer the variable, argv is public)")
     p.add_argument("--model", help="model name (default: the first one at /v1/models)")
     p.add_argument("--api", choices=sorted(engine.APIS), default=engine.DEFAULTS["api"])
-    p.add_argument("--concurrency", type=int, default=CASE["concurrency"])
+    p.add_argument("--concurrency", type=int, default=DEFAULT_CASE["concurrency"])
     p.add_argument("--requests", type=int,
                    help="measured requests before the first verdict (default %d, the role's coding case; "
-                        "given alone: a fixed sample)" % CASE["requests"])
+                        "given alone: a fixed sample)" % DEFAULT_CASE["requests"])
     p.add_argument("--max-requests", type=int,
                    help="then one more at a time, up to this many, while a threshold is inside its "
                         "interval (default %d with the case's --requests, else --requests)"
-                        % CASE["max_requests"])
+                        % DEFAULT_CASE["max_requests"])
     p.add_argument("--confidence", type=float, default=engine.DEFAULTS["confidence"],
                    help="level of the intervals (%(default)s)")
     p.add_argument("--inconclusive", choices=engine.INCONCLUSIVE, default=engine.DEFAULTS["inconclusive"],
                    help="what a threshold still inside its interval at --max-requests does (%(default)s)")
     p.add_argument("--warmup", type=int, default=engine.DEFAULTS["warmup"])
-    p.add_argument("--max-tokens", type=int, default=CASE["max_tokens"])
+    p.add_argument("--max-tokens", type=int, default=DEFAULT_CASE["max_tokens"])
     p.add_argument("--warmup-max-tokens", type=int, default=engine.DEFAULTS["warmup_max_tokens"])
     p.add_argument("--temperature", type=float, default=engine.DEFAULTS["temperature"])
-    p.add_argument("--prompts", choices=engine.promptset.PROMPT_SOURCES, default=CASE["prompts"],
+    p.add_argument("--prompts", choices=engine.promptset.PROMPT_SOURCES, default=DEFAULT_CASE["prompts"],
                    help="coding prompts, or a long_context repository slice of --prompt-tokens")
     p.add_argument("--prompt-tokens", type=int, help="prompt length of --prompts long_context")
     p.add_argument("--max-ttft-s", type=float, help="allowed median time to first token")
@@ -188,9 +188,9 @@ RUN_ONLY = ("validate_certs", "model_size", "hardware", "baseline", "chars_per_t
 def options_from(args):
     """Engine options from the arguments; ValueError names a bad sizes or history file."""
     if args.requests is None:  # the role's coding case: its first requests, then up to its most
-        args.requests = CASE["requests"]
+        args.requests = DEFAULT_CASE["requests"]
         if args.max_requests is None:
-            args.max_requests = CASE["max_requests"]
+            args.max_requests = DEFAULT_CASE["max_requests"]
     opts = {k: getattr(args, k) for k in engine.DEFAULTS if k not in RUN_ONLY}
     opts["validate_certs"] = not args.insecure
     if not args.no_roofline:

@@ -1,8 +1,9 @@
 """SGLang command lines for the emulator in the demo, the tests and the self-check.
 
 ``PROFILE_ARGS`` holds the role's SGLang profiles (``sglang_profiles`` in
-roles/sglang/defaults/main.yml) rendered for ``sglang_version`` by the filter the deploy renders
-its unit with: the deploy, the tests and the self-check run the same flags. ``HAND_LAUNCH_ARGS``
+roles/sglang/defaults/main.yml) rendered for ``sglang_version`` by the flag tables the deploy plan
+renders its argv with (sglang_perf/profile.py): the deploy, the tests and the self-check run the
+same flags. ``HAND_LAUNCH_ARGS``
 is the original hand launch as it was typed (1-step NEXTN, no memory settings, the model's own
 262144-token context): not a profile of the role, kept for what the emulator must reproduce of
 it (its capacity). ``MODEL_ARGS`` is what the unit adds to every profile for this model."""
