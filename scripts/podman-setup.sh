@@ -5,10 +5,15 @@
 #   2. the repo-local containers.conf (.podman/containers.conf): runtime runc, default ulimits
 #   3. a Debian 12 root filesystem with systemd (mmdebstrap, cached as .tar.zst, keyed on suite + packages)
 #   4. the image localhost/sglang-deploy/debian12-systemd:<key> (podman import), also tagged :latest
+#   5. the deploy image localhost/sglang-deploy/debian12-systemd-deploy:<key> (:latest): the same
+#      root filesystem with the apt packages every deploy installs (DEPLOY_PACKAGES), which the
+#      Molecule scenarios that deploy start from (the `sglang` and `nvidia_gpu` scenarios keep
+#      the bare image: they test a fresh host)
 #
 # Idempotent and fast when everything is already there. Progress and timings go to stderr; stdout
 # carries only KEY=value lines for callers (eval-able):
 #   CONTAINERS_CONF=...  SGLANG_DEPLOY_IMAGE=...  SGLANG_DEPLOY_IMAGE_LATEST=...
+#   SGLANG_DEPLOY_DEPLOY_IMAGE_LATEST=...
 # Every podman call in this repository must run with that CONTAINERS_CONF.
 #
 # The package mirror is read from this machine's apt sources at run time (deb822 *.sources and
@@ -18,6 +23,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SUITE="bookworm"
 IMAGE_REPO="localhost/sglang-deploy/debian12-systemd"
+DEPLOY_IMAGE_REPO="localhost/sglang-deploy/debian12-systemd-deploy"
 CACHE_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/sglang-deploy"
 CONF_DIR="$ROOT/.podman"
 CONF="$CONF_DIR/containers.conf"
@@ -28,6 +34,9 @@ HOST_PACKAGES=(podman runc mmdebstrap zstd python3-venv)
 # systemd as PID 1 (systemd-sysv gives /sbin/init, dbus for systemctl); the rest are for debugging
 # and for the services the roles deploy.
 ROOTFS_PACKAGES=(acl ca-certificates curl dbus iproute2 procps python3 python3-apt sudo systemd systemd-sysv)
+# What the sglang role installs on every host (roles/sglang/tasks/install.yml: the venv and
+# Ansible's pip module).
+DEPLOY_PACKAGES=(python3-venv python3-pip)
 
 export CONTAINERS_CONF="$CONF"
 
@@ -82,16 +91,22 @@ step_done "containers.conf + podman info"
 # ---------------------------------------------------------------------------------------------
 # 3. Root filesystem
 # ---------------------------------------------------------------------------------------------
-mapfile -t SORTED < <(printf '%s\n' "${ROOTFS_PACKAGES[@]}" | LC_ALL=C sort -u)
 # This machine's own trust anchors (/usr/local/share/ca-certificates, e.g. an egress proxy's CA)
 # go into the image so apt, curl and pip in the container trust what the machine trusts; pip is
 # pointed at the system bundle (as the machine's pip.conf does), since a venv's pip otherwise
 # uses its own certifi bundle. The key changes with them.
 EXTRA_CA_DIR=/usr/local/share/ca-certificates
 CA_SUM="$(find "$EXTRA_CA_DIR" -name '*.crt' -type f 2>/dev/null | LC_ALL=C sort | xargs -r cat | sha256sum | cut -c1-12)"
-KEY="$(printf 'recipe=%s\nsuite=%s\npackages=%s\nca=%s\n' "$RECIPE" "$SUITE" "${SORTED[*]}" "$CA_SUM" | sha256sum | cut -c1-12)"
-IMAGE="$IMAGE_REPO:$KEY"
-TARBALL="$CACHE_DIR/debian12-$SUITE-systemd-$KEY.tar.zst"
+# image_names REPO NAME PACKAGE...: SORTED, KEY, IMAGE and TARBALL of one image (the key covers
+# the recipe, suite, packages and extra CAs)
+image_names() {
+    local repo="$1" name="$2"
+    shift 2
+    mapfile -t SORTED < <(printf '%s\n' "$@" | LC_ALL=C sort -u)
+    KEY="$(printf 'recipe=%s\nsuite=%s\npackages=%s\nca=%s\n' "$RECIPE" "$SUITE" "${SORTED[*]}" "$CA_SUM" | sha256sum | cut -c1-12)"
+    IMAGE="$repo:$KEY"
+    TARBALL="$CACHE_DIR/$name-$KEY.tar.zst"
+}
 
 # The Debian mirror URIs of this machine's apt sources: "URI SUITE" pairs for the enabled deb
 # entries whose suite is $SUITE, $SUITE-updates or $SUITE-security.
@@ -179,36 +194,41 @@ mkdir -p "$CACHE_DIR"
 exec 9>"$CACHE_DIR/.lock"
 flock --timeout 900 9 || die "timed out waiting for $CACHE_DIR/.lock (another podman-setup.sh run?)"
 
-if [ -s "$TARBALL" ]; then
-    log "rootfs cached: $TARBALL"
-else
-    build_rootfs
-    log "rootfs: $TARBALL ($(du -h "$TARBALL" | cut -f1))"
-fi
-step_done "rootfs"
+# make_image REPO NAME PACKAGE...: the root filesystem (cached) and the image, tagged :latest.
+make_image() {
+    local repo="$1" latest_id image_id
+    image_names "$@"
+    if [ -s "$TARBALL" ]; then
+        log "rootfs cached: $TARBALL"
+    else
+        build_rootfs
+        log "rootfs: $TARBALL ($(du -h "$TARBALL" | cut -f1))"
+    fi
+    step_done "rootfs $2"
+    if podman image exists "$IMAGE"; then
+        log "image exists: $IMAGE"
+    else
+        log "importing $IMAGE"
+        podman import --quiet \
+            --change 'CMD ["/sbin/init"]' \
+            --change 'STOPSIGNAL SIGRTMIN+3' \
+            --message "sglang-deploy Debian 12 systemd rootfs ($KEY)" \
+            "$TARBALL" "$IMAGE" >/dev/null 9>&- || die "podman import of $TARBALL failed"
+    fi
+    latest_id="$(podman image inspect --format '{{.Id}}' "$repo:latest" 2>/dev/null || true)"
+    image_id="$(podman image inspect --format '{{.Id}}' "$IMAGE")"
+    if [ "$latest_id" != "$image_id" ]; then
+        podman tag "$IMAGE" "$repo:latest"
+        log "tagged $repo:latest"
+    fi
+    step_done "image $2"
+}
 
-# ---------------------------------------------------------------------------------------------
-# 4. Image
-# ---------------------------------------------------------------------------------------------
-if podman image exists "$IMAGE"; then
-    log "image exists: $IMAGE"
-else
-    log "importing $IMAGE"
-    podman import --quiet \
-        --change 'CMD ["/sbin/init"]' \
-        --change 'STOPSIGNAL SIGRTMIN+3' \
-        --message "sglang-deploy Debian 12 systemd rootfs ($KEY)" \
-        "$TARBALL" "$IMAGE" >/dev/null 9>&- || die "podman import of $TARBALL failed"
-fi
-latest_id="$(podman image inspect --format '{{.Id}}' "$IMAGE_REPO:latest" 2>/dev/null || true)"
-image_id="$(podman image inspect --format '{{.Id}}' "$IMAGE")"
-if [ "$latest_id" != "$image_id" ]; then
-    podman tag "$IMAGE" "$IMAGE_REPO:latest"
-    log "tagged $IMAGE_REPO:latest"
-fi
-step_done "image"
+make_image "$DEPLOY_IMAGE_REPO" "debian12-$SUITE-systemd-deploy" "${ROOTFS_PACKAGES[@]}" "${DEPLOY_PACKAGES[@]}"
+make_image "$IMAGE_REPO" "debian12-$SUITE-systemd" "${ROOTFS_PACKAGES[@]}"
 log "$(printf '%-36s %6s s' "total" "$(secs "$T_ALL")")"
 
 printf 'CONTAINERS_CONF=%s\n' "$CONF"
 printf 'SGLANG_DEPLOY_IMAGE=%s\n' "$IMAGE"
 printf 'SGLANG_DEPLOY_IMAGE_LATEST=%s\n' "$IMAGE_REPO:latest"
+printf 'SGLANG_DEPLOY_DEPLOY_IMAGE_LATEST=%s\n' "$DEPLOY_IMAGE_REPO:latest"

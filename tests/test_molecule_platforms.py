@@ -29,7 +29,12 @@ EXPECTED = {
                    ("sglang-molecule-nvidia_gpu-existing", "ct-molecule-existing",
                     ["sglang_servers", "gpu_existing"])],
 }
-OWN = ("name", "hostname", "groups")
+OWN = ("name", "hostname", "groups", "image")
+# The scenarios that test a fresh host start from the bare image; the others from the deploy image
+# (scripts/podman-setup.sh: the apt packages every deploy installs already there).
+BARE = {"sglang", "nvidia_gpu"}
+IMAGES = {True: "localhost/sglang-deploy/debian12-systemd:latest",
+          False: "localhost/sglang-deploy/debian12-systemd-deploy:latest"}
 
 
 def resolved(name):
@@ -123,6 +128,7 @@ def test_resolved_platforms_are_the_base_container_under_the_scenarios_names(nam
         (n.format(name=name), h, g) for n, h, g in EXPECTED[name]]
     for platform in platforms:
         assert {k: v for k, v in platform.items() if k not in OWN} == shared, platform["name"]
+        assert platform["image"] == IMAGES[name in BARE], platform["name"]
     # testinfra runs against the first instance
     assert config["verifier"]["options"]["hosts"] == platforms[0]["name"]
 

@@ -48,6 +48,13 @@ options:
     description: Fail the task when the plan has problems.
     type: bool
     default: true
+  preflight:
+    description:
+      - This is the deploy's preflight (playbooks/preflight.yml) - the plan stands for the whole run
+        (C(preflight) in the fact); the roles plan again only without it (a role run alone, or
+        included with other variables, plans with what it is given).
+    type: bool
+    default: false
 """
 
 EXAMPLES = r"""
@@ -190,6 +197,7 @@ class ActionModule(ActionBase):
         if plan["problems"] and args.get("fail", True):  # the refusal alone (the play stops here)
             result.update(changed=False, failed=True, msg="; ".join(plan["problems"]))
             return result
+        plan["preflight"] = bool(args.get("preflight", False))
         result.update(changed=False, ansible_facts={"sglang_deploy_plan": plan})
         result["msg"] = "%s: %s" % (plan["host"], "; ".join(plan["problems"]) or "no problem")
         return result
