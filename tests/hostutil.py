@@ -5,14 +5,12 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
+from ansiblerun import ansible
 from conftest import DEFAULT_HOST, ROOT
 
-BIN = Path(sys.executable).parent
 HOST = "ct-local"
 
 # The container tier: conftest.py fails such a test, saying to run `make local-host`, when the
@@ -28,15 +26,12 @@ def play(*args, timeout=900, env=None, gate="plumbing"):
     """ansible-playbook ARGS as a user runs it. gate="plumbing": the short gate run of
     tests/vars/plumbing_gate.yml first (the test's own -e still wins); gate="inventory": the
     inventory's own gate settings."""
-    e = dict(os.environ, ANSIBLE_NOCOLOR="1")
-    e.update(env or {})
     pre = ["-e", PLUMBING_GATE] if gate == "plumbing" else []
     # each container's controller copy of the gate history apart from the others' (and from the
     # user's history/ directory); a test's own -e still wins
     history = ROOT / "out" / "test-history" / os.environ.get("LOCAL_HOST_NAME", DEFAULT_HOST)
     pre += ["-e", "sglang_gate_controller_history_dir=%s" % history]
-    return subprocess.run([str(BIN / "ansible-playbook"), *pre, *args], cwd=str(ROOT), env=e,
-                          capture_output=True, text=True, timeout=timeout)
+    return ansible("ansible-playbook", *pre, *args, env=env, timeout=timeout)
 
 
 def on_host(cmd, check=True):

@@ -2,30 +2,19 @@
 and its module_utils through AnsiballZ, as on a real target host."""
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
-from conftest import ROOT
+from ansiblerun import ansible, module_result
 
-ANSIBLE = str(Path(sys.executable).parent / "ansible")
 FAST = {"SGLEMU_SPEED_SCALE": "4"}
 
 
 def adhoc(args, check=False):
-    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
-               ANSIBLE_NOCOLOR="1")
-    cmd = [ANSIBLE, "localhost", "-m", "sglang_bench", "-a", args] + (["--check"] if check else [])
-    p = subprocess.run(cmd, cwd=str(ROOT), env=env, capture_output=True, text=True, timeout=180)
-    res = json.loads(p.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
-    return p.returncode, res
+    rc, res, _ = module_result("sglang_bench", args, check=check)
+    return rc, res
 
 
 def test_ansible_doc_shows_the_module():
-    p = subprocess.run([str(Path(sys.executable).parent / "ansible-doc"), "-t", "module",
-                        "sglang_bench"], cwd=str(ROOT), capture_output=True, text=True)
+    p = ansible("ansible-doc", "-t", "module", "sglang_bench")
     assert p.returncode == 0 and "min_accept_len" in p.stdout and "EXAMPLES" in p.stdout
 
 

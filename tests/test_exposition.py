@@ -10,7 +10,6 @@ import math
 import os
 import re
 import stat
-import subprocess
 import sys
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
-from conftest import ROOT
+from ansiblerun import ansible
 from planutil import plan_for
 from plugins.modules import sglang_gate_decide as decide_module
 from sglang_perf import decision, exposition, history, plan
@@ -454,11 +453,8 @@ def play(tmp_path, hosts, tasks):
                                    for name, hostvars in hosts.items()}}}
     (tmp_path / "hosts.yml").write_text(json.dumps(inventory))
     (tmp_path / "play.yml").write_text(json.dumps([{"hosts": "all", "gather_facts": False, "tasks": tasks}]))
-    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
-               ANSIBLE_NOCOLOR="1")
-    p = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i",
-                        str(tmp_path / "hosts.yml"), str(tmp_path / "play.yml")], cwd=str(ROOT), env=env,
-                       capture_output=True, text=True, timeout=180)
+    p = ansible("ansible-playbook", "-i", str(tmp_path / "hosts.yml"), str(tmp_path / "play.yml"),
+                timeout=180, json_output=True)
     out = json.loads(p.stdout)
     assert not any(s["unreachable"] for s in out["stats"].values()), p.stdout[-2000:]
     return out

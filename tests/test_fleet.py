@@ -3,14 +3,12 @@ own serial arithmetic), the profile's multi-node rules, the multi-node argv, the
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from ansible.utils.helpers import pct_to_int
 
+from ansiblerun import ansible
 from conftest import ROOT
 from plugins.callback import sglang_rollout as cb
 from sglang_perf import fleet as fleet
@@ -351,12 +349,8 @@ def test_an_unreachable_host_stops_the_rollout(tmp_path):
         "- hosts: g\n  gather_facts: false\n  serial: [1, 2]\n  max_fail_percentage: 0\n  tasks:\n"
         "    - ansible.builtin.ping:\n"
         "    - ansible.builtin.import_tasks: %s\n" % (ROOT / "roles/sglang_gate/tasks/batch_guard.yml"))
-    p = subprocess.run(
-        [str(Path(py).parent / "ansible-playbook"), "-i", str(tmp_path / "inv.yml"),
-         str(tmp_path / "play.yml")],
-        cwd=str(tmp_path), capture_output=True, text=True, timeout=120,
-        env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_HOST_KEY_CHECKING="0"),
-    )
+    p = ansible("ansible-playbook", "-i", str(tmp_path / "inv.yml"), str(tmp_path / "play.yml"),
+                cwd=tmp_path, timeout=120, env={"ANSIBLE_HOST_KEY_CHECKING": "0"})
     out = " ".join(p.stdout.split())
     assert p.returncode != 0, p.stdout[-2000:]
     assert "h3 of this rollout batch became unreachable: the rollout stops here (h2 itself passed)" in out

@@ -7,17 +7,13 @@ benchmark, not a test)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, free_port
+from ansiblerun import ansible, module_result
+from conftest import free_port
 
-BIN = Path(sys.executable).parent
 FAST = {"SGLEMU_SPEED_SCALE": "4"}
 RUN_TIMEOUT = 40  # the gate's whole run, warmup included
 GATE = "requests=6 warmup=1 max_tokens=96 min_tok_s=45 min_accept_len=2.8 " \
@@ -28,15 +24,11 @@ LIMIT = RUN_TIMEOUT + ANSIBLE_START_UP  # the most a failed gate may take
 
 
 def gate(url, extra=""):
-    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1")
     t0 = time.monotonic()
-    p = subprocess.run([str(BIN / "ansible"), "localhost", "-m", "sglang_bench", "-a",
-                        "url=%s %s %s" % (url, GATE, extra)], cwd=str(ROOT), env=env,
-                       capture_output=True, text=True, timeout=3 * LIMIT)
+    rc, res, p = module_result("sglang_bench", "url=%s %s %s" % (url, GATE, extra), timeout=3 * LIMIT)
     took = time.monotonic() - t0
-    res = json.loads(p.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
     assert "Traceback" not in p.stdout + p.stderr
-    return p.returncode, res, took
+    return rc, res, took
 
 
 # (case, emulator profile, emulator env, extra module args, words in msg)
@@ -89,10 +81,8 @@ def test_port_open_but_503_fails_the_readiness_wait_in_time(emulator):
     but whose /health_generate answers 503 (warming up) past sglang_ready_timeout."""
     emu = emulator("nextn_3step", env=dict(FAST, SGLEMU_WARMUP_SECONDS="300"), wait=False)
     t0 = time.monotonic()
-    p = subprocess.run([str(BIN / "ansible-playbook"), "tests/playbooks/ready.yml", "-e",
-                        "sglang_port=%d" % emu.port, "-e", "sglang_ready_timeout=10"],
-                       cwd=str(ROOT), capture_output=True, text=True, timeout=120,
-                       env=dict(os.environ, ANSIBLE_NOCOLOR="1"))
+    p = ansible("ansible-playbook", "tests/playbooks/ready.yml", "-e", "sglang_port=%d" % emu.port,
+                "-e", "sglang_ready_timeout=10", timeout=120)
     took = time.monotonic() - t0
     out = " ".join(p.stdout.split())
     assert p.returncode != 0 and "Traceback" not in out

@@ -10,14 +10,12 @@ import json
 import os
 import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
+from ansiblerun import ansible
 from conftest import DEFAULT_HOST, ROOT
 
-ANSIBLE = str(Path(sys.executable).parent / "ansible")
 LOCAL_HOST = str(ROOT / "scripts" / "local-host.sh")
 CONTAINERS_CONF = str(ROOT / ".podman" / "containers.conf")
 # The container tier, but these tests bring the container up themselves.
@@ -59,8 +57,8 @@ def local_host():
 
 def _ansible(*args, env=None):
     """`ansible -i inventories/local ct-local ARGS` from the repo root, its output as text."""
-    return subprocess.run([ANSIBLE, "-i", "inventories/local", "ct-local"] + list(args), cwd=str(ROOT),
-                          env=dict(_env(), **(env or {})), capture_output=True, text=True, timeout=120)
+    return ansible("ansible", "-i", "inventories/local", "ct-local", *args, env=dict(_env(), **(env or {})),
+                   timeout=120)
 
 
 def _adhoc(*args, env=None):

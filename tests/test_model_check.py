@@ -8,18 +8,15 @@ import os
 import pwd
 import shutil
 import struct
-import subprocess
-import sys
 import tempfile
 import threading
 import urllib.error
 import urllib.request
 from http.server import ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from ansiblerun import module_result
 from plugins.modules import sglang_model_check as mc
 from scripts import stand_in_hub as hub
 
@@ -176,11 +173,8 @@ def test_read_access_as_the_service_user():
 
 def test_through_ansible_in_check_mode(model):
     os.truncate(model / SHARD1, 10000)
-    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1")
-    p = subprocess.run([str(Path(sys.executable).parent / "ansible"), "localhost", "-m", "sglang_model_check",
-                        "-a", json.dumps({"path": str(model), "max_problems": 1}), "--check"],
-                       cwd=str(ROOT), capture_output=True, text=True, timeout=120, env=env)
-    r = json.loads(p.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    _, r, _ = module_result("sglang_model_check", json.dumps({"path": str(model), "max_problems": 1}),
+                            check=True, timeout=120)
     assert (r["changed"], r["complete"], r["problem_count"]) == (False, False, 1)
     assert r["problems"][0].startswith(SHARD1 + " is 10.00 kB of ")
 

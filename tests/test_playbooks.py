@@ -2,30 +2,18 @@
 production profile, yamllint, argument_specs vs defaults, and render.yml's units."""
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import yaml
 
+from ansiblerun import ansible
 from conftest import PRODUCTION_VAULT, ROOT
 
-BIN = Path(sys.executable).parent
 PLAYBOOKS = ["deploy.yml"] + sorted("playbooks/" + p.name for p in (ROOT / "playbooks").glob("*.yml"))
 INVENTORIES = ["inventories/local", "inventories/production"]
 ROLES = sorted(p.name for p in (ROOT / "roles").iterdir() if (p / "defaults" / "main.yml").exists())
-
-
-def ansible(tool, *args, env=None):
-    """A hang guard, not a speed bound: ansible-lint over the tree took 248 s, and once over
-    300 s, under the full suite's load on a slow 2-core machine."""
-    e = dict(os.environ, ANSIBLE_NOCOLOR="1")
-    e.update(env or {})
-    return subprocess.run([str(BIN / tool), *args], cwd=str(ROOT), capture_output=True, text=True,
-                          env=e, timeout=1200)
 
 
 @pytest.mark.parametrize("inventory", INVENTORIES)

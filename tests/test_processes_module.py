@@ -2,24 +2,17 @@
 found (by its module and its port), reported, and stopped only when asked."""
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-from conftest import ROOT, free_port
+from ansiblerun import module_result
+from conftest import free_port
 
-BIN = Path(sys.executable).parent
 
 
 def module(args, check=False):
-    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1")
-    p = subprocess.run([str(BIN / "ansible"), "localhost", "-m", "sglang_processes", "-a", args]
-                       + (["--check"] if check else []), cwd=str(ROOT), capture_output=True,
-                       text=True, timeout=120, env=env)
-    return json.loads(p.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    return module_result("sglang_processes", args, check=check, timeout=120)[1]
 
 
 def wait_listening(port):

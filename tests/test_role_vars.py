@@ -6,16 +6,15 @@ set_fact). And the inventories say only what differs from the roles' defaults, t
 count once."""
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from conftest import PRODUCTION_VAULT, ROOT, role_defaults
+from ansiblerun import ansible
+from conftest import ROOT, role_defaults
+from planutil import PRODUCTION, plan_for
 
 ROLES = sorted(p.name for p in (ROOT / "roles").iterdir() if (p / "defaults" / "main.yml").exists())
 TASK_FILES = sorted(
@@ -137,22 +136,16 @@ def test_the_gpu_count_is_said_once_in_sglang_hardware():
         assert data["nvidia_gpu_expected_count"] == "{{ sglang_hardware.gpu_count }}", f
         assert [n for n in data if "gpu_count" in n] == [], f
     # Ansible resolves the derived count from the source
-    env = dict(os.environ, ANSIBLE_NOCOLOR="1")
-    p = subprocess.run([str(Path(sys.executable).parent / "ansible"), "ct129",
-                        "-i", "inventories/production/hosts.yml",
-                        "-m", "ansible.builtin.debug", "-a", "var=nvidia_gpu_expected_count",
-                        "-e", '{"sglang_hardware": {"gpu_count": 4}}'],
-                       cwd=str(ROOT), capture_output=True, text=True, env=env, timeout=120)
+    p = ansible("ansible", "ct129", "-i", "inventories/production/hosts.yml", "-m", "ansible.builtin.debug",
+                "-a", "var=nvidia_gpu_expected_count", "-e", '{"sglang_hardware": {"gpu_count": 4}}',
+                timeout=120)
     assert p.returncode == 0 and re.search(r'nvidia_gpu_expected_count"?: 4\b', p.stdout), p.stdout + p.stderr
 
 
-def test_the_tp_size_check_names_sglang_hardware(tmp_path):
-    p = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", "inventories/production",
-                        "playbooks/render.yml", "-e", "render_dir=%s" % tmp_path, "-e", PRODUCTION_VAULT,
-                        "-e", '{"sglang_hardware": {"gpu_count": 1, "gpu_bandwidth_gbs": 768, '
-                              '"gpu_memory_gib": 96}}'],
-                       cwd=str(ROOT), capture_output=True, text=True, timeout=300,
-                       env=dict(os.environ, ANSIBLE_NOCOLOR="1"))
-    assert p.returncode != 0
+def test_the_tp_size_check_names_sglang_hardware():
+    """The production host's plan (playbooks/render.yml refused the same before the plan)."""
+    plan = plan_for({"vault_sglang_api_key": "k" * 32, "sglang_hardware": {
+        "gpu_count": 1, "gpu_bandwidth_gbs": 768, "gpu_memory_gib": 96}}, host="ct129", inventory=PRODUCTION,
+        review=True)
     assert ("sglang_profiles.nextn_3step.tp_size (2) exceeds the GPUs the host is expected to have "
-            "(sglang_hardware.gpu_count = 1)") in " ".join((p.stdout + p.stderr).split())
+            "(sglang_hardware.gpu_count = 1)") in "; ".join(plan["problems"])

@@ -6,20 +6,16 @@ takeover on systemd: Molecule `brownfield`."""
 from __future__ import annotations
 
 import json
-import os
 import shlex
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, role_defaults
+from ansiblerun import module_result
+from conftest import role_defaults
 from sglang_perf import profile as flt
 from plugins.modules import sglang_units as units
 from sglang_perf.launchers import engine_of
 
-BIN = Path(sys.executable).parent
 PROFILES = role_defaults()["sglang_profiles"]
 HAND_UNIT = """[Unit]
 Description=Qwen on SGLang (by hand)
@@ -127,10 +123,7 @@ def test_a_vllm_command_line_is_read_with_the_vllm_table():
 
 
 def module(args):
-    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1")
-    p = subprocess.run([str(BIN / "ansible"), "localhost", "-m", "sglang_units", "-a", json.dumps(args)],
-                       cwd=str(ROOT), capture_output=True, text=True, timeout=120, env=env)
-    return json.loads(p.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    return module_result("sglang_units", json.dumps(args), timeout=120)[1]
 
 
 def test_an_adopted_unit_is_imported_as_the_first_last_known_good_once(tmp_path):
