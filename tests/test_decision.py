@@ -207,3 +207,15 @@ def test_a_failed_host_of_the_rollout_names_its_deployment():
 ])
 def test_the_rollout_summary_word(verdict, deployment_failed, check_mode, deploy_failed, word):
     assert decision.outcome(verdict, deployment_failed, check_mode, deploy_failed) == word
+
+
+def test_a_last_known_good_that_cannot_be_restored_is_named_before_anything_changes():
+    args = ("ct129", "/var/lib/sglang/last-known-good", "sglang")
+    good = {"profile": "nextn_3step"}
+    assert decision.lkg_problem(*args, [], good, 812) == ""
+    assert decision.lkg_problem(*args, ["/var/lib/sglang/last-known-good/sglang.env"], good, 812) == (
+        "Cannot roll back on ct129: the last-known-good in /var/lib/sglang/last-known-good is missing "
+        "/var/lib/sglang/last-known-good/sglang.env; nothing was changed: the installed unit stays as it is")
+    for record, size in ((None, 812), ({"time": "t"}, 812), (good, 0), ("not json", 812)):
+        assert "is corrupt (sglang.json is not the JSON record a passing gate writes, or the unit is empty)" \
+            in decision.lkg_problem(*args, [], record, size)

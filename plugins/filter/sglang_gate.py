@@ -12,6 +12,7 @@ description:
   - C(sglang_gate_failure), C(sglang_gate_rescue_failure) and C(sglang_gate_outcome_failure) are the
     messages of a failed gate, a failed deploy and a failed host of the rollout, and
     C(sglang_gate_restored_text) what they say was restored (sglang_perf/decision.py writes them).
+  - C(sglang_gate_lkg_problem) is why a last-known-good cannot be restored (empty when it can).
   - C(sglang_gate_outcome) is a host's word in the rollout summary (passed, FAILED, check mode,
     not reached).
   - C(sglang_gate_calibration) is the host_vars file C(playbooks/calibrate.yml) writes - thresholds
@@ -65,6 +66,10 @@ def sglang_gate_outcome_failure(deploy_failure, topology, restored=None):
     return decision.outcome_failure(deploy_failure, topology, restored)
 
 
+def sglang_gate_lkg_problem(host, lkg_dir, service, missing, record, unit_size):
+    return decision.lkg_problem(host, lkg_dir, service, list(missing or []), record, unit_size)
+
+
 def sglang_gate_outcome(verdict, deployment_failed=False, check_mode=False, deploy_failed=False):
     flags = [boolean(f, strict=False) for f in (deployment_failed, check_mode, deploy_failed)]
     return decision.outcome(verdict, *flags)
@@ -78,4 +83,5 @@ class FilterModule(object):
                 "sglang_gate_restored_text": sglang_gate_restored_text,
                 "sglang_gate_rescue_failure": sglang_gate_rescue_failure,
                 "sglang_gate_outcome_failure": sglang_gate_outcome_failure,
+                "sglang_gate_lkg_problem": sglang_gate_lkg_problem,
                 "sglang_gate_outcome": sglang_gate_outcome}

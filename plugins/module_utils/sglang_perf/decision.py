@@ -156,3 +156,18 @@ def outcome(verdict, deployment_failed=False, check_mode=False, deploy_failed=Fa
     if check_mode and not deploy_failed:
         return "check mode"
     return "not reached"
+
+
+def lkg_problem(host, lkg_dir, service, missing, record, unit_size):
+    """Why the last-known-good in ``lkg_dir`` cannot be restored ('' when it can): a file (or the
+    release's interpreter) ``missing``, a record that is not the JSON a passing gate writes, or an
+    empty unit. Checked before anything is touched."""
+    if missing:
+        what = "missing " + ", ".join(missing)
+    elif not isinstance(record, dict) or "profile" not in record or not unit_size:
+        what = ("corrupt (%s.json is not the JSON record a passing gate writes, or the unit is empty)"
+                % service)
+    else:
+        return ""
+    return ("Cannot roll back on %s: the last-known-good in %s is %s; nothing was changed: the installed "
+            "unit stays as it is" % (host, lkg_dir, what))
