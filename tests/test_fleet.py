@@ -373,3 +373,14 @@ def test_the_summary_lists_each_gate_case_with_its_per_position_acceptance():
                                 "75/72/69%", "aggregate", "54.9", "tok/s", "passed"]
     assert "prompt 32711 tok" in lines[2] and lines[2].endswith("FAILED") and "40/10/2%" in lines[2]
     assert len(lines) == 3  # a host without cases (check mode, not reached) adds nothing
+
+
+def test_a_check_mode_run_says_nothing_was_deployed_rather_than_stopped():
+    plan = {"batches": [["a"], ["b"]]}
+    checked = {h: {"profile": "nextn_3step", "decode_tok_s": None, "accept_len": None, "gate": "check mode",
+                   "rolled_back": False, "node": ""} for h in "ab"}
+    rows = cb.summary_rows(plan, checked, set("ab"), {})
+    assert cb.resume_hint(rows) == ("Check mode: nothing was changed and no gate judged; run it without "
+                                    "--check to deploy.")
+    checked["b"]["gate"] = "not reached"
+    assert cb.resume_hint(cb.summary_rows(plan, checked, set("ab"), {})).startswith("Rollout stopped.")

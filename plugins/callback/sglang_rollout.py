@@ -81,6 +81,8 @@ def resume_hint(rows):
     todo = [r[0] for r in rows if r[5] != "passed"]
     if not todo:
         return "Rollout complete: every host passed its gate."
+    if all(r[5] == "check mode" for r in rows):
+        return "Check mode: nothing was changed and no gate judged; run it without --check to deploy."
     return ("Rollout stopped. Fix the cause, then run the same command again: hosts that passed keep their "
             "unit (no restart) and pass their gate again; or only the rest: --limit %s" % ",".join(todo))
 
