@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 import secrets
-import subprocess
 
+from ansiblerun import ansible
 from conftest import ROOT
-from hostutil import BIN, ensure_deployed, needs_local_host, on_host, play
+from hostutil import ensure_deployed, needs_local_host, on_host, play
 
 
 def vault_file(tmp_path, data):
@@ -17,8 +17,7 @@ def vault_file(tmp_path, data):
     plain.write_text("---\n" + "".join("%s: %s\n" % (k, json.dumps(v)) for k, v in data.items()))
     pw = tmp_path / "pass"
     pw.write_text(secrets.token_hex(16) + "\n")
-    subprocess.run([str(BIN / "ansible-vault"), "encrypt", "--vault-password-file", str(pw),
-                    str(plain)], check=True, capture_output=True)
+    assert ansible("ansible-vault", "encrypt", "--vault-password-file", str(pw), str(plain)).returncode == 0
     assert plain.read_text().startswith("$ANSIBLE_VAULT;1.1;AES256")
     return plain, pw
 
@@ -26,9 +25,8 @@ def vault_file(tmp_path, data):
 def test_the_example_vault_decrypts_with_the_documented_password(tmp_path):
     pw = tmp_path / "pass"
     pw.write_text("sglang-deploy-example\n")
-    p = subprocess.run([str(BIN / "ansible-vault"), "view", "--vault-password-file", str(pw),
-                        "inventories/production/vault.example.vault"], cwd=str(ROOT),
-                       capture_output=True, text=True)
+    p = ansible("ansible-vault", "view", "--vault-password-file", str(pw),
+                "inventories/production/vault.example.vault")
     assert p.returncode == 0, p.stderr
     assert "vault_sglang_api_key:" in p.stdout and "vault_sglang_hf_token:" in p.stdout
     assert "sglang-deploy-example" in (ROOT / "README.md").read_text()
