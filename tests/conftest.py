@@ -104,9 +104,10 @@ def pytest_collection_modifyitems(items):
 
 def pytest_xdist_make_scheduler(config, log):
     """xdist scheduling by tier: each container's files go to one worker, in file order (their
-    tests build on each other's deploys); every other module is a unit of its own. (xdist 3.8's
-    --dist loadgroup does not group under pytest 9: it renames item._nodeid, which pytest 9 no
-    longer reads.)"""
+    tests build on each other's deploys); every other test is a unit of its own, so a module of
+    long tests (tests/test_gate_plan.py: four of about 50 s) spreads over the workers instead of
+    holding one (make check: 262 s with a module a unit). (xdist 3.8's --dist loadgroup does not
+    group under pytest 9: it renames item._nodeid, which pytest 9 no longer reads.)"""
     from xdist.scheduler import LoadScopeScheduling
 
     class TierScheduling(LoadScopeScheduling):
@@ -117,7 +118,7 @@ def pytest_xdist_make_scheduler(config, log):
         def _split_scope(self, nodeid):
             path = nodeid.split("::", 1)[0]
             name = path.rsplit("/", 1)[-1]
-            return "container:" + CONTAINER_FILES[name] if name in CONTAINER_FILES else path
+            return "container:" + CONTAINER_FILES[name] if name in CONTAINER_FILES else nodeid
 
     return TierScheduling(config, log)
 
