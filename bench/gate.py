@@ -17,8 +17,9 @@ import json
 import os
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
-from sglang_perf import history, plan
+from sglang_perf import decision, history, plan
 from sglang_perf.client import ConfigError, MeasureError
 
 from bench.common import EXIT_FAILED, EXIT_PASSED, EXIT_UNMEASURED, progress_printer
@@ -150,6 +151,10 @@ def add_parser(sub):
     p.add_argument("--baseline-history", metavar="FILE",
                    help="a gate history (history/HOST.jsonl): compare each case with the newest "
                         "passing run of the profile")
+    p.add_argument("--history", metavar="FILE",
+                   help="append the run to FILE as one line of the role's gate history (the record the "
+                        "sglang_gate role writes; `bench history FILE` reads it)")
+    p.add_argument("--host", help="the host the history record names (default: the URL's host:port)")
     p.add_argument("--json", metavar="FILE", help="write the plan result as JSON")
     p.add_argument("--quiet", action="store_true", help="no per-request progress lines")
     p.set_defaults(func=cmd_gate)
@@ -219,7 +224,7 @@ def _gate(args):
     profile = profile_of(args, v)
     baseline = None
     if args.baseline_history:
-        baseline = history.last_passing(history.read(args.baseline_history), profile)
+        baseline = history.last_known_good(history.read(args.baseline_history), profile)
     if not args.quiet:
         sys.stderr.write("gate plan for profile %s against %s: %s\n" % (
             profile, args.url, ", ".join(v.get("sglang_gate_plan") or {})))
@@ -227,8 +232,27 @@ def _gate(args):
                       baseline=baseline)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    if args.history:
+        append_history(args.history, result, profile, args.host or urlsplit(args.url).netloc)
     print(plan.table(result))
     if result["passed"]:
         return EXIT_PASSED
     sys.stderr.write("bench gate: %s\n" % plan.failure_message(result))
     return EXIT_FAILED
+
+
+def append_history(path, result, profile, host):
+    """The run as the role's history record (sglang_perf/history.py record()), appended as one
+    JSON line: a gate run the CLI made, so its action is nothing (no unit was deployed)."""
+    import datetime
+    verdict = decision.PASS if result["passed"] else decision.FAIL
+    server = result.get("server") or {}
+    context = {"time": datetime.datetime.utcnow().replace(microsecond=0).isoformat() + "Z", "host": host,
+               "profile": profile, "sglang_version": server.get("version"), "engine": server.get("kind"),
+               "release": None, "source": "python -m bench gate"}
+    rec = history.record(result, {"verdict": verdict, "action": decision.NOTHING,
+                                  "reason": "measured by python -m bench gate: nothing deployed or restored"},
+                         context)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(rec, sort_keys=True) + "\n")

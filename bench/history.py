@@ -171,11 +171,14 @@ def case_line(c):
     """One case of a run: its figures, per-position acceptance and verdict."""
     d = c.get("decode_tok_s") if isinstance(c.get("decode_tok_s"), dict) else {}
     pt = c.get("prompt_tokens") if isinstance(c.get("prompt_tokens"), dict) else {}
-    return "%-14s C=%-2s decode %s tok/s  accept %s  by position %s  aggregate %s%s  %s" % (
+    change = c.get("attribution") if isinstance(c.get("attribution"), dict) else {}
+    return "%-14s C=%-2s decode %s tok/s  accept %s  by position %s  aggregate %s%s  %s%s" % (
         c.get("case"), c.get("concurrency"), _f(_num(d.get("median"))), _f(_num(c.get("accept_len")), ".2f"),
         plan.positions(c.get("accept_by_position")), _f(_num(c.get("aggregate_tok_s"))),
         "  prompt %s tok" % _f(_num(pt.get("median")), ".0f") if pt.get("target") else "",
-        "passed" if c.get("passed") is True else "FAILED")
+        "passed" if c.get("passed") is True else "FAILED",
+        # the gate's own split against the last-known-good run (sglang_perf/attribution.py)
+        "  vs last-known-good: %s" % change["text"] if change.get("text") else "")
 
 
 def table(runs):

@@ -104,10 +104,14 @@ def pytest_collection_modifyitems(items):
 
 def pytest_xdist_make_scheduler(config, log):
     """xdist scheduling by tier: each container's files go to one worker, in file order (their
-    tests build on each other's deploys); every other test is a unit of its own, so a module of
-    long tests (tests/test_gate_plan.py: four of about 50 s) spreads over the workers instead of
-    holding one (make check: 262 s with a module a unit). (xdist 3.8's --dist loadgroup does not
-    group under pytest 9: it renames item._nodeid, which pytest 9 no longer reads.)"""
+    tests build on each other's deploys). Without the container tier (make check, -m "not
+    container ...") every other test is a unit of its own, so a module of long tests
+    (tests/test_gate_plan.py: four of about 50 s) spreads over the workers instead of holding one
+    (make check: 262 s with a module a unit, 105-153 s so); beside the container tier a module is
+    the unit, so those emulator-bound tests do not all run at once while the containers' gates
+    measure (a C=4 case fell below its bar so). (xdist 3.8's --dist loadgroup does not group
+    under pytest 9: it renames item._nodeid, which pytest 9 no longer reads.)"""
+    per_test = "not container" in (config.getoption("markexpr") or "")
     from xdist.scheduler import LoadScopeScheduling
 
     class TierScheduling(LoadScopeScheduling):
@@ -118,7 +122,9 @@ def pytest_xdist_make_scheduler(config, log):
         def _split_scope(self, nodeid):
             path = nodeid.split("::", 1)[0]
             name = path.rsplit("/", 1)[-1]
-            return "container:" + CONTAINER_FILES[name] if name in CONTAINER_FILES else nodeid
+            if name in CONTAINER_FILES:
+                return "container:" + CONTAINER_FILES[name]
+            return nodeid if per_test else path
 
     return TierScheduling(config, log)
 

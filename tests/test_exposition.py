@@ -79,7 +79,8 @@ def new_result():
                           "level": 0.95, "decode_tok_s": interval(54.6, 53.9, 55.2, 9),
                           "accept_len": interval(3.2, 3.11, 3.3, 9),
                           "aggregate_tok_s": interval(53.5, None, None, 1),
-                          "ttft_s": interval(0.2, 0.18, 0.22, 4)})
+                          "ttft_s": interval(0.2, 0.18, 0.22, 4),
+                          "step_time_s": interval(0.0586, 0.0571, 0.0598, 9)})
     long_context = measured("long_context", [34.2, 33.1], 2.05, [0.81, 0.55, 0.3], [10.9, 11.4],
                             verdict="inconclusive", intervals={
                                 "level": 0.95, "decode_tok_s": interval(33.6, 31.9, 35.4, 2),
@@ -152,6 +153,8 @@ def test_each_case_figure_with_its_interval_bounds_and_level():
         "sglang_gate_accept_length_lower": 3.11, "sglang_gate_accept_length_upper": 3.3,
         "sglang_gate_ttft_seconds": 0.2, "sglang_gate_ttft_seconds_lower": 0.18,
         "sglang_gate_ttft_seconds_upper": 0.22, "sglang_gate_interval_level": 0.95,
+        "sglang_gate_verify_step_seconds": 0.0586, "sglang_gate_verify_step_seconds_lower": 0.0571,
+        "sglang_gate_verify_step_seconds_upper": 0.0598,
         "sglang_gate_requests": 4, "sglang_gate_request_errors": 0,
         # an interval with null bounds: the estimate, no bounds
         "sglang_gate_aggregate_tokens_per_second": 53.5}

@@ -110,12 +110,15 @@ def case_lines(plan, results):
                 if not isinstance(c, dict):
                     continue
                 prompt = c.get("prompt_tokens")
-                lines.append("  %-14s C=%-2s %s tok/s  accept %s  by position %s  aggregate %s tok/s%s %s" % (
-                    c.get("case"), c.get("concurrency"), _num(c.get("decode_tok_s"), "%.1f"),
-                    _num(c.get("accept_len"), "%.2f"), _positions(c.get("accept_by_position")),
-                    _num(c.get("aggregate_tok_s"), "%.1f"),
-                    "  prompt %s tok" % _num(prompt, "%.0f") if prompt else "",
-                    "passed" if c.get("passed") is True else "FAILED"))
+                change = c.get("attribution") if isinstance(c.get("attribution"), dict) else None
+                figures = (c.get("case"), c.get("concurrency"), _num(c.get("decode_tok_s"), "%.1f"),
+                           _num(c.get("accept_len"), "%.2f"), _positions(c.get("accept_by_position")),
+                           _num(c.get("aggregate_tok_s"), "%.1f"),
+                           "  prompt %s tok" % _num(prompt, "%.0f") if prompt else "",
+                           "passed" if c.get("passed") is True else "FAILED",
+                           "  (vs last-known-good: %s)" % change.get("text") if change else "")
+                lines.append("  %-14s C=%-2s %s tok/s  accept %s  by position %s  aggregate %s tok/s%s %s%s"
+                             % figures)
     return lines
 
 

@@ -210,15 +210,18 @@ options:
   baseline_history:
     description:
       - Path on the host of the gate history (JSON lines). When O(baseline) is not given, the
-        newest passing run of O(baseline_profile) in it is the baseline. A missing file means no
-        baseline (a first deploy).
+        newest passing run of O(baseline_profile) in it is the baseline, else the host's
+        last-known-good run of another profile (its change is reported and attributed, never
+        judged by O(max_regression_pct)). A missing file means no baseline (a first deploy).
+      - Each case's change is split into its accept-length and step-time parts, with the cause
+        (RV(cases) C(attribution): C(acceptance), C(system), C(both) or C(none)).
     type: path
   baseline_profile:
     description: The profile whose last passing run in O(baseline_history) is the baseline.
     type: str
   max_regression_pct:
     description: Fail when decode tok/s or accept length dropped more than this percentage from
-      the baseline. Unset - changes are reported only.
+      the baseline run of the same profile. Unset - changes are reported only.
     type: float
 attributes:
   check_mode:
@@ -531,10 +534,11 @@ CASE_OPTIONS = ("prompts", "prompt_tokens", "concurrency", "requests", "max_requ
 
 
 def last_passing(path, profile):
-    """The newest passing run of ``profile`` in the host's history; None without one."""
+    """What a run of ``profile`` is compared with in the host's history (history.last_known_good:
+    the profile's newest passing run, else the host's last-known-good); None without one."""
     if not path or not os.path.exists(path):
         return None
-    return history.last_passing(history.read(path), profile)
+    return history.last_known_good(history.read(path), profile)
 
 
 def run_plan(params):

@@ -11,7 +11,7 @@ import time
 import uuid
 from collections import Counter, deque
 
-from . import capacity, history
+from . import attribution, capacity, history
 from .decision import FAIL, INCONCLUSIVE_VERDICT, PASS
 from . import metrics as prom
 from .client import ConfigError, Endpoint, MeasureError, RequestError, SSEStream
@@ -845,6 +845,10 @@ def _intervals(cfg, ok, full, wall):
         "aggregate_tok_s": stats.ratio_interval([(r.completion_tokens, r.t_end - r.t_send) for r in timed],
                                                 level, scale=busy / wall) if wall > 0 and busy else None,
         "ttft_s": stats.median_interval([r.t_first - r.t_send for r in ok], level),
+        # seconds per verify step (accept length / decode tok/s, per request): attribution.py
+        "step_time_s": stats.median_interval(
+            [attribution.step_time_s(r.decode_tok_s(), r.completion_tokens / r.verify_ct
+                                     if r.verify_ct else 1.0) for r in full if r.decode_tok_s()], level),
     }
 
 
@@ -945,6 +949,11 @@ def _result(cfg, ep, model, server, warm, meas, wall, before, after, final=True)
             "accept_len_pct": history.change_pct(acc["accept_len"], b.get("accept_len")),
             "max_regression_pct": cfg["max_regression_pct"],
         }
+        iv = result["intervals"]
+        result["attribution"] = attribution.split(
+            {"tok_s": result["decode_tok_s"]["median"], "accept_len": acc["accept_len"],
+             "accept_len_interval": iv.get("accept_len"), "step_time_interval": iv.get("step_time_s")},
+            {"tok_s": b.get("decode_tok_s"), "accept_len": b.get("accept_len")})
     evaluate(result, cfg, final)
     return result
 
@@ -1026,6 +1035,8 @@ def verdict_entries(result, cfg):
                 e["message"] = "%s %s dropped %.1f%% from %s (allowed %g%%: at least %s)" % (
                     label, shown, -(reg[key + "_pct"] or 0), was, cfg["max_regression_pct"],
                     format(before * keep, spec))
+                if result.get("attribution"):
+                    e["message"] += "; %s" % result["attribution"]["text"]
             else:
                 e["message"] = "%s %s %s the allowed %g%% drop from %s (at least %s)" % (
                     label, shown, "is within" if e["state"] == PASS else "straddles",

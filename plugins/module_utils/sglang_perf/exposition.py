@@ -20,6 +20,8 @@ Per case:
 - ``sglang_gate_aggregate_tokens_per_second`` (``_lower``, ``_upper``) - the case's tokens over
   its wall time, all streams together;
 - ``sglang_gate_ttft_seconds`` (``_lower``, ``_upper``) - the median time to first token;
+- ``sglang_gate_verify_step_seconds`` (``_lower``, ``_upper``) - the median verify-step time
+  (accept length / decode tok/s): with the accept length, what a change of decode speed splits into;
 - ``sglang_gate_interval_level`` - the confidence level of the case's intervals (0.95);
 - ``sglang_gate_accept_ratio{position="1"|"2"|...}`` - the share of verify steps that accepted at
   least ``position`` draft tokens;
@@ -73,6 +75,9 @@ FIGURES = (
      "Aggregate speed of the gate case: its completion tokens over its wall time, all streams "
      "(tokens per second).", None),
     ("ttft_s", "sglang_gate_ttft_seconds", "Median time to first token of the gate case.", "p50"),
+    ("step_time_s", "sglang_gate_verify_step_seconds",
+     "Median verify-step time of the gate case: accept length over decode speed, per request "
+     "(decode tok/s = accept length / step time; attribution.py splits a change into the two).", None),
 )
 
 

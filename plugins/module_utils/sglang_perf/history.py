@@ -53,6 +53,15 @@ def last_passing(records, profile):
     return None
 
 
+def last_known_good(records, profile):
+    """What a run of ``profile`` is compared with: the newest passing run of that profile, else
+    the host's last-known-good run of any profile (a profile deployed for the first time is
+    compared with what served before it: the change is reported and split into its causes, and
+    sglang_gate_max_regression_pct judges only a run against its own profile's)."""
+    return last_passing(records, profile) or next(
+        (rec for rec in reversed(records) if passed(rec) and median_of(rec)), None)
+
+
 def case_of(rec, name):
     """The figures of case ``name`` in a record (None when the record has no such case)."""
     for case in rec.get("cases") or []:
@@ -84,7 +93,7 @@ CASE_FIGURES = ("case", "description", "prompts", "concurrency", "requests", "ma
                 "prompt_tokens", "decode_tok_s", "accept_len", "accept_by_position",
                 "aggregate_tok_s", "ttft_s", "errors", "error_kinds", "thresholds",
                 "threshold_source", "regression", "roofline", "passed", "failures", "unmeasured",
-                "intervals", "verdict", "sequential", "time_to_verdict_s")
+                "intervals", "verdict", "sequential", "time_to_verdict_s", "attribution")
 
 
 def record(result, decision, context):
@@ -108,6 +117,7 @@ def record(result, decision, context):
     })
     # the headline (first) case at the top, as one-case records had it
     for key in ("decode_tok_s", "accept_len", "accept_by_position", "aggregate_tok_s", "ttft_s",
-                "errors", "roofline", "regression", "concurrency", "requests", "max_tokens", "intervals"):
+                "errors", "roofline", "regression", "attribution", "concurrency", "requests", "max_tokens",
+                "intervals"):
         rec[key] = result.get(key)
     return rec

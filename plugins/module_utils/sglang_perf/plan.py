@@ -349,6 +349,8 @@ def run(common, plan, thresholds, profile, calibrated=None, promise=None, baseli
         opts = dict(common, **dict(c["options"], **c["thresholds"]))
         opts["warmup"] = 0  # one warmup for the whole plan, before its first case
         opts["baseline"] = history.baseline(baseline, c["case"], first=i == 0) if baseline else None
+        if baseline and baseline.get("profile") != profile:  # another profile's run: reported only
+            opts["max_regression_pct"] = None
         cfgs.append(engine.validate(opts))
     ep = engine.endpoint(base)
     model, server = engine.discover(ep, base["model"])
@@ -376,7 +378,8 @@ def run(common, plan, thresholds, profile, calibrated=None, promise=None, baseli
 
 HEADLINE = ("decode_tok_s", "accept_len", "accept_by_position", "aggregate_tok_s", "ttft_s",
             "itl_ms", "roofline", "regression", "concurrency", "requests", "max_tokens",
-            "accept_len_convention", "engine_accept_len", "engine_accept_len_convention", "intervals")
+            "accept_len_convention", "engine_accept_len", "engine_accept_len_convention", "intervals",
+            "attribution")
 
 
 def plan_verdict(capacity_passed, results):
@@ -432,7 +435,8 @@ def case_summary(r):
             "accept_len": r.get("accept_len"), "accept_by_position": r.get("accept_by_position"),
             "aggregate_tok_s": r.get("aggregate_tok_s"),
             "ttft_s": (r.get("ttft_s") or {}).get("p50"), "passed": r.get("passed"),
-            "verdict": r.get("verdict"), "intervals": r.get("intervals")}
+            "verdict": r.get("verdict"), "intervals": r.get("intervals"),
+            "attribution": r.get("attribution")}
 
 
 def shown(r, key, spec=".1f"):
@@ -470,7 +474,8 @@ def case_line(r):
                positions(r.get("accept_by_position")), shown(r, "aggregate_tok_s"),
                shown(r, "ttft_s", ".2f"), " (%g%% intervals)" % (100 * level) if level else "",
                "; " + ctx if ctx else "", "" if r.get("verdict", "pass") == "pass" and r["passed"]
-               else " " + verdict_word(r))
+               else " " + verdict_word(r)) + (
+               "; vs the last-known-good: %s" % r["attribution"]["text"] if r.get("attribution") else "")
 
 
 def failure_message(result):
