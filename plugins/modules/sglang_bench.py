@@ -213,8 +213,8 @@ options:
         newest passing run of O(baseline_profile) in it is the baseline, else the host's
         last-known-good run of another profile (its change is reported and attributed, never
         judged by O(max_regression_pct)). A missing file means no baseline (a first deploy).
-      - Each case's change is split into its accept-length and step-time parts, with the cause
-        (RV(cases) C(attribution): C(acceptance), C(system), C(both) or C(none)).
+      - Each case's change is split into its accept-length and step-time parts, with the cause -
+        C(acceptance), C(system), C(both) or C(none) - in the case's C(attribution).
     type: path
   baseline_profile:
     description: The profile whose last passing run in O(baseline_history) is the baseline.
