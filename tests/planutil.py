@@ -6,7 +6,6 @@ makes is tested here rather than through a playbook run."""
 from __future__ import annotations
 
 import json
-import os
 
 from ansible.inventory.manager import InventoryManager
 from ansible.parsing.dataloader import DataLoader
@@ -30,7 +29,6 @@ FACTS = {"distribution": "Debian", "distribution_major_version": "12", "distribu
 def host_vars(extra=None, host="ct-local", inventory=LOCAL, play_hosts=None, plumbing=True):
     """The host's variables as a task of the deploy's preflight play sees them (with plumbing:
     as hostutil.play() runs it, tests/vars/plumbing_gate.yml under ``extra``)."""
-    os.environ.setdefault("ANSIBLE_CONFIG", str(ROOT / "ansible.cfg"))
     loader = DataLoader()
     loader.set_basedir(str(ROOT / "playbooks"))
     inv = InventoryManager(loader=loader, sources=[str(inventory)])

@@ -5,9 +5,16 @@ dropped (the demo's 1-step deploy after a 3-step baseline), whose step time rose
 clock), or neither."""
 from __future__ import annotations
 
-import pytest
+import json
+import subprocess
+import sys
 
-from sglang_perf import attribution, engine
+import pytest
+import yaml
+
+from bench import history as history_table
+from conftest import MODEL_ARGS, PROFILE_ARGS, ROOT, Emulator
+from sglang_perf import attribution, engine, history
 
 IV = {"lower": 3.30, "upper": 3.50}
 
@@ -82,7 +89,6 @@ def measured(emulator, profile, env, baseline=None):
 @pytest.fixture(scope="module")
 def baseline():
     """A 3-step run's figures, as a history record keeps them (history.baseline)."""
-    from conftest import MODEL_ARGS, PROFILE_ARGS, Emulator
     emu = Emulator(list(MODEL_ARGS) + list(PROFILE_ARGS["nextn_3step"]), env=FAST, wait=True)
     try:
         r = engine.run({"url": emu.url, "requests": 6, "warmup": 2, "max_tokens": 96})
@@ -114,14 +120,7 @@ def test_bench_gate_writes_the_roles_history_and_names_the_cause_against_it(emul
     """The CLI contract: `bench gate --url URL --history FILE` appends the run in the role's history
     format (bench history reads it); `--baseline-history FILE` compares with it, and the --json
     result holds per case its attribution (tok_s_pct, accept_len_pct, step_time_pct, cause)."""
-    import json
-    import subprocess
-    import sys
 
-    import yaml
-
-    from conftest import ROOT
-    from sglang_perf import history
     small = tmp_path / "small.yml"
     small.write_text(yaml.safe_dump({"sglang_gate_plan": {
         "coding": {"prompts": "coding", "concurrency": 1, "requests": 6, "max_requests": 6,
@@ -154,9 +153,9 @@ def test_bench_gate_writes_the_roles_history_and_names_the_cause_against_it(emul
 
 
 def test_the_history_table_shows_each_cases_split_against_the_last_known_good():
-    from bench import history as table
     split = attribution.split({"tok_s": 39.0, "accept_len": 1.84}, {"tok_s": 56.0, "accept_len": 3.4})
-    line = table.case_line({"case": "coding", "concurrency": 1, "decode_tok_s": {"median": 39.0},
+    line = history_table.case_line({"case": "coding", "concurrency": 1, "decode_tok_s": {"median": 39.0},
                             "accept_len": 1.84, "passed": False, "attribution": split})
     assert line.endswith("FAILED  vs last-known-good: " + split["text"]) and "cause acceptance" in line
-    assert "last-known-good" not in table.case_line({"case": "coding", "concurrency": 1, "passed": True})
+    plain = history_table.case_line({"case": "coding", "concurrency": 1, "passed": True})
+    assert "last-known-good" not in plain
