@@ -10,7 +10,7 @@ STAMP := $(VENV)/.requirements.sha256
 export CONTAINERS_CONF := $(CURDIR)/.podman/containers.conf
 
 .PHONY: venv demo test check molecule molecule-changed bench-engine clean podman local-host dist contract \
-	crosscheck chromium
+	crosscheck chromium promtool
 
 # The venv: the pinned tooling (requirements.txt) and the repository's own project (pyproject.toml)
 # installed editable, which gives the engine its one import path, `import sglang_perf`.
@@ -71,6 +71,11 @@ export CHROMIUM
 chromium:
 	@command -v $(CHROMIUM) >/dev/null || scripts/host-packages.sh chromium
 
+# Prometheus' promtool for tests/test_monitoring.py (the alert rules in monitoring/): from Debian's
+# prometheus package, unpacked into .tools/bin/ (git-ignored), nothing installed on the system.
+promtool:
+	@scripts/promtool.sh
+
 # The embedded default host: container sglang-local (Ansible host ct-local), systemd as PID 1,
 # port 30000 on 127.0.0.1:30000; and the container tier's three more (sglang-local-2 to -4: the
 # test files run side by side). Cheap when they already run.
@@ -85,12 +90,13 @@ test:
 
 # The inner loop: lint (inside pytest: ruff, yamllint, ansible-lint, the workflow's schema, the
 # pre-commit hooks) and every test that needs neither the local container nor the contract venv
-# (headless Chromium for the history page, make chromium; the emulator's wheels, make dist, which
-# the local inventory names and playbooks/render.yml checks). Its time: docs/testing.md.
+# (headless Chromium for the history page, make chromium; promtool for the alert rules, make
+# promtool; the emulator's wheels, make dist, which the local inventory names and
+# playbooks/render.yml checks). Its time: docs/testing.md.
 # `pytest -m "not container and not contract"` selects the same set. 8 workers on 2 cores: most
 # of these tests wait on an emulator's real-time tokens (105-153 s here, 151-153 s with 6).
 CHECK_JOBS ?= 8
-check: venv chromium dist
+check: venv chromium promtool dist
 	$(PY) -m pytest -p no:cacheprovider -n $(CHECK_JOBS) --no-skips -m "not container and not contract" tests
 
 # Every Molecule scenario (molecule/*/), each in systemd containers of its own, from the image

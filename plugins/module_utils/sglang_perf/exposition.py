@@ -171,25 +171,31 @@ def _figure(case, key, stat):
             interval.get("lower"), interval.get("upper"))
 
 
-class _Samples(object):
-    def __init__(self):
-        self.by_name = {name: [] for name in METRICS}
+class Samples(object):
+    """The series of one textfile, family by family: ``metrics`` is {name: HELP text} in the order
+    written (METRICS here; the watch's, sglang_perf/watch.py, has its own); a value that is no
+    finite number is left out, and so is a family without a series."""
+
+    def __init__(self, metrics):
+        self.metrics = metrics
+        self.by_name = {name: [] for name in metrics}
 
     def add(self, name, labels, value):
         value = _number(value)
         if value is not None:
             self.by_name[name].append((labels, value))
 
-    def enum(self, name, labels, current):
-        """One series per state, 1 for ``current`` (a state outside VERDICTS is added)."""
+    def enum(self, name, labels, current, states=VERDICTS, label="verdict"):
+        """One series per state (its name the ``label``'s value), 1 for ``current`` (a state
+        outside ``states`` is added)."""
         if current is None:
             return
-        for state in VERDICTS + (() if current in VERDICTS else (current,)):
-            self.add(name, dict(labels, verdict=state), 1 if state == current else 0)
+        for state in tuple(states) + (() if current in states else (current,)):
+            self.add(name, dict(labels, **{label: state}), 1 if state == current else 0)
 
     def text(self):
         lines = []
-        for name, help_text in METRICS.items():
+        for name, help_text in self.metrics.items():
             samples = self.by_name[name]
             if not samples:
                 continue
@@ -205,11 +211,20 @@ def _label(value):
     return "" if value is None else str(value)
 
 
+# The labels of every series, the run's (the watch's series carry the same).
+RUN_LABELS = ("profile", "release", "engine")
+
+
+def run_labels(record):
+    """{profile, release, engine} of a record as label values (a missing one empty)."""
+    return {k: _label((record or {}).get(k)) for k in RUN_LABELS}
+
+
 def render(record):
     """The exposition text of one history record (see the module docstring)."""
     rec = record or {}
-    common = {k: _label(rec.get(k)) for k in ("profile", "release", "engine")}
-    out = _Samples()
+    common = run_labels(rec)
+    out = Samples(METRICS)
     seen = set()
     for case in rec.get("cases") or []:
         if not isinstance(case, dict) or case.get("case") is None or str(case["case"]) in seen:

@@ -30,8 +30,20 @@ PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
 # Info gauges (value 1): their labels are the figures (vLLM's CacheConfig as strings).
 INFO = ("vllm:cache_config_info",)
 COUNTERS = tuple(name for table in ENGINE_COUNTERS.values() for name in table.values())
-GAUGES = ("sglang:spec_accept_length", "sglang:num_running_reqs", "sglang:num_queue_reqs",
-          "vllm:num_requests_running", "vllm:num_requests_waiting")
+# The requests each engine runs and queues, as its scheduler last set them (SGLang: while it
+# decodes, and every 30 s once idle; the watch, sglang_perf/watch.py, reports the running count).
+ENGINE_GAUGES = {
+    "sglang": {"running": "sglang:num_running_reqs", "queued": "sglang:num_queue_reqs"},
+    "vllm": {"running": "vllm:num_requests_running", "queued": "vllm:num_requests_waiting"},
+}
+GAUGES = ("sglang:spec_accept_length",) + tuple(name for table in ENGINE_GAUGES.values()
+                                                for name in table.values())
+# Each engine's inter-token latency histogram, observed while requests stream (SGLang: per output
+# chunk, its interval over the chunk's tokens; vLLM: per engine step): a window's delta of its
+# _count over its _sum is the streams' decode speed in tokens per second. Read as the two totals.
+INTER_TOKEN_LATENCY = {"sglang": "sglang:inter_token_latency_seconds",
+                       "vllm": "vllm:inter_token_latency_seconds"}
+HISTOGRAM_TOTALS = tuple(name + part for name in INTER_TOKEN_LATENCY.values() for part in ("_sum", "_count"))
 
 # Both engines' accept length in the window: generated tokens / verify steps (the prefill's token
 # of each request included), as the per-request figure; vLLM's own is 1 + accepted / drafts.
@@ -70,9 +82,9 @@ def _sample(line):
 
 def parse(text):
     """Sum every sample of each wanted metric name over its label sets (TP/DP ranks, engines,
-    models, finish reasons); a BY_LABEL counter as {label value: sum}; an INFO gauge as the labels
-    of its first sample (engine 0)."""
-    wanted = set(COUNTERS) | set(GAUGES)
+    models, finish reasons; a histogram's _sum and _count too); a BY_LABEL counter as {label
+    value: sum}; an INFO gauge as the labels of its first sample (engine 0)."""
+    wanted = set(COUNTERS) | set(GAUGES) | set(HISTOGRAM_TOTALS)
     out = {}
     for line in text.splitlines():
         if not line or line[0] == "#":

@@ -1,0 +1,403 @@
+# -*- coding: utf-8 -*-
+"""The watch on a running server (roles/sglang_watch): a systemd timer runs it on the host every
+``sglang_watch_interval``; it reads the engine's own ``/metrics`` twice, a short window apart,
+and writes what it saw as a Prometheus textfile for node_exporter. Standard library only, Python
+3.9+ (it runs under the host's system Python; the role ships it with the modules it imports as one
+file, see plugins/filter/sglang_watch.py).
+
+One run:
+
+1. ``scrape`` ``/metrics``, wait ``window_s``, scrape again; ``observe_window`` decides from the
+   two what the server did (pure):
+
+   - ``down``: the server did not answer (no connection, a timeout, HTTP 5xx) - ``up`` 0;
+   - ``no_metrics``: it answered without its engine's counters (SGLang without --enable-metrics) -
+     ``up`` 1, no figures, no probe (busy or idle cannot be told);
+   - ``restarted``: a counter went backwards, the engine changed, or the server came up between
+     the scrapes - ``up`` 1, no figures this run;
+   - ``busy``: tokens were generated in the window - the generation counter moved, requests
+     finished, or the inter-token latency histogram counted streamed tokens: the figures from the
+     counters' deltas (source ``metrics``), and nothing is sent to the server. Accept length =
+     generated tokens / verify steps (``metrics.window``'s convention, the gate's), generation
+     tok/s = generated tokens / window (all streams; SGLang counts a request's tokens when it
+     finishes), decode tok/s = the histogram's tokens / seconds (the streams' own speed, where
+     the engine exposes it), running = the larger of the engine's two readings of its gauge;
+   - ``idle``: no token generated in the window - then a short **probe**: ``probe.requests``
+     requests of the gate plan's case ``probe.case`` at C=1 with the engine's own client
+     (``engine.run``), its per-request median decode tok/s and accept length (source ``probe``).
+     The engine's gauges do not decide: SGLang sets them while it decodes and refreshes them only
+     every 30 s once idle, so a reading can be stale. A server whose only traffic is
+     non-streaming requests longer than the window (SGLang counts nothing until one finishes)
+     looks idle: the probe's own /metrics window then shows tokens besides its own, and its
+     figures are written without a running count (not a C=1 measurement: the decode alert skips
+     them). A probe that measures nothing (every request failed) is ``up`` 0.
+
+2. ``render`` writes the series (``WATCH_METRICS``; every one carries ``profile``, ``release``,
+   ``engine`` as exposition.py's do) and ``main`` replaces the textfile atomically
+   (``exposition.write``).
+
+It never restarts or stops anything, and a server that does not answer is a figure (``up`` 0),
+not a failure: the run exits 0. It exits 2 for settings it cannot use and 1 when the textfile
+cannot be written. The API key, when the server has one, is read from the engine's own
+``--config`` file (``api_key_file``, SGLang's YAML ``api-key:``): never from the settings, the
+command line or the environment, and never printed.
+"""
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+
+from . import engine, exposition
+from . import metrics as prom
+from .client import ConfigError, Endpoint, MeasureError, RequestError
+
+DOWN, NO_METRICS, RESTARTED, BUSY, IDLE = "down", "no_metrics", "restarted", "busy", "idle"
+# Where a run's figures came from: the counters' window, the probe, or nowhere.
+SOURCES = ("metrics", "probe", "none")
+# The probe's warmup request (discarded: its own first batch, never a measured one).
+PROBE_WARMUP = 1
+# Bounds of the role's inputs (problems() names the variable of a value outside them).
+MIN_INTERVAL_S = 60
+MAX_WINDOW_S = 600
+MAX_PROBE_REQUESTS = 20
+# What a run needs besides the window: the probe's requests (a timeout shorter than this is refused).
+PROBE_ALLOWANCE_S = 30
+
+WATCH_METRICS = {
+    "sglang_watch_up": "Whether the server answered the watch's last run (1) or not (0): its /metrics, "
+                       "and the probe's requests when it was idle.",
+    "sglang_watch_accept_length": "Accept length the last run measured: generated tokens per verify step, "
+                                  "the bonus token counted (absent without speculation).",
+    "sglang_watch_decode_tokens_per_second": "Decode speed of one stream the last run measured (tokens per "
+                                             "second after the first token): the probe's per-request "
+                                             "median, or the engine's inter-token latency in the window.",
+    "sglang_watch_generation_tokens_per_second": "Tokens generated per second while the last run measured, "
+                                                 "all streams together.",
+    "sglang_watch_running_requests": "Requests the server ran while the last run measured (the window: the "
+                                     "larger of the engine's two readings; a probe: 1, absent when other "
+                                     "traffic ran beside it).",
+    "sglang_watch_requests": "Requests that finished while the last run measured (a probe: its measured "
+                             "requests).",
+    "sglang_watch_source": "Where the last run's figures came from: 1 for the current source (metrics: the "
+                           "engine's counters over the window; probe: the watch's own requests; none).",
+    "sglang_watch_decode_threshold_tokens_per_second": "The gate's decode threshold for the watched case "
+                                                       "(min_tok_s, per-request median at C=1).",
+    "sglang_watch_interval_seconds": "Seconds between two runs of the watch (its systemd timer).",
+    "sglang_watch_last_run_timestamp_seconds": "When the watch last ran (unix time).",
+}
+
+_SPAN = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([a-z]*)")
+_UNITS = {"": 1, "s": 1, "sec": 1, "second": 1, "seconds": 1, "m": 60, "min": 60, "minute": 60,
+          "minutes": 60, "h": 3600, "hr": 3600, "hour": 3600, "hours": 3600, "d": 86400, "day": 86400,
+          "days": 86400, "w": 604800, "week": 604800, "weeks": 604800}
+
+
+def interval_seconds(text):
+    """Seconds of a systemd time span ("15min", "1h 30min", "900"); ValueError says why not."""
+    spans = str(text).strip() if text is not None else ""
+    total, pos = 0.0, 0
+    if not spans:
+        raise ValueError("a systemd time span such as 15min or 1h is required")
+    while pos < len(spans):
+        m = _SPAN.match(spans, pos)
+        if not m or m.end() == pos or m.group(2) not in _UNITS:
+            raise ValueError("not a systemd time span (a number with s, min, h, d or w, e.g. 15min)")
+        total += float(m.group(1)) * _UNITS[m.group(2)]
+        pos = m.end()
+    return total
+
+
+def _number(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _delta(before, after, name):
+    """A counter's change; a counter absent from a scrape has not counted yet (0), and None when
+    neither scrape has it."""
+    if name not in before and name not in after:
+        return None
+    return after.get(name, 0.0) - before.get(name, 0.0)
+
+
+def engine_of(scrape):
+    """The engine whose series a scrape holds: its counters, or before its first request (a
+    labelled counter has no sample yet) its gauges; None."""
+    kind = prom.kind_of(scrape)
+    if kind is None:
+        kind = next((k for k, g in prom.ENGINE_GAUGES.items() if g["running"] in (scrape or {})), None)
+    return kind
+
+
+def _most(scrapes, name):
+    values = [s[name] for s in scrapes if isinstance(s.get(name), (int, float))]
+    return max(values) if values else None
+
+
+def observe_window(before, after, elapsed_s):
+    """What two scrapes ``elapsed_s`` seconds apart say: a dict with ``state`` (see the module
+    docstring), ``up``, ``source`` (None while a probe is due) and the figures (None when not
+    measured). ``before`` / ``after``: ``metrics.parse`` of each scrape, None when the server did
+    not answer, {} when it answered without metrics."""
+    obs = {"state": None, "up": 1, "source": "none", "engine": None, "accept_len": None,
+           "decode_tok_s": None, "generation_tok_s": None, "running": None, "requests": None, "note": None}
+    if after is None:
+        return dict(obs, state=DOWN, up=0, note="the server did not answer GET /metrics")
+    kind = engine_of(after)
+    obs["engine"] = kind
+    if kind is None:
+        return dict(obs, state=NO_METRICS, note="GET /metrics has no sglang:* or vllm:* counters (start "
+                                                "SGLang with --enable-metrics): no figures, and no probe")
+    if before is None or engine_of(before) != kind:
+        return dict(obs, state=RESTARTED, note="the server came up or changed engine during the window")
+    counters = prom.ENGINE_COUNTERS[kind]
+    gen = _delta(before, after, counters["generation_tokens"])
+    verify = _delta(before, after, counters["verify_calls"])
+    requests = _delta(before, after, counters["requests"])
+    itl = prom.INTER_TOKEN_LATENCY[kind]
+    itl_s, itl_tokens = _delta(before, after, itl + "_sum"), _delta(before, after, itl + "_count")
+    if any(d is not None and d < 0 for d in (gen, verify, requests, itl_s, itl_tokens)):
+        return dict(obs, state=RESTARTED,
+                    note="counters went backwards: the server restarted during the window")
+    if not any(d for d in (gen, requests, itl_tokens)):
+        return dict(obs, state=IDLE, source=None)
+    obs.update(state=BUSY, source="metrics", requests=requests,
+               running=_most((before, after), prom.ENGINE_GAUGES[kind]["running"]))
+    if gen and verify:
+        obs["accept_len"] = gen / verify
+    if gen and elapsed_s > 0:
+        obs["generation_tok_s"] = gen / elapsed_s
+    if itl_tokens and itl_s:
+        obs["decode_tok_s"] = itl_tokens / itl_s
+    return obs
+
+
+def observe_probe(result):
+    """The figures of a probe (``engine.run``'s result); ``up`` 1. When the engine's own window
+    over the probe counted tokens besides the probe's, other traffic ran beside it: no running
+    count (the figures are not at C=1), and a note."""
+    decode = result.get("decode_tok_s") or {}
+    window = result.get("metrics") or {}
+    other = window.get("matches_client") is False
+    return {"state": IDLE, "up": 1, "source": "probe", "engine": (result.get("server") or {}).get("kind"),
+            "accept_len": result.get("accept_len"), "decode_tok_s": decode.get("median"),
+            "generation_tok_s": result.get("aggregate_tok_s"), "running": None if other else 1,
+            "requests": result.get("requests"),
+            "note": "not at C=1: %s" % window.get("note") if other else None}
+
+
+def probe_failed(reason):
+    """A probe that measured nothing: the server does not serve (``up`` 0)."""
+    return {"state": IDLE, "up": 0, "source": "none", "engine": None, "accept_len": None,
+            "decode_tok_s": None, "generation_tok_s": None, "running": None, "requests": None,
+            "note": "the probe measured nothing: %s" % reason}
+
+
+def render(settings, obs, now):
+    """The textfile of one run: ``obs`` (observe_window / observe_probe) with the settings' labels
+    and threshold, at unix time ``now``."""
+    labels = exposition.run_labels(settings.get("labels"))
+    out = exposition.Samples(WATCH_METRICS)
+    out.add("sglang_watch_up", labels, obs["up"])
+    out.add("sglang_watch_accept_length", labels, obs["accept_len"])
+    out.add("sglang_watch_decode_tokens_per_second", labels, obs["decode_tok_s"])
+    out.add("sglang_watch_generation_tokens_per_second", labels, obs["generation_tok_s"])
+    out.add("sglang_watch_running_requests", labels, obs["running"])
+    out.add("sglang_watch_requests", labels, obs["requests"])
+    out.enum("sglang_watch_source", labels, obs["source"] or "none", SOURCES, "source")
+    out.add("sglang_watch_decode_threshold_tokens_per_second", labels, settings.get("decode_threshold"))
+    out.add("sglang_watch_interval_seconds", labels, settings.get("interval_s"))
+    out.add("sglang_watch_last_run_timestamp_seconds", labels, now)
+    return out.text()
+
+
+def summary(obs):
+    """One line for the journal (no secret is ever in an observation)."""
+    figures = [("accept length %.2f", obs["accept_len"]), ("decode %.1f tok/s", obs["decode_tok_s"]),
+               ("generation %.1f tok/s", obs["generation_tok_s"]), ("%d running", obs["running"]),
+               ("%d requests", obs["requests"])]
+    shown = ", ".join(fmt % value for fmt, value in figures if value is not None)
+    head = "up %d, %s (source %s)" % (obs["up"], obs["state"], obs["source"] or "none")
+    return "; ".join(part for part in (head, shown, obs["note"]) if part)
+
+
+# --- the role's inputs -> the settings file (on the controller: plugins/filter/sglang_watch.py) ---
+
+def _refuse(problems, var, value, valid):
+    problems.append("%s = %s is not valid: %s" % (var, value, valid))
+
+
+def configure(plan, inputs):
+    """(settings, problems): the settings file of the watch from the host's deploy plan and the
+    role's inputs ({variable name: value}); every problem names its variable."""
+    problems = []
+    plan = plan if isinstance(plan, dict) else {}
+    interval, interval_s = inputs.get("sglang_watch_interval"), None
+    try:
+        interval_s = interval_seconds(interval)
+        if interval_s < MIN_INTERVAL_S:
+            _refuse(problems, "sglang_watch_interval", interval, "at least %ds (1min)" % MIN_INTERVAL_S)
+    except ValueError as e:
+        _refuse(problems, "sglang_watch_interval", interval, str(e))
+    window, timeout = _number(inputs.get("sglang_watch_window")), _number(inputs.get("sglang_watch_timeout"))
+    if window is None or not 0 < window <= MAX_WINDOW_S:
+        _refuse(problems, "sglang_watch_window", inputs.get("sglang_watch_window"),
+                "seconds between the two scrapes, more than 0 and at most %d" % MAX_WINDOW_S)
+    elif timeout is None or timeout < window + PROBE_ALLOWANCE_S:
+        _refuse(problems, "sglang_watch_timeout", inputs.get("sglang_watch_timeout"),
+                "seconds for one run, at least sglang_watch_window + %d (the probe's requests)"
+                % PROBE_ALLOWANCE_S)
+    count = inputs.get("sglang_watch_probe_requests")
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_PROBE_REQUESTS:
+        _refuse(problems, "sglang_watch_probe_requests", count, "requests from 1 to %d" % MAX_PROBE_REQUESTS)
+    textfile = inputs.get("sglang_watch_textfile_path")
+    path_problems = exposition.path_problems(textfile) if textfile else [
+        "an absolute path ending in .prom is required"]
+    for p in path_problems:
+        _refuse(problems, "sglang_watch_textfile_path", textfile, p)
+    name = inputs.get("sglang_watch_case")
+    cases = {c.get("case"): c for c in ((plan.get("gate") or {}).get("cases") or []) if isinstance(c, dict)}
+    case = cases.get(name)
+    if not plan.get("gate"):
+        problems.append("sglang_deploy_plan has no gate: plan the sglang_gate role's inputs too "
+                        "(sglang_deploy_plan: roles: [sglang, sglang_gate])")
+    elif case is None:
+        _refuse(problems, "sglang_watch_case", name, "a case of the gate plan (sglang_gate_plan: %s)"
+                % ", ".join(sorted(str(c) for c in cases)))
+    elif (case.get("options") or {}).get("prompts") == "long_context":
+        _refuse(problems, "sglang_watch_case", name, "the probe is a few short requests; %s is a "
+                "long-context case: name a coding case" % name)
+    if problems:
+        return None, problems
+    options = case["options"]
+    settings = {
+        "url": plan.get("local_url"),
+        "model": plan.get("served_model_name"),
+        "labels": {k: plan.get(k) for k in exposition.RUN_LABELS},
+        "api_key_file": plan.get("secrets_path") if (plan.get("exposure") or {}).get("api_key") else None,
+        "textfile": textfile,
+        "window_s": window,
+        "timeout_s": timeout,
+        "interval_s": interval_s,
+        "probe": {"case": name, "prompts": options.get("prompts"), "requests": count,
+                  "max_tokens": options.get("max_tokens")},
+        "decode_threshold": (case.get("thresholds") or {}).get("min_tok_s"),
+    }
+    return settings, []
+
+
+# --- on the host ---------------------------------------------------------------------------
+
+REQUIRED = ("url", "labels", "textfile", "window_s", "timeout_s", "probe")
+
+
+def load_settings(path):
+    """The settings file the role writes (JSON); ValueError names what is wrong."""
+    with open(path, encoding="utf-8") as f:
+        try:
+            settings = json.load(f)
+        except ValueError as e:
+            raise ValueError("%s: not JSON (%s)" % (path, e))
+    missing = [k for k in REQUIRED if not isinstance(settings, dict) or settings.get(k) is None]
+    if missing:
+        raise ValueError("%s: missing %s" % (path, ", ".join(missing)))
+    return settings
+
+
+_KEY_LINE = re.compile(r"^api-key:[ \t]*(.*?)[ \t]*$", re.M)
+
+
+def api_key(config_text):
+    """The value of the engine's --config file's ``api-key:`` (plain, or quoted as to_nice_yaml
+    quotes one), or None when the file has none. Raises ValueError without the value in it."""
+    m = _KEY_LINE.search(config_text)
+    if not m:
+        return None
+    value = m.group(1)
+    quoted = len(value) >= 2 and value[0] == value[-1] and value[0] in "'\""
+    if quoted and value[0] == "'":
+        return value[1:-1].replace("''", "'")
+    if quoted and "\\" not in value:
+        return value[1:-1]
+    if quoted or not value or value[0] in "'\"|>&*!{[#":
+        raise ValueError("the api-key value is not a YAML scalar on its line the watch reads (plain, "
+                         "single-quoted, or double-quoted without escapes)")
+    return value
+
+
+def read_api_key(path):
+    with open(path, encoding="utf-8") as f:
+        key = api_key(f.read())
+    if key is None:
+        raise ValueError("%s has no api-key" % path)
+    return key
+
+
+def scrape(endpoint, timeout):
+    """``metrics.parse`` of GET /metrics; None when the server did not answer (or answered 5xx),
+    {} when it answered something else."""
+    try:
+        status, raw = endpoint.get("/metrics", timeout)
+    except RequestError:
+        return None
+    if status >= 500:
+        return None
+    return prom.parse(raw.decode("utf-8", "replace")) if status == 200 else {}
+
+
+def probe(settings, key):
+    """A few requests of the watched case at C=1 (the gate's engine): an observation."""
+    spec = settings["probe"]
+    options = {"url": settings["url"], "api_key": key, "model": settings.get("model"),
+               "prompts": spec.get("prompts") or "coding", "case": spec.get("case") or "probe",
+               "concurrency": 1, "requests": int(spec.get("requests") or 3),
+               "max_tokens": spec.get("max_tokens"), "warmup": PROBE_WARMUP, "metrics": "auto",
+               "run_timeout": max(10.0, float(settings["timeout_s"]) - float(settings["window_s"]) - 10.0)}
+    try:
+        return observe_probe(engine.run(options))
+    except MeasureError as e:
+        return probe_failed(str(e))
+
+
+def run(settings, key=None, clock=time.monotonic, sleep=time.sleep):
+    """One run: the window (and the probe when idle); the observation."""
+    endpoint = Endpoint(settings["url"], key)
+    timeout = min(10.0, float(settings["timeout_s"]) / 4)
+    before = scrape(endpoint, timeout)
+    if engine_of(before) is None:  # down, or no metrics: nothing a window would change
+        return observe_window(before, before, 0.0)
+    t0 = clock()
+    sleep(float(settings["window_s"]))
+    after = scrape(endpoint, timeout)
+    obs = observe_window(before, after, clock() - t0)
+    return probe(settings, key) if obs["state"] == IDLE else obs
+
+
+def main(argv=None, out=None, err=None):
+    """``sglang-watch SETTINGS.json``: one run, the textfile written; the exit status."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    out, err = out or sys.stdout, err or sys.stderr
+    if len(args) != 1:
+        print("usage: sglang-watch SETTINGS.json (the file roles/sglang_watch writes)", file=err)
+        return 2
+    try:
+        settings = load_settings(args[0])
+        key = read_api_key(settings["api_key_file"]) if settings.get("api_key_file") else None
+        obs = run(settings, key)
+    except (OSError, ValueError, ConfigError) as e:
+        print("sglang-watch: %s" % e, file=err)
+        return 2
+    try:
+        exposition.write(settings["textfile"], render(settings, obs, time.time()))
+    except OSError as e:
+        print("sglang-watch: cannot write %s: %s" % (settings["textfile"], e), file=err)
+        return 1
+    print("sglang-watch: %s" % summary(obs), file=out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
