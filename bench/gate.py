@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from sglang_perf import decision, history, plan
+from sglang_perf import decision, fingerprint, history, plan
 from sglang_perf.client import ConfigError, MeasureError
 
 from bench.common import EXIT_FAILED, EXIT_PASSED, EXIT_UNMEASURED, progress_printer
@@ -104,13 +104,34 @@ def promise_of(v, profile):
     return {"context_length": p.get("context_length"), "max_running_requests": p.get("max_running_requests")}
 
 
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def host_fingerprint(args, v, profile):
+    """The fingerprint of the machine the server runs on: this one's nvidia-smi when the URL is
+    on loopback (--nvidia-smi auto) or --nvidia-smi names one; none for a server elsewhere."""
+    import shutil
+    name = getattr(args, "nvidia_smi", "auto")
+    settings = (v.get("sglang_profiles") or {}).get(profile)
+    identity = {"profile": profile,
+                "profile_sha256": fingerprint.settings_sha256(settings) if settings else None}
+    if name == "auto":
+        if urlsplit(args.url).hostname not in LOOPBACK:
+            return fingerprint.take(fingerprint.run_argv, None, identity, missing=(
+                "the server is not on this machine: no GPU figures (--nvidia-smi CMD asks one)"))
+        name = "nvidia-smi"
+    path = shutil.which(name) if name else None
+    return fingerprint.take(fingerprint.run_argv, path, identity,
+                            missing="%s: not found (no GPU figures)" % name if name else None)
+
+
 def run_plan(args, v, profile, **kw):
     """The plan of vars ``v`` against ``args.url``, progress lines on stderr unless --quiet."""
     progress = None if args.quiet else progress_printer(sys.stderr)
     try:
         return plan.run(common_options(v, args.url, args.api_key, args.model), v.get("sglang_gate_plan"),
                         v.get("sglang_gate_thresholds"), profile, promise=promise_of(v, profile),
-                        progress=progress, **kw)
+                        progress=progress, fingerprint=host_fingerprint(args, v, profile), **kw)
     finally:
         if progress is not None:
             progress.close()
@@ -156,6 +177,9 @@ def add_parser(sub):
                         "sglang_gate role writes; `bench history FILE` reads it)")
     p.add_argument("--host", help="the host the history record names (default: the URL's host:port)")
     p.add_argument("--json", metavar="FILE", help="write the plan result as JSON")
+    p.add_argument("--nvidia-smi", default="auto", metavar="CMD",
+                   help="the nvidia-smi whose answers make the host's fingerprint (auto: this machine's "
+                        "when the URL is on loopback, else none; '' none)")
     p.add_argument("--quiet", action="store_true", help="no per-request progress lines")
     p.set_defaults(func=cmd_gate)
 

@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 from sglang_perf import history as shared
-from sglang_perf import plan
+from sglang_perf import fingerprint, plan
 
 from bench import report
 from bench.common import EXIT_BAD_INPUT, EXIT_OK
@@ -132,6 +132,9 @@ def read(path, warn=None):
             "action": str(raw.get("reason") or raw.get("action") or "-"),
             "by_position": raw.get("accept_by_position"),
             "cases": [c for c in raw.get("cases") or [] if isinstance(c, dict)],
+            # what changed on the host since the gate's last-known-good (sglang_perf/fingerprint.py)
+            "host_changes": [str(x) for x in raw.get("fingerprint_changes") or []
+                             if isinstance(raw.get("fingerprint_changes"), list)],
             "min_tok_s": _num(thresholds.get("min_tok_s")
                               or ((raw.get("cases") or [{}])[0].get("thresholds") or {}).get("min_tok_s")),
             "raw": raw,
@@ -172,11 +175,13 @@ def case_line(c):
     d = c.get("decode_tok_s") if isinstance(c.get("decode_tok_s"), dict) else {}
     pt = c.get("prompt_tokens") if isinstance(c.get("prompt_tokens"), dict) else {}
     change = c.get("attribution") if isinstance(c.get("attribution"), dict) else {}
-    return "%-14s C=%-2s decode %s tok/s  accept %s  by position %s  aggregate %s%s  %s%s" % (
+    return "%-14s C=%-2s decode %s tok/s  accept %s  by position %s  aggregate %s%s%s  %s%s" % (
         c.get("case"), c.get("concurrency"), _f(_num(d.get("median"))), _f(_num(c.get("accept_len")), ".2f"),
         plan.positions(c.get("accept_by_position")), _f(_num(c.get("aggregate_tok_s"))),
         "  prompt %s tok" % _f(_num(pt.get("median")), ".0f") if pt.get("target") else "",
-        "passed" if c.get("passed") is True else "FAILED",
+        # which prompts the figures came from (source@hash of their texts)
+        "  prompts %s" % c["prompt_set"] if c.get("prompt_set") else "",
+        "reported" if c.get("report_only") is True else "passed" if c.get("passed") is True else "FAILED",
         # the gate's own split against the last-known-good run (sglang_perf/attribution.py)
         "  vs last-known-good: %s" % change["text"] if change.get("text") else "")
 
@@ -196,6 +201,8 @@ def table(runs):
     lines = []
     for row, run in zip(rows, [None] + list(runs)):
         lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1])
+        if (run or {}).get("host_changes"):
+            lines.append("    " + fingerprint.text(run["host_changes"]))
         for c in (run or {}).get("cases") or []:
             lines.append("    " + case_line(c))
     lines.append("* the profile changed from the run before; vs prev = change against the "

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from bench import compare
 from sglang_perf import history as shared
-from sglang_perf import plan
+from sglang_perf import fingerprint, plan
 from sglang_perf.decision import VERDICTS
 
 # verdict -> (colour, marker, legend label); "unknown": a record that names no verdict
@@ -136,6 +136,9 @@ def figures(run, name, headline):
     pos = src.get("accept_by_position")
     out["positions"] = [_num(p) for p in pos] if isinstance(pos, list) and pos else None
     out["unmeasured"] = all(out[k]["value"] is None for k in CHART_FIGURES)
+    why = _dict(src.get("attribution"))  # the gate's split against the last-known-good
+    out["cause"], out["cause_text"] = why.get("cause"), why.get("text")
+    out["prompt_set"] = src.get("prompt_set")
     return out
 
 
@@ -678,6 +681,14 @@ def comparison_section(comp):
     return "\n".join(out)
 
 
+def _host_changed(run):
+    """The runs table's marker of a run whose host differs from its last-known-good's."""
+    if not run.get("host_changes"):
+        return ""
+    said = fingerprint.text(run["host_changes"])
+    return '<br><span class="host" title="%s">host changed</span>' % esc(said)
+
+
 def runs_table(runs, names, headline):
     head = ['<th rowspan="2">#</th><th rowspan="2">time (UTC)</th><th rowspan="2">profile</th>'
             '<th rowspan="2">release<br>engine</th><th rowspan="2">verdict</th>'
@@ -692,7 +703,8 @@ def runs_table(runs, names, headline):
                  '<td class="nowrap">%s%s</td>' % ("* " if r["changed"] else "", esc(r["profile"])),
                  '<td class="nowrap">%s%s<br><span class="muted">%s</span></td>' % (
                      "* " if r["release_changed"] else "", esc(r["release"]), esc(_engine(raw))),
-                 "<td>%s</td>" % _verdicts_html(raw).replace("</span> <span", "</span><br><span"),
+                 "<td>%s%s</td>" % (_verdicts_html(raw).replace("</span> <span", "</span><br><span"),
+                                    _host_changed(r)),
                  '<td title="%s">%s</td>' % (esc(raw.get("reason") or ""), esc(raw.get("action") or "-"))]
         for n in names:
             f = figures(r, n, headline)
@@ -700,15 +712,21 @@ def runs_table(runs, names, headline):
                 cells.append('<td class="num">-</td>')
                 continue
             notes = [interval_note(f[k], f["level"]) for k in ("decode_tok_s", "accept_len")]
-            cells.append('<td class="num c-%s" title="%s">%s<br>accept %s</td>' % (
+            notes += [f["cause_text"] and "vs the last-known-good: " + f["cause_text"],
+                      f["prompt_set"] and "prompts " + f["prompt_set"]]
+            cells.append('<td class="num c-%s" title="%s">%s<br>accept %s%s</td>' % (
                 f["verdict"], esc("; ".join([f["verdict"]] + [n for n in notes if n])),
                 esc(interval_text(f["decode_tok_s"], ".1f", "tok/s")),
-                esc(interval_text(f["accept_len"], ".2f"))))
+                esc(interval_text(f["accept_len"], ".2f")),
+                '<br><span class="why">why: %s</span>' % esc(f["cause"]) if f["cause"] else ""))
         body.append('<tr class="%s">%s</tr>' % ("changed" if r["changed"] or r["release_changed"] else "",
                                                 "".join(cells)))
     return ('<section id="runs"><h2>Every run</h2><p class="muted">oldest first; * the profile or the '
             'release differs from the run before; a cell is coloured by the case\'s verdict; [lower, upper]: '
-            'the interval the gate recorded (none in older records); the action\'s reason is its tooltip</p>'
+            'the interval the gate recorded (none in older records); why: the cause of the change from the '
+            'last-known-good (acceptance, system, both, none); host changed: the GPUs, links, engine or '
+            'profile differ from the last-known-good\'s (the list is its tooltip); the action\'s reason is '
+            'its tooltip</p>'
             '<div class="wide"><table class="runs"><thead><tr>%s</tr><tr>%s</tr></thead><tbody>%s</tbody>'
             '</table></div></section>' % ("".join(head), sub, "".join(body)))
 

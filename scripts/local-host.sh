@@ -78,6 +78,17 @@ stage_model() {
     log "staged the stand-in model at $MODEL_DIR"
 }
 
+# The stand-in host's nvidia-smi (there is no GPU): scripts/nvidia_smi_standin.py, answering what
+# the gate's fingerprint asks as a 2 x RTX A6000 host would, off PATH (the GPU stack's own checks
+# still see no GPU); the local inventory's sglang_gate_nvidia_smi names it. A test varies the host
+# by writing $NVIDIA_SMI.json (the stand-in's docstring).
+NVIDIA_SMI=/usr/local/lib/sglang-test/nvidia-smi
+stage_nvidia_smi() {
+    podman exec -i "$NAME" sh -c "mkdir -p '${NVIDIA_SMI%/*}' && cat > '$NVIDIA_SMI.new' && chmod 0755 '$NVIDIA_SMI.new' \
+        && mv '$NVIDIA_SMI.new' '$NVIDIA_SMI'" 9>&- <"$ROOT/scripts/nvidia_smi_standin.py" \
+        || die "could not install the stand-in nvidia-smi in $NAME"
+}
+
 cmd_up() {
     local t0 image_id setup_out
     t0="$(now)"
@@ -136,6 +147,7 @@ cmd_up() {
     fi
     wait_booted
     stage_model
+    stage_nvidia_smi
     log "up in $(secs "$t0") s: ansible host ct-local (container $NAME), http://127.0.0.1:$PORT"
 }
 

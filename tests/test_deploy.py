@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 
 import pytest
 
@@ -13,27 +14,32 @@ from hostutil import HOST, flat, needs_local_host, on_host, play, recap_changed
 
 pytestmark = needs_local_host
 TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
+NVIDIA_SMI = "/usr/local/lib/sglang-test/nvidia-smi"  # scripts/local-host.sh's stand-in
 
 
 def test_deploy_passes_the_whole_plan_and_records_it(tmp_path):
-    """The production plan (coding, a 32K-token long context, C=4) through the role, as
-    `make demo` and a real host run it: every case passes on its own and lands in the history."""
+    """The production plan (coding, a 32K-token long context, C=4, prose reported) through the
+    role, as `make demo` and a real host run it: every case passes on its own and lands in the
+    history with the host's fingerprint; a gate run after the host's power limit dropped names
+    that first."""
     before = on_host("sh -c 'wc -l < /var/lib/sglang/gate-history.jsonl 2>/dev/null || echo 0'")
     # node_exporter's textfile directory (the Debian package's), as an operator would have it
     on_host("rm -rf %s" % TEXTFILE_DIR)
     on_host("mkdir -p %s" % TEXTFILE_DIR)
+    on_host("rm -f %s.json" % NVIDIA_SMI)  # the stand-in's 2 x A6000 at 300 W
     p = play("deploy.yml", "-e", "sglang_gate_textfile_path=%s/sglang_gate.prom" % TEXTFILE_DIR,
              gate="inventory")
     assert p.returncode == 0, p.stdout[-4000:]
     out = flat(p.stdout)
     assert "profile nextn_3step: passed in " in out
     # the plan is stated before the gate measures
-    assert "gate plan, each threshold judged on its 95% interval (inconclusive: fail), at most 96 " \
+    assert "gate plan, each threshold judged on its 95% interval (inconclusive: fail), at most 102 " \
            "measured requests: coding (C=1, 6-48 x 192 tokens, coding prompts): min_accept_len 2.8, " \
            "min_tok_s 45" in out, out[-3000:]
     for case in (r"coding \(C=1, \d+ of 6-48 x 192 tok\): decode \d+\.\d \[\d+\.\d, \d+\.\d\] tok/s",
                  r"long_context \(C=1, \d+ of 6-16 x 128 tok, prompt \d+ tok\)",
-                 r"concurrent \(C=4, \d+ of 8-32 x 512 tok\)"):
+                 r"concurrent \(C=4, \d+ of 8-32 x 512 tok\)",
+                 r"prose \(C=1, 6 x 96 tok\): decode \d+\.\d \[\d+\.\d, \d+\.\d\] tok/s.* reported"):
         assert re.search(case, out), (case, out[-3000:])
     # the unit on the host is exactly what render.yml renders for this host
     r = play("playbooks/render.yml", "-e", "render_dir=%s" % tmp_path, "--limit", HOST)
@@ -51,8 +57,17 @@ def test_deploy_passes_the_whole_plan_and_records_it(tmp_path):
     assert (last["action"], last["reason"]) == ("record", "recorded as last-known-good")
     assert last["accept_len"] > 2.8
     cases = {c["case"]: c for c in last["cases"]}
-    assert list(cases) == ["coding", "long_context", "concurrent"]
+    assert list(cases) == ["coding", "long_context", "concurrent", "prose"]
     assert all(c["passed"] and c["verdict"] == "pass" for c in cases.values())
+    # the prose case is recorded, not judged, and its drafts are accepted less often than on code
+    assert cases["prose"]["report_only"] is True and cases["prose"]["thresholds"]["min_tok_s"] is None
+    assert cases["prose"]["accept_len"] < cases["coding"]["accept_len"]
+    assert cases["prose"]["prompt_set"].startswith("prose@")
+    assert cases["coding"]["prompt_set"].startswith("coding@")
+    fp = last["fingerprint"]
+    assert fp["nvidia_smi"] == "ok" and [g["power_limit_w"] for g in fp["gpus"]] == [300, 300]
+    assert fp["topology"] == {"GPU0-GPU1": "NV4"} and fp["profile"] == "nextn_3step"
+    assert fp["release"] == last["release"] and len(fp["profile_sha256"]) == 12
     assert last["plan_verdict"] == "pass" and last["inconclusive_cases"] == []
     # every judged figure with its 95% interval, the requests each case took
     coding = cases["coding"]
@@ -87,6 +102,18 @@ def test_deploy_passes_the_whole_plan_and_records_it(tmp_path):
     assert {s.labels["profile"] for s in fams["sglang_gate_passed"].samples} == {"nextn_3step"}
     assert [s.value for s in fams["sglang_gate_passed"].samples] == [1.0]
     on_host("rm -rf %s" % TEXTFILE_DIR)
+    # the same server after GPU 1's power limit was lowered: the gate's message names it first
+    state = json.dumps({"gpus": [{}, {"power.limit": 250}]})
+    on_host("sh -c %s" % shlex.quote("echo %s > %s.json" % (shlex.quote(state), NVIDIA_SMI)))
+    try:
+        b = play("playbooks/bench.yml")
+    finally:
+        on_host("rm -f %s.json" % NVIDIA_SMI)
+    assert b.returncode == 0, b.stdout[-3000:]
+    assert "profile nextn_3step: passed in " in flat(b.stdout)
+    said = flat(b.stdout).split("profile nextn_3step: passed in ", 1)[1]
+    assert re.match(r"\d+s: host changed since the last-known-good: power limit 300 W -> 250 W on GPU 1; "
+                    r"coding \(C=1", said), said[:400]
 
 
 def test_the_rollout_summary_table_closes_the_run():

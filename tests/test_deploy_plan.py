@@ -59,7 +59,11 @@ def test_the_plan_holds_what_the_roles_read(good):
     assert good["local_url"] == "http://127.0.0.1:30000"
     assert good["topology"]["enabled"] is False and good["topology"]["node_rank"] == 0
     assert good["ready_paths"] == ["/health_generate"]
-    assert [c["case"] for c in good["gate"]["cases"]] == ["coding", "long_context", "concurrent"]
+    assert [c["case"] for c in good["gate"]["cases"]] == ["coding", "long_context", "concurrent", "prose"]
+    assert good["gate"]["identity"]["profile"] == good["profile"]
+    # the local inventory names its stand-in
+    assert good["gate"]["nvidia_smi"] == "/usr/local/lib/sglang-test/nvidia-smi"
+    assert len(good["gate"]["identity"]["profile_sha256"]) == 12
     assert good["gate"]["cases"][0]["thresholds"] == {"min_tok_s": 45, "min_accept_len": 2.8}
     assert good["gate"]["text"].startswith("gate plan, each threshold judged on its 95% interval")
     assert good["exposure"] == {"problems": [], "host": "127.0.0.1", "api_key": False,

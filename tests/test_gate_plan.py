@@ -24,7 +24,8 @@ pytestmark = pytest.mark.timeout(400)
 GATE = role_defaults("sglang_gate")
 PROFILES = role_defaults()["sglang_profiles"]
 # (requests, max_requests, max_tokens): 6 is the fewest that bound a median at 95%
-SIZES = {"coding": (6, 12, 128), "long_context": (6, 6, 64), "concurrent": (8, 16, 256)}
+SIZES = {"coding": (6, 12, 128), "long_context": (6, 6, 64), "concurrent": (8, 16, 256),
+         "prose": (6, 6, 64)}
 PREFILL = {"SGLEMU_PREFILL_TOK_S": "20000"}
 
 

@@ -18,9 +18,13 @@ def test_the_role_defaults_are_a_valid_plan_for_every_profile():
     for profile in THRESHOLDS:
         assert plan.problems(PLAN, THRESHOLDS, profile) == [], profile
     cases = plan.resolve(PLAN, THRESHOLDS, "nextn_3step")
-    assert [c["case"] for c in cases] == ["coding", "long_context", "concurrent"]
+    assert [c["case"] for c in cases] == ["coding", "long_context", "concurrent", "prose"]
     assert cases[1]["options"]["prompts"] == "long_context" and cases[1]["options"]["prompt_tokens"] == 32768
     assert cases[2]["options"]["concurrency"] == 4
+    # the prose case is reported, not judged: no profile gives it thresholds
+    assert cases[3]["report_only"] is True and cases[3]["thresholds"] == {}
+    assert [c["report_only"] for c in cases[:3]] == [False, False, False]
+    assert "prose (C=1, 6 x 96 tokens, prose prompts): reported only" in plan.describe(cases, 0.95, "fail")
 
 
 def _broken(mutate):
@@ -41,7 +45,18 @@ def _broken(mutate):
     (lambda p, t: p["long_context"].__setitem__("prompt_tokens", 10 ** 7),
      "sglang_gate_plan.long_context.prompt_tokens = 10000000 is more than the long-context corpus holds"),
     (lambda p, t: p["coding"].__setitem__("prompt_tokens", 4096),
-     "sglang_gate_plan.coding.prompt_tokens is only for"),
+     "sglang_gate_plan.coding.prompt_tokens is only for prompts: long_context (this case sends the "
+     "coding prompts)"),
+    (lambda p, t: p["prose"].__setitem__("prompt_tokens", 4096),
+     "(this case sends the prose prompts)"),
+    (lambda p, t: p["prose"].__setitem__("report_only", "yes"),
+     "sglang_gate_plan.prose.report_only must be true or false, got 'yes'"),
+    (lambda p, t: t["nextn_3step"].__setitem__("prose", {"min_tok_s": 40}),
+     "sglang_gate_thresholds.nextn_3step.prose = {'min_tok_s': 40}: case prose of sglang_gate_plan is "
+     "report_only, so thresholds would not be judged; remove them, or set "
+     "sglang_gate_plan.prose.report_only: false"),
+    (lambda p, t: p["prose"].__setitem__("report_only", False),
+     "sglang_gate_thresholds.nextn_3step has no entry for case prose of sglang_gate_plan"),
     (lambda p, t: p["concurrent"].__setitem__("concurrency", 0),
      "sglang_gate_plan.concurrent.concurrency must be an integer >= 1, got 0"),
     (lambda p, t: p["coding"].pop("requests"), "sglang_gate_plan.coding.requests is required"),
@@ -140,6 +155,24 @@ def test_a_collapse_in_one_case_fails_the_gate_naming_it():
     assert table.splitlines()[-1] == "gate FAILED in 12.0s"
 
 
+def test_a_report_only_case_never_fails_the_gate_and_is_shown_as_reported():
+    cap = plan.check_capacity({}, CASES, {})
+    prose = dict(_case("prose", False, ["could not be measured: every request failed"]), report_only=True)
+    out = plan.judge([_case("coding", True), prose], cap, {}, "nextn_3step", "m", "u", 5.0)
+    assert out["passed"] is True and out["verdict"] == "pass" and out["failed_cases"] == []
+    assert out["failures"] == [] and [c["case"] for c in out["cases"]] == ["coding", "prose"]
+    assert plan.summary(out).endswith(" reported")
+    assert [row[9] for row in plan.table_rows(out)] == ["passed", "reported"]
+
+
+def test_an_empty_thresholds_entry_for_a_report_only_case_is_accepted():
+    t = copy.deepcopy(THRESHOLDS)
+    t["nextn_3step"]["prose"] = {}
+    assert plan.problems(PLAN, t, "nextn_3step") == []
+    t["nextn_3step"]["prose"] = {"min_tok_s": None}
+    assert plan.problems(PLAN, t, "nextn_3step") == []
+
+
 def test_every_case_passing_passes_with_each_case_in_the_summary():
     cap = plan.check_capacity({}, CASES, {})
     out = plan.judge([_case("coding", True), _case("concurrent", True)], cap, {}, "p", "m", "u", 3.0)
@@ -158,6 +191,14 @@ def _run(decode, al, agg, ttft):
         {"case": "concurrent", "prompts": "coding", "concurrency": 4, "decode_tok_s": {"median": decode},
          "accept_len": al, "aggregate_tok_s": agg, "ttft_s": {"p50": 0.2}},
         {"case": "gone", "unmeasured": "all requests failed"}]}
+
+
+def test_propose_leaves_a_report_only_case_out():
+    run = {"cases": [{"case": "coding", "prompts": "coding", "concurrency": 1,
+                      "decode_tok_s": {"median": 55.0}, "accept_len": 3.1},
+                     {"case": "prose", "prompts": "prose", "concurrency": 1, "report_only": True,
+                      "decode_tok_s": {"median": 41.0}, "accept_len": 2.4}]}
+    assert list(plan.propose([run, run], 0.1)) == ["coding"]
 
 
 def test_propose_is_a_margin_below_the_lowest_run():

@@ -123,6 +123,12 @@ class Knobs:
     # ln(1 + 32768/knee). 0.75: a 3-step AL of 2.39 at 32K (target 2.2-2.5); vllm#47602 reports
     # Qwen3.6-27B position-1 acceptance 93.5% -> 72.1% (x0.771) as the context grows.
     longctx_factor_32k: float = 0.75
+    # Prose: drafts are accepted less often on prose and chat than on code (code repeats itself).
+    # Every p_i x this for a prompt of 40 words or more with fewer than two code words
+    # (scheduler.is_prose). 0.80: a 3-step accept length of 3.39 -> 2.57 (x0.76), as the public
+    # Qwen3.6-27B MTP n=3 figures on 2x3090 in noonghunna/club-3090's BENCHMARKS.md: 70.7 tok/s on
+    # prose, 93.5 on code (x0.756) with one config, so at the same step time.
+    prose_accept_factor: float = 0.80
     longctx_knee_tokens: int = 1024  # decline starts after ~1K tokens (undiminished at ~100)
     # The collapse failure mode (0 = off): past this many prompt tokens every p_i = COLLAPSE_PROB.
     # 0.377: 1 + p + p^2 + p^3 = 1.57, sglang#30763's Qwen3.5 accept length past 32K (accept
@@ -165,6 +171,7 @@ class Knobs:
         k.accept_p1_context = _get(env, "ACCEPT_P1_CONTEXT", float, k.accept_p1_context)
         k.accept_context_tokens = _get(env, "ACCEPT_CONTEXT_TOKENS", int, k.accept_context_tokens)
         k.longctx_factor_32k = _get(env, "LONGCTX_FACTOR_32K", float, k.longctx_factor_32k)
+        k.prose_accept_factor = _get(env, "PROSE_ACCEPT_FACTOR", float, k.prose_accept_factor)
         k.longctx_knee_tokens = _get(env, "LONGCTX_KNEE_TOKENS", int, k.longctx_knee_tokens)
         k.longctx_collapse_tokens = _get(env, "LONGCTX_COLLAPSE_TOKENS", int,
                                          k.longctx_collapse_tokens)
@@ -193,7 +200,8 @@ class Knobs:
                k.compute_bound_tokens, k.accept_context_tokens, k.pre_pool_reserve_mib) < 0:
             raise KnobError("%sBATCH_SLOWDOWN, WARMUP_REQUESTS, CLOCK_JITTER_PCT, LONGCTX_COLLAPSE_TOKENS, "
                             "ACCEPT_CONTEXT_TOKENS, PRE_POOL_RESERVE_MIB must be >= 0" % PREFIX)
-        for name in ("accept_p1_context", "longctx_factor_32k", "longctx_collapse_prob"):
+        for name in ("accept_p1_context", "longctx_factor_32k", "longctx_collapse_prob",
+                     "prose_accept_factor"):
             if not 0.0 <= getattr(k, name) <= 1.0:
                 raise KnobError("%s%s must be in [0, 1]" % (PREFIX, name.upper()))
         if not 0.0 <= k.thinking_fraction < 1.0:

@@ -26,6 +26,7 @@ import logging
 import math
 import os
 import random
+import re
 import sys
 import time
 from collections import deque
@@ -93,7 +94,7 @@ class Req:
         "correct", "hist", "probs", "t_arrival", "t_admit", "t_first", "t_last", "t_finish",
         "finish", "fault", "stall_until", "stall_done", "counted", "sink", "done",
         "backlog", "waiter", "closed", "log_metrics", "index", "reasoning", "extra",
-        "collapsed",
+        "collapsed", "prose",
     )
 
     def __init__(self, rid: str, endpoint: str, prompt_tokens: int, max_tokens: int,
@@ -110,6 +111,7 @@ class Req:
         self.ignore_eos = ignore_eos
         self.reasoning = reasoning
         h = stable_hash(prompt_key)
+        self.prose = not health and is_prose(prompt_key)
         self.offset = h % SEQ_LEN
         # Emulated EOS: 2 of 3 prompts stop between 40% and 100% of max tokens.
         self.eos_at: int | None = None
@@ -186,6 +188,26 @@ class Req:
             "finish_reason": fr, "fault": self.fault, "counted_in_metrics": self.counted,
             "longctx_collapsed": self.collapsed,
         }
+
+
+# Words that make a prompt code (any case, whole words): two different ones or more.
+CODE_WORDS = frozenset((
+    "code", "python", "implement", "function", "class", "module", "algorithm", "sql", "api",
+    "pytest", "compile", "json", "http", "parser", "async", "asyncio", "database", "repository",
+    "def", "return", "import", "struct", "bug", "bugs", "test", "tests", "query", "queries",
+))
+_WORD = re.compile(r"[a-z_]+")
+
+
+PROSE_MIN_WORDS = 40
+
+
+def is_prose(text: str) -> bool:
+    """Whether a prompt is prose or chat rather than code: at least PROSE_MIN_WORDS words (a
+    shorter one is too short to tell, and keeps the coding calibration) and fewer than two
+    different CODE_WORDS."""
+    words = _WORD.findall(str(text).lower())
+    return len(words) >= PROSE_MIN_WORDS and len(CODE_WORDS.intersection(words)) < 2
 
 
 def accepted(probs: List[float], rnd: Callable[[], float]) -> int:
@@ -318,7 +340,7 @@ class Scheduler:
         threshold = self.knobs.longctx_collapse_tokens
         return bool(threshold) and prompt_tokens > threshold
 
-    def _probs_for(self, prompt_tokens: int) -> List[float]:
+    def _probs_for(self, prompt_tokens: int, prose: bool = False) -> List[float]:
         k = self.knobs
         if not self.base_probs:
             return []
@@ -328,7 +350,7 @@ class Scheduler:
         ramp = min(1.0, prompt_tokens / float(k.accept_context_tokens)) \
             if k.accept_context_tokens else 1.0
         probs[0] = probs[0] + (max(probs[0], k.accept_p1_context) - probs[0]) * ramp
-        factor = self.longctx_factor(prompt_tokens)
+        factor = self.longctx_factor(prompt_tokens) * (k.prose_accept_factor if prose else 1.0)
         return [min(1.0, p * factor) for p in probs]
 
     def decode_tok_s_at(self, prompt_tokens: int) -> float:
@@ -381,7 +403,7 @@ class Scheduler:
         self.totals["requests"] += 1
         if req.health:
             self.totals["health_requests"] += 1
-        req.probs = self._probs_for(req.prompt_tokens)
+        req.probs = self._probs_for(req.prompt_tokens, req.prose)
         req.collapsed = self.spec and self.collapses(req.prompt_tokens)
         if req.reasoning and req.limit > 2:
             req.think_len = max(2, int(round(self.knobs.thinking_fraction * req.max_tokens)))

@@ -100,14 +100,15 @@ options:
     default: 0.0
   prompts:
     description:
-      - What the measured requests send. C(coding) cycles the coding prompts; C(long_context) sends
+      - What the measured requests send. C(coding) cycles the coding prompts; C(prose) cycles
+        essays and chat (drafts are accepted less often on them than on code); C(long_context) sends
         a repository slice (code and documents shipped in C(sglang_perf/corpus.py)) of about
         O(prompt_tokens) tokens, a different slice per request. Every measured prompt starts with
         a request tag of its own, and warmup prompts are never measured ones, so no measured
         request finds its prefix in the radix cache. The server's own count
         (C(usage.prompt_tokens)) is reported; characters per token are learned from the warmup.
     type: str
-    choices: [coding, long_context]
+    choices: [coding, prose, long_context]
     default: coding
   prompt_tokens:
     description: Target prompt length of C(long_context) requests, in the server's tokens.
@@ -223,6 +224,22 @@ options:
     description: Fail when decode tok/s or accept length dropped more than this percentage from
       the baseline run of the same profile. Unset - changes are reported only.
     type: float
+  nvidia_smi:
+    description:
+      - With O(plan), the nvidia-smi whose answers make the host's fingerprint (per GPU name,
+        driver, power limit, max SM and memory clocks, PCIe generation and width, persistence
+        mode, ECC; C(nvidia-smi topo -m)'s links), a name looked up on the host's PATH or an
+        absolute path. An empty string asks nothing. One that is missing, fails or hangs (30 s)
+        leaves the GPUs out and says why in C(fingerprint.nvidia_smi); the benchmark runs on.
+    type: str
+    default: nvidia-smi
+  identity:
+    description:
+      - With O(plan), what else the fingerprint records - C(engine), C(version), C(release),
+        C(profile), C(profile_sha256) (the hash of the profile's settings).
+      - The fingerprint is compared with the baseline's; the differences come first in the message
+        (C(fingerprint_changes)).
+    type: dict
 attributes:
   check_mode:
     support: full
@@ -465,6 +482,17 @@ regression:
   returned: when the benchmark ran and a baseline was given or found
   type: dict
   sample: {decode_tok_s_pct: -2.1, accept_len_pct: 0.4, baseline: {decode_tok_s: 55.4, accept_len: 3.13}}
+fingerprint:
+  description: The host's fingerprint (see O(nvidia_smi) and O(identity)) with C(prompts), the prompt
+    set of each case (its source and the hash of its texts).
+  returned: when a plan ran
+  type: dict
+fingerprint_changes:
+  description: What differs from the baseline's fingerprint, the host first, each as a phrase.
+  returned: when a plan ran
+  type: list
+  elements: str
+  sample: ["power limit 300 W -> 250 W on GPU 1"]
 notes:
   description: Remarks about the run (excluded requests, missing counters, missing metrics).
   returned: when the benchmark ran
@@ -480,7 +508,7 @@ import os
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_perf import engine, history, plan, prompts
+from ansible.module_utils.sglang_perf import engine, fingerprint, history, plan, prompts
 from ansible.module_utils.sglang_perf.client import ConfigError, MeasureError
 
 D = engine.DEFAULTS  # one set of defaults for the module, the CLI and the engine
@@ -525,8 +553,10 @@ ARGUMENT_SPEC = dict(
     baseline_history=dict(type="path"),
     baseline_profile=dict(type="str"),
     max_regression_pct=dict(type="float"),
+    nvidia_smi=dict(type="str", default="nvidia-smi"),
+    identity=dict(type="dict"),
 )
-MODULE_ONLY = ("per_request", "baseline_history", "baseline_profile")
+MODULE_ONLY = ("per_request", "baseline_history", "baseline_profile", "nvidia_smi", "identity")
 PLAN_ONLY = ("plan", "thresholds", "calibrated", "profile", "promise")
 # what the plan's cases set (the single-case options that a plan run does not use)
 CASE_OPTIONS = ("prompts", "prompt_tokens", "concurrency", "requests", "max_requests", "max_tokens",
@@ -541,13 +571,25 @@ def last_passing(path, profile):
     return history.last_known_good(history.read(path), profile)
 
 
-def run_plan(params):
+def host_fingerprint(module, name, identity):
+    """fingerprint.take with the nvidia-smi ``name`` resolved on the host's PATH (and sbin)."""
+    if not name:
+        return fingerprint.take(fingerprint.run_argv, None, identity)
+    path = name if os.path.isabs(name) else module.get_bin_path(name)
+    if path is None or not os.access(path, os.X_OK):
+        return fingerprint.take(fingerprint.run_argv, None, identity,
+                                missing="%s: not found on the host (no GPU figures)" % name)
+    return fingerprint.take(fingerprint.run_argv, path, identity)
+
+
+def run_plan(module, params):
     common = {k: v for k, v in params.items()
               if k not in MODULE_ONLY + PLAN_ONLY + CASE_OPTIONS}
     return plan.run(common, params["plan"], params["thresholds"], params["profile"],
                     calibrated=params["calibrated"], promise=params["promise"],
                     baseline=params["baseline"] or last_passing(params["baseline_history"],
-                                                                params["baseline_profile"]))
+                                                                params["baseline_profile"]),
+                    fingerprint=host_fingerprint(module, params["nvidia_smi"], params["identity"]))
 
 
 def main():
@@ -564,7 +606,7 @@ def main():
                 options = {k: v for k, v in options.items() if k not in CASE_OPTIONS}
             probe = engine.probe(options)
         elif params["plan"] is not None:
-            result = run_plan(params)
+            result = run_plan(module, params)
         else:
             if not options["baseline"]:
                 rec = last_passing(params["baseline_history"], params["baseline_profile"])

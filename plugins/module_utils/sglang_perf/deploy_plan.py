@@ -13,7 +13,7 @@ import hashlib
 import json
 import re
 
-from . import capacity, exposition, fleet, plan, profile
+from . import capacity, exposition, fingerprint, fleet, plan, profile
 from .client import ConfigError
 
 ROLES = ("nvidia_gpu", "sglang", "sglang_gate")
@@ -136,6 +136,10 @@ def _gate_value_checks(v):
     yield ("sglang_gate_lkg_dir", None, "an absolute path", _abs(v.get("sglang_gate_lkg_dir")))
     yield ("sglang_gate_max_regression_pct", None, "null (report only) or a percentage from 0 to 100",
            reg is None or (_num(reg) is not None and 0 <= _num(reg) <= 100))
+    smi = v.get("sglang_gate_nvidia_smi")
+    yield ("sglang_gate_nvidia_smi", None, "a command name on the host's PATH, an absolute path, or '' "
+           "(the fingerprint asks no nvidia-smi)",
+           isinstance(smi, str) and not any(c.isspace() for c in smi) and ("/" not in smi or _abs(smi)))
 
 
 def _shown(value):
@@ -311,7 +315,13 @@ def make(v, host, groups, hostvars, play_hosts=None, facts=None, lock_text=None,
             problems.append("%s: %s" % (host, e))
     if "sglang_gate" in roles:
         out["gate"] = _gate(v, problems, name, profiles, chosen if valid_profile else None, hardware)
+        # what the host's fingerprint records beside the GPUs (fingerprint.IDENTITY)
+        out["gate"]["identity"] = {"engine": engine, "version": version, "release": release,
+                                   "profile": name, "profile_sha256": fingerprint.settings_sha256(chosen)
+                                   if valid_profile else None}
+        out["gate"]["nvidia_smi"] = v.get("sglang_gate_nvidia_smi")
     return out
+
 
 
 def _gate(v, problems, name, profiles, chosen, hardware):

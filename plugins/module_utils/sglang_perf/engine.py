@@ -72,7 +72,7 @@ DEFAULTS = {
     # warmup); 32 tokens are a dozen decode steps.
     "warmup_max_tokens": 32,
     "temperature": 0.0,
-    # coding: the coding prompts (prompts.py); long_context: a repository slice of about
+    # coding / prose: those prompts (prompts.py); long_context: a repository slice of about
     # prompt_tokens tokens (the server's count is reported; chars per token is learned in warmup
     # unless given).
     "prompts": "coding",
@@ -765,7 +765,8 @@ def measure(cfg, ep, model, server, warm=(), chars_per_token=None, progress=None
             except ValueError as e:
                 raise MeasureError("case %s: %s" % (cfg["case"], e))
         else:
-            name, body = promptset.CODING_PROMPTS[i % len(promptset.CODING_PROMPTS)]
+            prompt_set = promptset.PROMPT_SETS[cfg["prompts"]]
+            name, body = prompt_set[i % len(prompt_set)]
             text = promptset.tagged(rtag, body)
         recs.append(_Request("bench-%s-m%d" % (tag, i), "measure", name))
         texts.append(text)

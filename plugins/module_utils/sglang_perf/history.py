@@ -93,7 +93,8 @@ CASE_FIGURES = ("case", "description", "prompts", "concurrency", "requests", "ma
                 "prompt_tokens", "decode_tok_s", "accept_len", "accept_by_position",
                 "aggregate_tok_s", "ttft_s", "errors", "error_kinds", "thresholds",
                 "threshold_source", "regression", "roofline", "passed", "failures", "unmeasured",
-                "intervals", "verdict", "sequential", "time_to_verdict_s", "attribution")
+                "intervals", "verdict", "sequential", "time_to_verdict_s", "attribution",
+                "prompt_set", "report_only")
 
 
 def record(result, decision, context):
@@ -114,6 +115,9 @@ def record(result, decision, context):
         "failed_cases": result.get("failed_cases") or [],
         "failures": [f.get("message") for f in result.get("failures") or []],
         "cases": [{k: c.get(k) for k in CASE_FIGURES if k in c} for c in result.get("cases") or []],
+        # the host's fingerprint (fingerprint.py) and what changed since the baseline's
+        "fingerprint": result.get("fingerprint"),
+        "fingerprint_changes": result.get("fingerprint_changes") or [],
     })
     # the headline (first) case at the top, as one-case records had it
     for key in ("decode_tok_s", "accept_len", "accept_by_position", "aggregate_tok_s", "ttft_s",

@@ -12,6 +12,7 @@ import re
 import time
 
 from . import engine, history
+from . import fingerprint as hostprint
 from . import prompts as promptset
 from .client import ConfigError, MeasureError
 from .stats import min_sample, summarize
@@ -21,7 +22,7 @@ NAMES = {"plan": "sglang_gate_plan", "thresholds": "sglang_gate_thresholds",
          "calibrated": "sglang_gate_calibrated", "confidence": "sglang_gate_confidence"}
 
 CASE_KEYS = ("description", "prompts", "prompt_tokens", "concurrency", "requests", "max_requests",
-             "max_tokens")
+             "max_tokens", "report_only")
 
 THRESHOLD_KEYS = engine.THRESHOLDS
 _CASE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -59,7 +60,9 @@ def _case_problems(errors, where, case):
                               % (where, tokens, e))
     elif case.get("prompt_tokens") is not None:
         errors.append("%s.prompt_tokens is only for prompts: long_context (this case sends the "
-                      "coding prompts)" % where)
+                      "%s prompts)" % (where, source))
+    if not isinstance(case.get("report_only", False), bool):
+        errors.append("%s.report_only must be true or false, got %r" % (where, case["report_only"]))
     for key, minimum in (("concurrency", 1), ("requests", 1), ("max_tokens", 2)):
         if key not in case:
             errors.append("%s.%s is required" % (where, key))
@@ -100,7 +103,7 @@ def _sample_problems(errors, n, plan, thresholds, calibrated, profile, confidenc
     takes at ``confidence``."""
     fewest = min_sample(confidence)
     for name, case in plan.items():
-        if not isinstance(case, dict):
+        if not isinstance(case, dict) or _report_only(case):
             continue
         limits = dict(((thresholds or {}).get(profile) or {}).get(name) or {})
         limits.update(((calibrated or {}).get(profile) or {}).get(name) or {})
@@ -111,6 +114,12 @@ def _sample_problems(errors, n, plan, thresholds, calibrated, profile, confidenc
                           "needs an interval; it takes at least %d requests, %s %g)"
                           % (n["plan"], name, most, 100 * confidence, ", ".join(judged), profile,
                              fewest, n["confidence"], confidence))
+
+
+def _report_only(case):
+    """A case measured and recorded but never judged (``report_only: true``): it takes no
+    thresholds, and neither its figures nor its errors fail the gate."""
+    return isinstance(case, dict) and case.get("report_only") is True
 
 
 def problems(plan, thresholds, profile, calibrated=None, names=None, confidence=0.95):
@@ -150,9 +159,16 @@ def problems(plan, thresholds, profile, calibrated=None, names=None, confidence=
             errors.append("%s must be a mapping of case -> thresholds, got %r" % (where, entry))
             continue
         for case in plan:
-            if case in entry:
+            if _report_only(plan[case]) and case in entry:
+                given = entry[case]
+                if given is not None and not (isinstance(given, dict)
+                                              and all(v is None for v in given.values())):
+                    errors.append("%s.%s = %r: case %s of %s is report_only, so thresholds would "
+                                  "not be judged; remove them, or set %s.%s.report_only: false"
+                                  % (where, case, entry[case], case, n["plan"], n["plan"], case))
+            elif case in entry:
                 _threshold_problems(errors, "%s.%s" % (where, case), entry[case])
-            elif required:
+            elif required and not _report_only(plan[case]):
                 errors.append("%s has no entry for case %s of %s (cases: %s); give {} to measure "
                               "it without thresholds" % (where, case, n["plan"], ", ".join(plan)))
     if not errors:
@@ -169,9 +185,9 @@ def resolve(plan, thresholds, profile, calibrated=None, names=None, confidence=0
         raise ConfigError((names or NAMES).get("plan", NAMES["plan"]), "; ".join(errors))
     cases = []
     for name, case in plan.items():
-        limits = dict(thresholds[profile][name] or {})
+        limits = {} if _report_only(case) else dict(thresholds[profile][name] or {})
         source = {k: "thresholds" for k in limits}
-        mine = ((calibrated or {}).get(profile) or {}).get(name) or {}
+        mine = {} if _report_only(case) else ((calibrated or {}).get(profile) or {}).get(name) or {}
         limits.update(mine)
         source.update({k: "calibrated" for k in mine})
         options = {"case": name, "prompts": case.get("prompts", "coding"),
@@ -180,7 +196,7 @@ def resolve(plan, thresholds, profile, calibrated=None, names=None, confidence=0
                    "max_requests": int(case.get("max_requests") or case["requests"]),
                    "max_tokens": int(case["max_tokens"])}
         cases.append({"case": name, "description": case.get("description") or "",
-                      "options": options,
+                      "options": options, "report_only": _report_only(case),
                       "thresholds": {k: v for k, v in limits.items() if v is not None},
                       "source": source})
     return cases
@@ -195,7 +211,8 @@ def describe(cases, confidence, inconclusive):
             "%d-%d" % (o["requests"], o["max_requests"])
         parts.append("%s (C=%d, %s x %d tokens, %s prompts): %s" % (
             c["case"], o["concurrency"], sample, o["max_tokens"],
-            "~%d-token" % o["prompt_tokens"] if o["prompts"] == "long_context" else "coding",
+            "~%d-token" % o["prompt_tokens"] if o["prompts"] == "long_context" else o["prompts"],
+            "reported only" if c.get("report_only") else
             ", ".join("%s %s" % kv for kv in sorted(c["thresholds"].items())) or "measured only"))
     return "gate plan, each threshold judged on its %g%% interval (inconclusive: %s), at most %d " \
            "measured requests: %s" % (100 * confidence, inconclusive,
@@ -334,13 +351,15 @@ def _unmeasured(cfg, reason):
 
 
 def run(common, plan, thresholds, profile, calibrated=None, promise=None, baseline=None,
-        progress=None, names=None):
+        progress=None, names=None, fingerprint=None):
     """Run the whole plan against the server in ``common["url"]``; the plan result.
 
     ``common``: engine options shared by every case (url, api_key, model, api, warmup, timeouts,
     metrics, model_size, hardware, max_regression_pct). ``baseline``: the last passing history
-    record of the profile (each case is compared with its own case in it). Raises ConfigError for
-    a bad plan or option and MeasureError when the server cannot be measured at all."""
+    record of the profile (each case is compared with its own case in it). ``fingerprint``: the
+    host's (fingerprint.take), recorded with the prompt set of each case and compared with the
+    baseline's. Raises ConfigError for a bad plan or option and MeasureError when the server
+    cannot be measured at all."""
     cases = resolve(plan, thresholds, profile, calibrated, names, common.get("confidence") or 0.95)
     started = time.perf_counter()
     base = engine.validate(dict(common))
@@ -349,8 +368,8 @@ def run(common, plan, thresholds, profile, calibrated=None, promise=None, baseli
         opts = dict(common, **dict(c["options"], **c["thresholds"]))
         opts["warmup"] = 0  # one warmup for the whole plan, before its first case
         opts["baseline"] = history.baseline(baseline, c["case"], first=i == 0) if baseline else None
-        if baseline and baseline.get("profile") != profile:  # another profile's run: reported only
-            opts["max_regression_pct"] = None
+        if c["report_only"] or (baseline and baseline.get("profile") != profile):
+            opts["max_regression_pct"] = None  # reported, not judged
         cfgs.append(engine.validate(opts))
     ep = engine.endpoint(base)
     model, server = engine.discover(ep, base["model"])
@@ -369,11 +388,22 @@ def run(common, plan, thresholds, profile, calibrated=None, promise=None, baseli
         r["time_to_verdict_s"] = time.perf_counter() - (started if i == 0 else case_started)
         r["description"] = c["description"]
         r["threshold_source"] = c["source"]
+        r["prompt_set"] = promptset.set_id(cfg["prompts"])
+        r["report_only"] = c["report_only"]
         results.append(r)
     unused = unused_thresholds(plan, thresholds, profile)
     notes = ["thresholds for %s are not used: the plan has no such case" % ", ".join(unused)
              ] if unused else []
-    return judge(results, capacity, server, profile, model, ep.url, time.perf_counter() - started, notes)
+    out = judge(results, capacity, server, profile, model, ep.url, time.perf_counter() - started, notes)
+    if fingerprint is not None:
+        fp = dict(fingerprint, prompts={r["case"]: r["prompt_set"] for r in results})
+        # what the server says it runs, where the caller did not know (bench gate)
+        for key, said in (("engine", server.get("kind")), ("version", server.get("version"))):
+            if fp.get(key) is None and said not in (None, "unknown"):
+                fp[key] = said
+        out["fingerprint"] = fp
+        out["fingerprint_changes"] = hostprint.differences((baseline or {}).get("fingerprint"), fp)
+    return out
 
 
 HEADLINE = ("decode_tok_s", "accept_len", "accept_by_position", "aggregate_tok_s", "ttft_s",
@@ -394,15 +424,16 @@ def judge(results, capacity, server, profile, model, url, seconds, notes=()):
     """The plan's verdict from its cases' results: every case judged on its own, plus capacity.
     The first case's figures are the headline (one-line summaries, the rollout table)."""
     failures = list(capacity["failures"])
-    for r in results:
+    judged = [r for r in results if not r.get("report_only")]
+    for r in judged:
         for f in r["failures"]:
             failures.append(dict(f, case=r["case"], message="%s: %s" % (r["case"], f["message"])))
     out = {"passed": not failures, "profile": profile, "model": model, "url": url,
            "server": server, "capacity": capacity, "cases": results, "failures": failures,
            "failed_cases": (["capacity"] if capacity["failures"] else [])
-           + [r["case"] for r in results if not r["passed"]],
-           "verdict": plan_verdict(not capacity["failures"], results),
-           "inconclusive_cases": [r["case"] for r in results
+           + [r["case"] for r in judged if not r["passed"]],
+           "verdict": plan_verdict(not capacity["failures"], judged),
+           "inconclusive_cases": [r["case"] for r in judged
                                   if r.get("verdict") == engine.INCONCLUSIVE_VERDICT],
            "time_to_verdict_s": seconds, "headline": results[0]["case"] if results else None,
            "errors": sum(r["errors"] for r in results),
@@ -449,6 +480,8 @@ def shown(r, key, spec=".1f"):
 
 
 def verdict_word(r):
+    if r.get("report_only"):
+        return "reported"
     v = r.get("verdict") or ("pass" if r.get("passed") else "fail")
     return {"pass": "passed", "fail": "FAILED", "inconclusive": "INCONCLUSIVE"}.get(v, v)
 
@@ -473,21 +506,29 @@ def case_line(r):
                shown(r, "decode_tok_s"), shown(r, "accept_len", ".2f"),
                positions(r.get("accept_by_position")), shown(r, "aggregate_tok_s"),
                shown(r, "ttft_s", ".2f"), " (%g%% intervals)" % (100 * level) if level else "",
-               "; " + ctx if ctx else "", "" if r.get("verdict", "pass") == "pass" and r["passed"]
+               "; " + ctx if ctx else "",
+               "" if r.get("verdict", "pass") == "pass" and r["passed"] and not r.get("report_only")
                else " " + verdict_word(r)) + (
                "; vs the last-known-good: %s" % r["attribution"]["text"] if r.get("attribution") else "")
 
 
+def host_changes(result):
+    """'host changed since the last-known-good: ...; ' when the fingerprints differ, else ''."""
+    said = hostprint.text(result.get("fingerprint_changes") or [])
+    return said + "; " if said else ""
+
+
 def failure_message(result):
-    """One line naming every failed case and threshold, measured vs required."""
-    return "gate failed (%s): %s" % (", ".join(result["failed_cases"]),
-                                     "; ".join(f["message"] for f in result["failures"]))
+    """One line naming what changed on the host first, then every failed case and threshold,
+    measured vs required."""
+    return "gate failed (%s): %s%s" % (", ".join(result["failed_cases"]), host_changes(result),
+                                       "; ".join(f["message"] for f in result["failures"]))
 
 
 def summary(result):
-    """The passing verdict in one line."""
-    return "passed in %.0fs: %s" % (result["time_to_verdict_s"],
-                                    "; ".join(case_line(r) for r in result["cases"]))
+    """The passing verdict in one line, what changed on the host first."""
+    return "passed in %.0fs: %s%s" % (result["time_to_verdict_s"], host_changes(result),
+                                      "; ".join(case_line(r) for r in result["cases"]))
 
 
 TABLE_HEAD = ("case", "C", "requests x tok", "prompt tok", "decode tok/s", "accept", "by position",
@@ -519,6 +560,8 @@ def table(result):
                                              for u in result["capacity"].get("unverified") or [])
                     else _f(f["max_running_requests"], ".0f"),
                     "" if result["capacity"]["passed"] else "  FAILED"))
+    if result.get("fingerprint_changes"):
+        lines.append(hostprint.text(result["fingerprint_changes"]))
     for note in result.get("notes") or []:
         lines.append("note: " + note)
     for fail in result["failures"]:
@@ -558,7 +601,7 @@ def propose(runs, margin):
     out = {}
     for result in runs:
         for r in result.get("cases") or []:
-            if r.get("unmeasured"):
+            if r.get("unmeasured") or r.get("report_only"):
                 continue
             m = out.setdefault(r["case"], {"measured": {}})["measured"]
             long_case = r.get("prompts") == "long_context"

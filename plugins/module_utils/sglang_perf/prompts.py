@@ -8,6 +8,8 @@ Shipped as Python so AnsiballZ carries it to the target host with the engine.
 """
 from __future__ import annotations
 
+import hashlib
+
 from . import corpus
 
 _ASK = (
@@ -61,7 +63,53 @@ WARMUP_PROMPTS = (
     "database, with one short SQL example of each.",
 )
 
-PROMPT_SOURCES = ("coding", "long_context")
+# Prose and chat: what a "70 tok/s before" may have been measured on. The same server decodes
+# prose slower than code at the same settings (drafts are accepted less often on prose: the
+# club-3090 figures for one Qwen3.6-27B MTP n=3 config, 70.7 tok/s on prose and 93.5 on code), so
+# figures from the two are never compared as one.
+_PROSE_ASK = (
+    " Write it as continuous prose of at least fifteen hundred words, in paragraphs, with no code, "
+    "no lists and no headings."
+)
+PROSE_PROMPTS = (
+    ("lighthouse_story",
+     "Write a short story about the last keeper of a lighthouse on a northern island in the winter "
+     "the light is automated: the supply boat, the letters from the mainland, the storm, and what "
+     "he decides to keep when he leaves." + _PROSE_ASK),
+    ("city_history",
+     "Tell the history of a river port city from its founding as a ford to the present day as a "
+     "storyteller would: the floods, the bridges, the trade that made it rich and the trade that "
+     "left, and the people whose names the streets still carry." + _PROSE_ASK),
+    ("advice_letter",
+     "A friend has written to ask whether she should leave a stable job to open a bakery in the "
+     "town where she grew up. Answer her in a long, warm and honest letter that weighs what she "
+     "would gain and lose, tells a story of your own, and ends with a question for her." + _PROSE_ASK),
+    ("travel_essay",
+     "Write a travel essay about crossing a mountain range by night train: the station, the other "
+     "passengers, the landscape at dawn, the food, and what the journey taught you about time "
+     "and distance." + _PROSE_ASK),
+    ("science_explainer",
+     "Explain to a curious twelve-year-old why the sky is blue, why sunsets are red and why clouds "
+     "are white, as a patient teacher talking on a walk, with everyday comparisons and the story "
+     "of how people found out." + _PROSE_ASK),
+    ("book_review",
+     "Review an imagined novel about three generations of a family of boat builders for a literary "
+     "magazine: its plot, its characters, its language, what it gets right about work and "
+     "inheritance, and where it falls short." + _PROSE_ASK),
+    ("debate_speech",
+     "Write the speech a student gives in a school debate arguing that every town should keep its "
+     "public library open on Sundays, anticipating the other side's objections and answering each "
+     "of them." + _PROSE_ASK),
+    ("garden_diary",
+     "Write a year of a gardener's diary as one flowing essay: the first sowing in March, the slugs, "
+     "the drought of July, the harvest, the neighbour's advice, and the quiet of the garden under "
+     "the first snow." + _PROSE_ASK),
+)
+
+# The prompt sets a case draws from (``prompts``: coding, prose, or long_context, which is built
+# from corpus.py's documents at the case's prompt_tokens).
+PROMPT_SETS = {"coding": CODING_PROMPTS, "prose": PROSE_PROMPTS}
+PROMPT_SOURCES = ("coding", "prose", "long_context")
 
 _LONG_HEAD = (
     "Below is a slice of our repository: source files, migrations, configuration and the team's "
@@ -123,3 +171,15 @@ def corpus_sample(chars, tag):
         text.append(piece)
         size += len(piece)
     return tagged(tag, "Summarise these notes in two sentences.\n\n" + "".join(text))
+
+
+def set_id(source):
+    """The prompt set a case's figures came from, as the history keeps it: its source and the
+    first 12 hex digits of the sha256 of every text it is built from ('coding@1f2e3d4c5b6a'), so
+    two figures from different prompts are told apart even under one source name."""
+    if source == "long_context":
+        parts = [_LONG_HEAD, _LONG_TAIL] + ["%s\n%s" % d for d in corpus.DOCUMENTS]
+    else:
+        parts = [text for _, text in PROMPT_SETS.get(source, ())]
+    digest = hashlib.sha256("\x00".join(parts).encode("utf-8")).hexdigest()[:12]
+    return "%s@%s" % (source, digest)
