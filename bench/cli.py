@@ -22,6 +22,7 @@ from sglang_perf.client import ConfigError, MeasureError
 
 from bench import sizes
 from bench.common import EXIT_FAILED, EXIT_PASSED, EXIT_UNMEASURED, progress_printer
+from bench.paths import RUNS_DIR
 
 
 def _fmt(value, spec=".1f"):
@@ -179,6 +180,9 @@ def add_run_args(p):
     p.add_argument("--max-regression-pct", type=float,
                    help="fail when decode tok/s or accept length dropped more than this from the baseline")
     p.add_argument("--json", metavar="FILE", help="write the full result as JSON")
+    p.add_argument("--raw", metavar="FILE",
+                   help="every request's record as JSON lines, written after each batch and before any "
+                        "figure is computed (default: out/runs/run-<UTC time>-<pid>.jsonl)")
     p.add_argument("--quiet", action="store_true", help="no progress (bar or lines) on stderr")
 
 
@@ -217,12 +221,48 @@ def options_from(args):
     return opts
 
 
+class RawRecords:
+    """bench run's raw sink: every request's record so far, replaced atomically at ``path``."""
+
+    def __init__(self, path):
+        self.path, self.count = Path(path), 0
+
+    def __call__(self, records):
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        with open(str(tmp), "w", encoding="utf-8") as fh:
+            for rec in records:
+                fh.write(json.dumps(rec, sort_keys=True) + "\n")
+        os.replace(str(tmp), str(self.path))
+        self.count = len(records)
+
+
+def raw_path(args):
+    if args.raw:
+        return Path(args.raw)
+    import datetime
+    stamp = datetime.datetime.utcnow().strftime("%Y%m%dT%H%M%SZ")
+    return RUNS_DIR / ("run-%s-%d.jsonl" % (stamp, os.getpid()))
+
+
 def cmd_run(args):
     try:
         opts = options_from(args)
     except ValueError as e:
         sys.stderr.write("bench: %s\n" % e)
         return EXIT_UNMEASURED
+    raw = RawRecords(raw_path(args))
+    try:
+        return _run(args, opts, raw)
+    except Exception as e:  # the figures failed, not the measurement: say where it is
+        if not raw.count:
+            raise
+        sys.stderr.write("bench: the figures could not be computed (%s: %s); the %d requests' raw "
+                         "records are in %s\n" % (type(e).__name__, e, raw.count, raw.path))
+        return EXIT_UNMEASURED
+
+
+def _run(args, opts, raw):
     try:
         if not args.quiet:
             sys.stderr.write("benchmarking %s: %d warmup + %d requests at C=%d, %d tokens each%s\n"
@@ -231,7 +271,7 @@ def cmd_run(args):
                                 if args.max_requests and args.max_requests > args.requests else ""))
         progress = None if args.quiet else progress_printer(sys.stderr)
         try:
-            result = engine.run(opts, progress=progress)
+            result = engine.run(opts, progress=progress, raw=raw)
         finally:
             if progress is not None:
                 progress.close()
@@ -245,6 +285,8 @@ def cmd_run(args):
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
     print(table(result))
+    if not args.quiet:
+        sys.stderr.write("bench: %d requests' raw records in %s\n" % (raw.count, raw.path))
     if result["passed"]:
         return EXIT_PASSED
     unmeasurable = [f for f in result["failures"] if f["measured"] is None]

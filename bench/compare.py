@@ -455,6 +455,9 @@ def add_parser(sub, plan_commands=None):
                         "(repeatable, later wins; default: the production group_vars)")
     p.add_argument("--current", metavar="NAME",
                    help="with --plan: the target the host runs now (the answer gives the gain over it)")
+    p.add_argument("--context-tokens", metavar="N,N,...",
+                   help="with --plan: the context depths that replace the plan's long-context case "
+                        "(default 1024,8192,32768, as playbooks/compare.yml; '' the plan as it is)")
     p.add_argument("--concurrency", help="levels, e.g. 1,4,16 (default)")
     p.add_argument("--requests", type=int,
                    help="measured requests per point, at least 2 x C (default %d)"
@@ -537,8 +540,8 @@ def cmd_compare(args):
         if getattr(args, key) is None:
             setattr(args, key, value)
     try:
-        if args.vars or args.current:
-            raise InputError("--vars and --current are for --plan")
+        if args.vars or args.current or args.context_tokens is not None:
+            raise InputError("--vars, --current and --context-tokens are for --plan")
         targets = parse_targets(args.target)
         levels = parse_levels(args.concurrency)
         _sizes(args)  # before measuring: fail fast on bad size files

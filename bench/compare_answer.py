@@ -226,6 +226,52 @@ def depth_verdicts(pairs):
     return out
 
 
+def _tokens(n):
+    return "%dK" % (n // 1024) if n % 1024 == 0 else format(n, ",")
+
+
+def context_answers(pairs, rows):
+    """Per engine, over the long-context cases in order of their depth (the rows'
+    context_tokens): the deepest number of MTP steps up to which each one more step pays, and the
+    pair where it stops paying - {"engine", "depths": [{"case", "tokens", "pays_up_to",
+    "stops_at" (the first pair that does not pay, or None)}], "sentence"}. Engines with fewer
+    than two depths measured at two contexts are left out."""
+    tokens = {}
+    for r in rows:
+        if _ok(r) and r.get("context_tokens"):
+            tokens.setdefault(r["case"], int(r["context_tokens"]))
+    out = []
+    for engine in dict.fromkeys(p["engine"] for p in pairs):
+        depths = []
+        for case in sorted(tokens, key=tokens.get):
+            mine = sorted((p for p in pairs if p["engine"] == engine and p["case"] == case),
+                          key=lambda p: p["from_steps"])
+            if not mine:
+                continue
+            stop = next((p for p in mine if not p["pays"]), None)
+            depths.append({"case": case, "tokens": tokens[case], "stops_at": stop,
+                           "pays_up_to": stop["from_steps"] if stop else mine[-1]["to_steps"],
+                           "deepest": mine[-1]["to_steps"]})
+        if len(depths) < 2:
+            continue
+        parts = []
+        for d in depths:
+            stop = d["stops_at"]
+            parts.append("at %s %s" % (_tokens(d["tokens"]), (
+                "pays up to %d steps, the deepest measured" % d["deepest"]) if stop is None else (
+                "stops paying after %d step%s (%d -> %d: %s%%, spread %s%%)" % (
+                    stop["from_steps"], "" if stop["from_steps"] == 1 else "s", stop["from_steps"],
+                    stop["to_steps"], _f(stop["change_pct"], "+.1f"), _f(stop["noise_pct"])))))
+        ups = [d["pays_up_to"] for d in depths]
+        trend = "; it stops paying sooner as the context grows" if ups == sorted(ups, reverse=True) \
+            and ups[0] > ups[-1] else ""
+        out.append({"engine": engine, "depths": [{k: v for k, v in d.items() if k != "stops_at"}
+                                                 for d in depths],
+                    "sentence": "%s by context: one more MTP step %s%s" % (
+                        _label(engine), "; ".join(parts), trend)})
+    return out
+
+
 def roofline_shares(rows):
     """Each setting's share of the bandwidth roofline in the C=1 cases (the roofline is the
     single-stream ceiling): [{"profile", "engine", "shares": {case: pct}}]."""
@@ -253,7 +299,7 @@ def winner(cases, rows):
             score[p] = score.get(p, 0) + 1
     values = {a["case"]: {r["profile"]: r[metric_of(r)[1]] for r in _cases(rows)[a["case"]].values()}
               for a in cases}
-    tie_case = TIE_CASE if TIE_CASE in values else cases[0]["case"]
+    tie_case = TIE_CASE if TIE_CASE in values else _deepest_context(rows, values) or cases[0]["case"]
     top = max(score.values())
     tied = [p for p in score if score[p] == top]
     n = len(cases)
@@ -285,21 +331,30 @@ def winner(cases, rows):
                           _f(margin.get(decided), "+.1f"), second)}
 
 
+def _deepest_context(rows, values):
+    """The measured case of the longest context (the comparison's context depths), or None."""
+    deep = sorted(((int(r["context_tokens"]), r["case"]) for r in rows
+                   if r.get("context_tokens") and r["case"] in values), reverse=True)
+    return deep[0][1] if deep else None
+
+
 def answer(rows, current=None):
-    """The whole answer: {"cases", "depth", "depth_verdicts", "roofline", "winner", "current",
-    "lines"} ("lines": the report's opening, Markdown list items without the dash)."""
+    """The whole answer: {"cases", "depth", "depth_verdicts", "context", "roofline", "winner",
+    "current", "lines"} ("lines": the report's opening, Markdown list items without the dash)."""
     cases = case_answers(rows, current)
     depth = depth_answers(rows)
     verdicts = depth_verdicts(depth)
+    contexts = context_answers(depth, rows)
     roof = roofline_shares(rows)
     win = winner(cases, rows)
     lines = ["**Deploy %s (%s)**: %s. Rule: the winner is the setting best or within noise (the "
              "larger per-request spread of the two rows) in the most cases; a tie is broken by "
-             "the long_context case." % (win["profile"], _label(win["engine"]), win["reason"])]
+             "the longest context." % (win["profile"], _label(win["engine"]), win["reason"])]
     lines += [a["sentence"] for a in cases]
     lines += [v["sentence"] for v in verdicts]
+    lines += [c["sentence"] for c in contexts]
     lines += [p["sentence"] for p in depth]
     lines += ["%s (%s) roofline share: %s" % (e["profile"], _label(e["engine"]), ", ".join(
         "%s %.1f%%" % kv for kv in e["shares"].items())) for e in roof]
-    return {"cases": cases, "depth": depth, "depth_verdicts": verdicts, "roofline": roof,
+    return {"cases": cases, "depth": depth, "depth_verdicts": verdicts, "context": contexts, "roofline": roof,
             "winner": win, "current": current, "lines": lines}

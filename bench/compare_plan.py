@@ -26,7 +26,7 @@ from sglang_perf.client import ConfigError, MeasureError
 PLAN_ROW_KEYS = ("profile", "engine", "spec_steps", "case", "url", "concurrency", "requests",
                  "max_tokens", "prompt_tokens", "decode_tok_s_median", "decode_tok_s_min",
                  "decode_tok_s_max", "aggregate_tok_s", "accept_len", "accept_by_position",
-                 "ttft_p50_s", "errors", "error")
+                 "ttft_p50_s", "errors", "error", "context_tokens")
 SWEEP_ONLY = ("concurrency", "requests", "max_tokens", "warmup", "warmup_max_tokens", "api")
 
 
@@ -52,7 +52,9 @@ def _plan_row(name, engine, steps, url, case, result=None, error=None):
     level, reqs = case.get("concurrency"), case.get("requests")
     row = compare._row(name, url, level, reqs, result, error)
     row.update(engine=engine, spec_steps=steps, case=case["case"], max_tokens=case.get("max_tokens"),
-               prompt_tokens=((result or {}).get("prompt_tokens") or {}).get("median"))
+               prompt_tokens=((result or {}).get("prompt_tokens") or {}).get("median"),
+               # the context depth a long-context case stands for (the answer's by-context line)
+               context_tokens=case.get("prompt_tokens") if case.get("prompts") == "long_context" else None)
     if result is not None and result.get("unmeasured"):
         row.update(error=result["unmeasured"])
     return {k: row.get(k) for k in PLAN_ROW_KEYS}
@@ -198,6 +200,22 @@ def write_reports(rows, summary, out_dir, created=None):
     return compare.write_reports(rows, summary, out_dir, created, PLAN_ROW_KEYS, markdown, plot, "plan_cases")
 
 
+def with_contexts(gate_plan, spec):
+    """The plan at the context depths of --context-tokens (plan.context_plan; None: its default,
+    '': none)."""
+    tokens = None
+    if spec is not None:
+        try:
+            tokens = [int(t) for t in spec.split(",") if t.strip()]
+        except ValueError:
+            raise compare.InputError("--context-tokens wants token counts such as 1024,8192,32768, got %r"
+                                     % spec) from None
+    try:
+        return plan.context_plan(gate_plan, tokens, names=("--context-tokens", "--context-requests"))
+    except ConfigError as e:
+        raise compare.InputError(str(e)) from e
+
+
 def cmd_compare_plan(args):
     try:
         given = [k for k in SWEEP_ONLY if getattr(args, k) is not None]
@@ -213,6 +231,7 @@ def cmd_compare_plan(args):
             raise compare.InputError(str(e))
         for name, _url in targets:
             profile_facts(v, name)
+        v = dict(v, sglang_gate_plan=with_contexts(v.get("sglang_gate_plan") or {}, args.context_tokens))
         if args.current is not None and args.current not in dict(targets):
             raise compare.InputError("--current %s is not one of the targets (%s)"
                                      % (args.current, ", ".join(n for n, _ in targets)))

@@ -18,12 +18,24 @@ BIN = Path(sys.executable).parent
 JSON = {"ANSIBLE_STDOUT_CALLBACK": "json", "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1"}
 
 
-def ansible(tool, *args, env=None, timeout=1200, cwd=ROOT, json_output=False):
-    """Run ``tool ARGS``; the CompletedProcess (stdout: the json callback's with json_output)."""
+def _environment(env, json_output):
     e = dict(os.environ, ANSIBLE_NOCOLOR="1", **(JSON if json_output else {}))
     e.update(env or {})
-    return subprocess.run([str(BIN / tool), *args], cwd=str(cwd), env=e, capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
+    return e
+
+
+def ansible(tool, *args, env=None, timeout=1200, cwd=ROOT, json_output=False):
+    """Run ``tool ARGS``; the CompletedProcess (stdout: the json callback's with json_output)."""
+    return subprocess.run([str(BIN / tool), *args], cwd=str(cwd), env=_environment(env, json_output),
+                          capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def started(tool, *args, env=None, cwd=ROOT, output=None):
+    """``tool ARGS`` started in a process group of its own (a test may kill the whole run, as a
+    closed laptop does), its output to the file ``output``; the Popen."""
+    return subprocess.Popen([str(BIN / tool), *args], cwd=str(cwd), env=_environment(env, False),
+                            stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=True)
 
 
 def module_result(module, args, check=False, timeout=180, env=None):

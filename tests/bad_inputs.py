@@ -143,7 +143,7 @@ CASES = [
      ["sglang_gate_plan.coding.max_tokens must be an integer >= 2, got 1"]),
     ("long context without its length", {"sglang_gate_plan": {
         "coding": {"prompts": "long_context", "concurrency": 1, "requests": 1, "max_tokens": 64}}},
-     ["sglang_gate_plan.coding.prompt_tokens must be an integer >= 2048, got None"]),
+     ["sglang_gate_plan.coding.prompt_tokens must be an integer >= 1024, got None"]),
     ("benchmark API typo", {"sglang_gate_api": "openai"},
      ["sglang_gate_api", "chat, completions, native"]),
     ("launch module with a space",

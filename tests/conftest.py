@@ -83,6 +83,7 @@ CONTAINER_FILES = {
     "test_secrets.py": "sglang-local-3",
     "test_compare_host.py": "sglang-local-3",
     "test_service_faults.py": "sglang-local-4",
+    "test_deploy_lock.py": "sglang-local-4",
     "test_local_host.py": DEFAULT_HOST,
     "test_deploy.py": DEFAULT_HOST,
     "test_deploy_bad_inputs.py": DEFAULT_HOST,

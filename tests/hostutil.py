@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from ansiblerun import ansible
+from ansiblerun import ansible, started
 from conftest import DEFAULT_HOST, ROOT
 
 HOST = "ct-local"
@@ -22,16 +22,24 @@ needs_local_host = pytest.mark.container
 PLUMBING_GATE = "@" + str(ROOT / "tests" / "vars" / "plumbing_gate.yml")
 
 
-def play(*args, timeout=900, env=None, gate="plumbing"):
-    """ansible-playbook ARGS as a user runs it. gate="plumbing": the short gate run of
-    tests/vars/plumbing_gate.yml first (the test's own -e still wins); gate="inventory": the
-    inventory's own gate settings."""
+def _play_args(gate):
     pre = ["-e", PLUMBING_GATE] if gate == "plumbing" else []
     # each container's controller copy of the gate history apart from the others' (and from the
     # user's history/ directory); a test's own -e still wins
     history = ROOT / "out" / "test-history" / os.environ.get("LOCAL_HOST_NAME", DEFAULT_HOST)
-    pre += ["-e", "sglang_gate_controller_history_dir=%s" % history]
-    return ansible("ansible-playbook", *pre, *args, env=env, timeout=timeout)
+    return pre + ["-e", "sglang_gate_controller_history_dir=%s" % history]
+
+
+def play(*args, timeout=900, env=None, gate="plumbing"):
+    """ansible-playbook ARGS as a user runs it. gate="plumbing": the short gate run of
+    tests/vars/plumbing_gate.yml first (the test's own -e still wins); gate="inventory": the
+    inventory's own gate settings."""
+    return ansible("ansible-playbook", *_play_args(gate), *args, env=env, timeout=timeout)
+
+
+def play_started(*args, output, gate="plumbing"):
+    """play(ARGS) started in the background (its own process group), its output to ``output``."""
+    return started("ansible-playbook", *_play_args(gate), *args, output=output)
 
 
 def on_host(cmd, check=True):

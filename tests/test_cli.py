@@ -159,3 +159,47 @@ def test_progress_is_a_bar_on_a_terminal_and_lines_otherwise():
         else:
             assert "case coding: 6 requests, then one at a time up to 48, C=1, 192 tokens each" in text
             assert "lru_cache" in text and "coding after 6 requests, 20s" in text
+
+
+def test_a_1024_request_load_run_ends_with_its_figures_and_keeps_the_raw_records(emulator, tmp_path):
+    """The load run that died in the statistics (2.0 ** n overflowed from n = 1,024) after measuring
+    every request: 512 streams, 1,024 requests, no warmup (short outputs and a fast emulator, so it
+    takes seconds here; the statistics are what is tried)."""
+    emu = emulator("nextn_3step", env={"SGLEMU_SPEED_SCALE": "40"})
+    raw, out = tmp_path / "raw.jsonl", tmp_path / "r.json"
+    e = dict(os.environ)
+    e.pop("SGLANG_API_KEY", None)
+    p = subprocess.run([sys.executable, "-m", "bench", "run", "--url", emu.url, "--concurrency", "512",
+                        "--requests", "1024", "--warmup", "0", "--max-tokens", "16", "--quiet",
+                        "--raw", str(raw), "--json", str(out)], cwd=str(ROOT), env=e,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    r = json.loads(out.read_text())
+    assert r["requests"] == 1024 and r["errors"] == 0 and r["decode_tok_s"]["n"] == 1024
+    iv = r["intervals"]
+    assert iv["decode_tok_s"]["lower"] <= iv["decode_tok_s"]["estimate"] <= iv["decode_tok_s"]["upper"]
+    assert iv["accept_len"]["lower"] < iv["accept_len"]["estimate"] < iv["accept_len"]["upper"]
+    lines = raw.read_text().splitlines()
+    assert len(lines) == 1024 and all(json.loads(x)["completion_tokens"] == 16 for x in lines)
+
+
+def test_a_failure_in_the_figures_leaves_the_raw_records_and_names_them(emulator, tmp_path, monkeypatch,
+                                                                       capsys):
+    from bench import cli
+    from sglang_perf import engine
+
+    def broken(*args, **kw):
+        raise OverflowError(34, "Numerical result out of range")
+
+    emu = emulator("nextn_3step", env=FAST)
+    raw = tmp_path / "runs" / "raw.jsonl"
+    monkeypatch.setattr(engine, "_result", broken)
+    rc = cli.main(["run", "--url", emu.url, "--requests", "6", "--warmup", "1", "--max-tokens", "32",
+                   "--quiet", "--raw", str(raw)])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert ("the figures could not be computed (OverflowError: (34, 'Numerical result out of range')); "
+            "the 7 requests' raw records are in %s" % raw) in err
+    recs = [json.loads(x) for x in raw.read_text().splitlines()]
+    assert [r["phase"] for r in recs] == ["warmup"] + ["measure"] * 6
+    assert all(r["decode_tok_s"] > 0 for r in recs if r["phase"] == "measure")

@@ -175,3 +175,43 @@ def test_compare_report_plan_builds_the_answer_from_a_playbooks_plan_results(tmp
     bad = subprocess.run(report + ["--current", "no_spec", "--out", str(tmp_path)],
                          cwd=str(ROOT), capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "--current no_spec is not one of the compared profiles" in bad.stderr
+
+
+# ------------------------------------------------------------------------- context depths ----
+def ctx_row(profile, case, tokens, decode, steps, spread=2.0, engine="sglang"):
+    r = row(profile, "long_context", decode, spread=spread, steps=steps, engine=engine)
+    return dict(r, case=case, context_tokens=tokens)
+
+
+def test_the_answer_names_where_one_more_step_stops_paying_at_each_context():
+    """3 steps pay at 1K and 8K (each step beyond the 2% spread), at 32K the 3rd step no longer
+    does (+0.5%): the answer names the depth and the pair at each context, and the trend."""
+    speeds = {"context_1k": (40.0, 50.0, 58.0), "context_8k": (38.0, 46.0, 52.0),
+              "context_32k": (34.0, 38.0, 38.2)}
+    tokens = {"context_1k": 1024, "context_8k": 8192, "context_32k": 32768}
+    rows = [ctx_row("k%d" % steps, case, tokens[case], v, steps)
+            for case, vs in speeds.items() for steps, v in zip((1, 2, 3), vs)]
+    s = ca.answer(rows)
+    (vctx,) = s["context"]
+    assert [(d["case"], d["pays_up_to"]) for d in vctx["depths"]] == [
+        ("context_1k", 3), ("context_8k", 3), ("context_32k", 2)]
+    assert vctx["sentence"] == (
+        "SGLang by context: one more MTP step at 1K pays up to 3 steps, the deepest measured; at 8K "
+        "pays up to 3 steps, the deepest measured; at 32K stops paying after 2 steps (2 -> 3: +0.5%, "
+        "spread 2.0%); it stops paying sooner as the context grows")
+    assert vctx["sentence"] in s["lines"]
+    # the tie-break without a long_context case is the longest context
+    assert ca._deepest_context(rows, {c: {} for c in speeds}) == "context_32k"
+
+
+@pytest.mark.parametrize("n", [1, 2, 6])
+def test_context_answers_need_two_contexts_with_a_pair_of_depths(n):
+    rows = [ctx_row("k%d" % steps, "context_%d" % (1024 * (i + 1)), 1024 * (i + 1), 40.0 + steps, steps,
+                    spread=0.0) for i in range(n) for steps in (1, 2)]
+    out = ca.context_answers(ca.depth_answers(rows), rows)
+    assert len(out) == (0 if n < 2 else 1)
+    if out:
+        assert [d["pays_up_to"] for d in out[0]["depths"]] == [2] * n
+        assert "sooner" not in out[0]["sentence"]
+    # one depth per engine measured: no pair, nothing to say
+    assert ca.context_answers(ca.depth_answers(rows[::2]), rows[::2]) == []

@@ -411,8 +411,10 @@ def test_compare_plan_answers_whether_more_steps_pay(emulator, vllm_emus, tmp_pa
                      + "".join("  %s: %s\n" % (k, v * PLAN_SCALE if k == "gpu_bandwidth_gbs" else v)
                                for k, v in HARDWARE.items()))
     out = tmp_path / "out"
+    # the plan's own cases ('' - no context depths: the by-context answer is a pure test, and
+    # playbooks/compare.yml's default runs the depths in tests/test_compare_host.py)
     p = bench("compare", "--plan", "--quiet", "--vars", str(plan_vars), "--sizes", str(sizes),
-              "--out", str(out), "--current", "nextn_1step",
+              "--out", str(out), "--current", "nextn_1step", "--context-tokens", "",
               *sum((["--target", "%s=%s" % (n, e.url)] for n, e in emus.items()), []))
     assert p.returncode == 0, p.stderr
     for name in compare.FILES:
@@ -477,4 +479,4 @@ def test_compare_plan_refuses_unknown_profiles_and_sweep_options(tmp_path):
         assert p.returncode == 2 and message in p.stderr, p.stderr
         assert len(p.stderr.strip().splitlines()) == 1
     p = bench("compare", "--quiet", "--no-roofline", "--current", "x", "--target", "x=" + url)
-    assert p.returncode == 2 and "--vars and --current are for --plan" in p.stderr
+    assert p.returncode == 2 and "--vars, --current and --context-tokens are for --plan" in p.stderr

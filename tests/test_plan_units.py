@@ -41,7 +41,7 @@ def _broken(mutate):
     (lambda p, t: p["coding"].__setitem__("prompts", "poetry"),
      "sglang_gate_plan.coding.prompts must be one of"),
     (lambda p, t: p["long_context"].pop("prompt_tokens"),
-     "sglang_gate_plan.long_context.prompt_tokens must be an integer >= 2048, got None"),
+     "sglang_gate_plan.long_context.prompt_tokens must be an integer >= 1024, got None"),
     (lambda p, t: p["long_context"].__setitem__("prompt_tokens", 10 ** 7),
      "sglang_gate_plan.long_context.prompt_tokens = 10000000 is more than the long-context corpus holds"),
     (lambda p, t: p["coding"].__setitem__("prompt_tokens", 4096),
@@ -225,3 +225,32 @@ def test_the_calibration_file_keeps_other_profiles_and_says_how_it_was_measured(
     assert "#   coding: decode tok/s 52.00-55.00, accept length 3.04-3.10" in text
     # the file is valid for the role: the proposals pass its validation
     assert plan.problems(PLAN, THRESHOLDS, "nextn_3step", {"nextn_3step": data["nextn_3step"]}) == []
+
+
+# ------------------------------------------------------------------ the comparison's plan ----
+def test_the_comparison_replaces_the_long_context_case_by_its_depths():
+    p = plan.context_plan(PLAN)
+    assert list(p) == ["coding", "context_1k", "context_8k", "context_32k", "concurrent", "prose"]
+    assert [p[c]["prompt_tokens"] for c in ("context_1k", "context_8k", "context_32k")] == [1024, 8192, 32768]
+    assert all(p[c]["requests"] == 4 and p[c]["concurrency"] == 1 and p[c]["max_tokens"] == 128
+               for c in ("context_1k", "context_8k", "context_32k"))
+    assert p["coding"] == PLAN["coding"] and "long_context" not in p
+    # a valid plan measured without thresholds, as compare.yml runs it
+    assert plan.problems(p, {"nextn_3step": {c: {} for c in p}}, "nextn_3step") == []
+    assert plan.context_plan(PLAN, []) == PLAN
+    assert list(plan.context_plan({"coding": PLAN["coding"]}, [2000, 1024], 6)) == \
+        ["coding", "context_1k", "context_2000"]
+
+
+@pytest.mark.parametrize("tokens, requests, words", [
+    ([512], None, "compare_context_tokens: must be a list of different token counts, each an integer "
+                  ">= 1024"),
+    ([1024, 1024], None, "compare_context_tokens: must be a list of different"),
+    ("8192", None, "compare_context_tokens: must be a list"),
+    ([1024.5], None, "compare_context_tokens: must be a list"),
+    (None, 0, "compare_context_requests: must be an integer >= 1, got 0"),
+])
+def test_bad_context_depths_are_named(tokens, requests, words):
+    with pytest.raises(plan.ConfigError) as e:
+        plan.context_plan(PLAN, tokens, requests)
+    assert words in str(e.value)

@@ -42,6 +42,66 @@ def test_bootstrap_ratio_of_sums_is_reproducible_and_brackets_the_estimate():
     assert wide["lower"] <= a["lower"] and wide["upper"] >= a["upper"]
 
 
+@pytest.mark.parametrize("n", [1, 6, 7, 100, 1023, 1024, 1025, 10_000, 100_000])
+def test_the_median_interval_holds_for_any_number_of_requests(n):
+    """2.0 ** n overflowed a float from n = 1,024 (a 1,024-request load run measured every
+    request, then died): the order statistics are right at every size."""
+    from fractions import Fraction
+    iv = stats.median_interval(range(n), 0.95)
+    k = stats.median_rank(n, 0.95)
+    if n < 6:
+        assert k == 0 and iv["lower"] is None and iv["estimate"] == (n - 1) / 2.0
+        return
+    assert (iv["lower"], iv["upper"]) == (k - 1, n - k) and iv["lower"] <= iv["estimate"] <= iv["upper"]
+    assert 0.95 <= iv["coverage"] < 1.0
+    # exact arithmetic says the same: k is the largest rank whose coverage clears 95%
+    if n <= 1025:
+        def cdf(j):
+            return Fraction(sum(math.comb(n, i) for i in range(j + 1)), 2 ** n)
+        assert 1 - 2 * cdf(k - 1) >= Fraction(95, 100) > 1 - 2 * cdf(k)
+        assert iv["coverage"] == pytest.approx(float(1 - 2 * cdf(k - 1)), abs=1e-12)
+    else:  # the normal approximation of the rank: n/2 - 1.96 sqrt(n)/2
+        assert abs(k - (n / 2.0 - 1.959964 * math.sqrt(n) / 2.0)) < 2
+
+
+@pytest.mark.parametrize("n", [30, 1024])
+def test_the_median_interval_covers_the_true_median_as_stated(n):
+    rng = random.Random(n)
+    true_median = math.log(2)  # of an exponential(1)
+    trials = 800 if n > 100 else 2000
+    hits = 0
+    for _ in range(trials):
+        iv = stats.median_interval([rng.expovariate(1.0) for _ in range(n)], 0.95)
+        hits += iv["lower"] <= true_median <= iv["upper"]
+    assert hits / float(trials) >= 0.95 - 0.025
+
+
+@pytest.mark.parametrize("n", [2, 6, 1024, 2001, 100_000])
+def test_the_ratio_interval_holds_for_any_number_of_requests(n):
+    rng = random.Random(7)
+    pairs = [(rng.gauss(192.0, 8.0), rng.gauss(57.0, 3.0)) for _ in range(n)]
+    iv = stats.ratio_interval(pairs, 0.95)
+    assert iv["n"] == n and iv["lower"] < iv["estimate"] < iv["upper"]
+    assert iv["method"] == (stats.RATIO_METHOD if n <= stats.BOOTSTRAP_MAX_N else stats.RATIO_NORMAL_METHOD)
+    assert iv["estimate"] == pytest.approx(sum(a for a, _ in pairs) / sum(b for _, b in pairs))
+    if n >= 1024:  # both methods agree where both are cheap: the bootstrap and the delta method
+        normal = stats.ratio_normal_interval(pairs[:2000], 0.95)
+        boot = stats.ratio_interval(pairs[:2000], 0.95)
+        width = boot["upper"] - boot["lower"]
+        assert abs(normal["lower"] - boot["lower"]) < 0.15 * width
+        assert abs(normal["upper"] - boot["upper"]) < 0.15 * width
+
+
+def test_the_normal_ratio_interval_covers_the_true_ratio_as_stated():
+    rng = random.Random(11)
+    hits, trials = 0, 400
+    for _ in range(trials):  # true ratio 192 / 57
+        pairs = [(rng.gauss(192.0, 20.0), rng.gauss(57.0, 4.0)) for _ in range(3000)]
+        iv = stats.ratio_interval(pairs, 0.95)
+        hits += iv["lower"] <= 192.0 / 57.0 <= iv["upper"]
+    assert hits / float(trials) >= 0.95 - 0.03
+
+
 def _cfg(**kw):
     return engine.validate(dict(CASE, url=URL, **kw))
 

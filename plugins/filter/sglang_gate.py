@@ -17,6 +17,8 @@ description:
     not reached).
   - C(sglang_gate_calibration) is the host_vars file C(playbooks/calibrate.yml) writes - thresholds
     proposed at a margin below what several plan runs measured.
+  - C(sglang_gate_compare_plan) is the plan C(playbooks/compare.yml) measures - the gate plan with
+    its long-context case replaced by one case per context depth (1K, 8K, 32K tokens by default).
 """
 
 from sglang_perf import decision, plan
@@ -31,6 +33,17 @@ def sglang_gate_case_summary(case):
     if not isinstance(case, dict):
         raise AnsibleFilterError("sglang_gate_case_summary: a case result is a dict, got %r" % (case,))
     return plan.case_summary(case)
+
+
+def sglang_gate_compare_plan(gate_plan, tokens=None, requests=None):
+    """The comparison's plan: plan.context_plan (the gate plan, its long-context case replaced by
+    one case per context depth)."""
+    if not isinstance(gate_plan, dict):
+        raise AnsibleFilterError("sglang_gate_compare_plan: the gate plan is a dict, got %r" % (gate_plan,))
+    try:
+        return plan.context_plan(gate_plan, tokens, requests)
+    except ConfigError as e:
+        raise AnsibleFilterError(str(e)) from e
 
 
 def sglang_gate_calibration(runs, profile, margin, existing=None, host="?", when=None):
@@ -79,6 +92,7 @@ class FilterModule(object):
     def filters(self):
         return {"sglang_gate_case_summary": sglang_gate_case_summary,
                 "sglang_gate_calibration": sglang_gate_calibration,
+                "sglang_gate_compare_plan": sglang_gate_compare_plan,
                 "sglang_gate_failure": sglang_gate_failure,
                 "sglang_gate_restored_text": sglang_gate_restored_text,
                 "sglang_gate_rescue_failure": sglang_gate_rescue_failure,

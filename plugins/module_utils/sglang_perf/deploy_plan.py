@@ -71,6 +71,9 @@ def _value_checks(v):
            isinstance(nets, list) and all(_match(r"^[0-9A-Fa-f:.]+/[0-9]{1,3}$", n) for n in nets))
     yield ("sglang_releases_dir", None, "an absolute path", _abs(v.get("sglang_releases_dir")))
     yield ("sglang_releases_keep", None, ">= 1 release kept", (_int(v.get("sglang_releases_keep")) or 0) >= 1)
+    yield ("sglang_deploy_lock_path", None, "an absolute path", _abs(v.get("sglang_deploy_lock_path")))
+    yield ("sglang_deploy_lock_max_age", None, "seconds >= 60 (longer than a deploy takes)",
+           (_int(v.get("sglang_deploy_lock_max_age")) or 0) >= 60)
     for var in ("sglang_state_dir", "sglang_config_dir", "sglang_model_dir", "sglang_model_path"):
         yield (var, None, "an absolute path", _abs(v.get(var)))
     yield ("sglang_model_snapshot_path", None, "empty, or an absolute path", not snapshot or _abs(snapshot))
@@ -278,6 +281,9 @@ def make(v, host, groups, hostvars, play_hosts=None, facts=None, lock_text=None,
                            "wheels": [{"path": p, "sha256": d} for p, d in wheels]},
         "service": service, "user": v.get("sglang_user"), "group": v.get("sglang_group"),
         "python": v.get("sglang_python"), "state_dir": v.get("sglang_state_dir"),
+        "lock": {"path": v.get("sglang_deploy_lock_path"),
+                 "max_age": _int(v.get("sglang_deploy_lock_max_age")),
+                 "break": bool(v.get("sglang_break_lock"))},
         "releases_dir": v.get("sglang_releases_dir"), "releases_keep": _int(v.get("sglang_releases_keep")),
         "adopt_existing": bool(v.get("sglang_adopt_existing")),
         "adopt_backup_dir": v.get("sglang_adopt_backup_dir"),

@@ -42,9 +42,9 @@ INCONCLUSIVE = ("fail", "pass")
 MEDIAN_THRESHOLDS = ("min_tok_s", "max_ttft_s")
 UNDECIDED = "undecided"  # a threshold's state (and an interim look's verdict) while an interval straddles it
 
-# A long-context case shorter than this is not one (and the corpus sample of the warmup is
-# about this long).
-MIN_LONG_PROMPT_TOKENS = 2048
+# A long-context case shorter than this is not one: about where draft acceptance starts to fall
+# with context (the comparison's shallowest depth, playbooks/compare.yml).
+MIN_LONG_PROMPT_TOKENS = 1024
 # A long-context case whose prompts the server counted below this share of the target did not
 # measure what it promised (the corpus or the characters-per-token estimate fell short).
 PROMPT_TOKENS_TOLERANCE = 0.9
@@ -748,9 +748,12 @@ def warm_up(cfg, ep, model, progress=None, learn=False, kind=None):
 SAMPLE_CHARS = 8000
 
 
-def measure(cfg, ep, model, server, warm=(), chars_per_token=None, progress=None):
+def measure(cfg, ep, model, server, warm=(), chars_per_token=None, progress=None, raw=None):
     """The measured requests of one case, ``requests`` of them and then one at a time until the
-    verdict is decided or ``max_requests`` ran; the result dict (see the module's RETURN)."""
+    verdict is decided or ``max_requests`` ran; the result dict (see the module's RETURN).
+    ``raw(records)``, when given, gets every request's record so far (warmup and measured, as
+    per_request holds them) after each batch, before anything is computed from them: a failure
+    in the figures still leaves the measurements."""
     want_metrics = cfg["metrics"] != "never"
     tag = uuid.uuid4().hex[:8]
     cpt = cfg["chars_per_token"] or chars_per_token
@@ -784,6 +787,8 @@ def measure(cfg, ep, model, server, warm=(), chars_per_token=None, progress=None
         runner.phase(recs[batch], texts[batch])
         wall += time.perf_counter() - t
         issued = recs[:batch.stop]
+        if raw is not None:
+            raw([r.as_dict(cfg["max_tokens"]) for r in list(warm) + issued])
         if len(issued) >= cfg["max_requests"] or runner.abort_reason:
             break
         size = cfg["concurrency"]
@@ -817,16 +822,17 @@ def check_api(cfg, server):
                            "chat or completions" % (server.get("version") or ""))
 
 
-def run(options, progress=None):
+def run(options, progress=None, raw=None):
     """Benchmark the server with one case; returns the full result dict (see the module's
-    RETURN). Raises ConfigError for bad options and MeasureError when nothing could be measured."""
+    RETURN). Raises ConfigError for bad options and MeasureError when nothing could be measured.
+    ``raw``: as for measure."""
     cfg = validate(options)
     ep = endpoint(cfg)
     model, server = discover(ep, cfg["model"])
     check_api(cfg, server)
     learn = cfg["prompts"] == "long_context" and not cfg["chars_per_token"]
     warm, cpt = warm_up(cfg, ep, model, progress, learn=learn, kind=server["kind"])
-    return measure(cfg, ep, model, server, warm, cpt, progress)
+    return measure(cfg, ep, model, server, warm, cpt, progress, raw)
 
 
 def _intervals(cfg, ok, full, wall):

@@ -202,6 +202,56 @@ def resolve(plan, thresholds, profile, calibrated=None, names=None, confidence=0
     return cases
 
 
+# The comparison's context depths (playbooks/compare.yml, bench compare --plan): each a case of
+# the long-context prompts at about this many tokens, in place of the gate plan's long-context
+# case(s), measured with COMPARE_CONTEXT_REQUESTS requests (no thresholds: no interval needed).
+COMPARE_CONTEXT_TOKENS = (1024, 8192, 32768)
+COMPARE_CONTEXT_REQUESTS = 4
+
+
+def context_case(tokens):
+    """The name of the comparison's case at ``tokens`` of context: context_8k, context_1500."""
+    return "context_%dk" % (tokens // 1024) if tokens % 1024 == 0 else "context_%d" % tokens
+
+
+def context_plan(gate_plan, tokens=None, requests=None, names=("compare_context_tokens",
+                                                               "compare_context_requests")):
+    """The plan a comparison measures: ``gate_plan`` with its long-context case(s) replaced, where
+    the first stood, by one case per depth of ``tokens`` (default COMPARE_CONTEXT_TOKENS) at C=1,
+    ``requests`` requests each, the first long case's max_tokens (128 without one). [] keeps the
+    gate plan as it is. Raises ConfigError naming ``names`` for a bad depth or count."""
+    tokens = COMPARE_CONTEXT_TOKENS if tokens is None else tokens
+    requests = COMPARE_CONTEXT_REQUESTS if requests is None else requests
+    if not isinstance(tokens, (list, tuple)) or not all(
+            _is_number(t) and int(t) == t and t >= engine.MIN_LONG_PROMPT_TOKENS for t in tokens) \
+            or len(set(tokens)) != len(tokens):
+        raise ConfigError(names[0], "must be a list of different token counts, each an integer "
+                                    ">= %d (e.g. [1024, 8192, 32768]), got %r"
+                          % (engine.MIN_LONG_PROMPT_TOKENS, tokens))
+    if not (_is_number(requests) and int(requests) == requests and requests >= 1):
+        raise ConfigError(names[1], "must be an integer >= 1, got %r" % (requests,))
+    if not tokens:
+        return dict(gate_plan)
+    long_cases = [n for n, c in gate_plan.items()
+                  if isinstance(c, dict) and c.get("prompts") == "long_context"]
+    max_tokens = gate_plan[long_cases[0]].get("max_tokens", 128) if long_cases else 128
+    depths = {context_case(int(t)): {
+        "description": "about %s tokens of context, one stream (where acceptance falls with context)"
+                       % format(int(t), ","),
+        "prompts": "long_context", "prompt_tokens": int(t), "concurrency": 1,
+        "requests": int(requests), "max_tokens": max_tokens} for t in sorted(tokens)}
+    out = {}
+    for name, case in gate_plan.items():
+        if name in long_cases:
+            if name == long_cases[0]:
+                out.update(depths)
+            continue
+        out[name] = case
+    if not long_cases:
+        out.update(depths)
+    return out
+
+
 def describe(cases, confidence, inconclusive):
     """The resolved plan in one line, stated before the gate measures."""
     parts = []
