@@ -1,7 +1,7 @@
 """The watch's decisions (sglang_perf/watch.py) as Python calls: what two scrapes of /metrics say
 (busy, idle, down, restarted, no metrics) at their edges, for SGLang's and vLLM's names; the
 textfile it writes; the role's inputs and their refusals; the API key read from the server's
---config file; and the one-file program the role installs (plugins/filter/sglang_watch.py)."""
+--config file; and the one-file program the role installs (plugins/filter/sglang_watch_program.py)."""
 from __future__ import annotations
 
 import json
@@ -14,8 +14,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import ROOT, role_defaults
 from planutil import plan_for
-from plugins.filter import sglang_watch as flt
-from sglang_perf import metrics, watch
+from plugins.filter import sglang_watch_program as flt
+from sglang_perf import deploy_plan, metrics, watch
 
 GEN, VERIFY, REQS = (metrics.ENGINE_COUNTERS["sglang"][k] for k in ("generation_tokens", "verify_calls",
                                                                      "requests"))
@@ -236,7 +236,7 @@ def test_intervals_systemd_would_read_otherwise_are_refused(text):
 
 
 def inputs(**changes):
-    """The role's defaults as configure() reads them (vars/main.yml's _sglang_watch_inputs)."""
+    """The role's defaults as configure() reads them (watch.INPUTS, as the deploy plan passes them)."""
     defaults = role_defaults("sglang_watch")
     return dict({k: v for k, v in defaults.items() if k != "sglang_watch_enabled"}, **changes)
 
@@ -300,9 +300,15 @@ def test_a_case_without_a_decode_threshold_leaves_it_out(production_plan):
 def test_each_bad_input_is_refused_naming_its_variable(production_plan, changes, words):
     settings, problems = watch.configure(production_plan, inputs(**changes))
     assert settings is None and len(problems) == 1 and words in problems[0], problems
-    assert flt.sglang_watch_problems(production_plan, inputs(**changes)) == problems
-    with pytest.raises(Exception, match="sglang_watch_settings: "):
-        flt.sglang_watch_settings(production_plan, inputs(**changes))
+    # the deploy plan refuses it with the host's other problems, naming the variable, before
+    # anything changes (its argument spec first makes a string "10" the 10.0 s -e gives)
+    planned = plan_for(dict(changes, sglang_watch_enabled=True), roles=deploy_plan.ROLES, plumbing=False)
+    variable = problems[0].split(" = ")[0]
+    refused = [p for p in planned["problems"] if p.startswith(variable + " = ")]
+    if isinstance(changes.get("sglang_watch_window"), str):
+        assert refused == [], planned["problems"]
+    else:
+        assert len(refused) == 1, planned["problems"]
 
 
 def test_a_plan_without_the_gate_is_refused():

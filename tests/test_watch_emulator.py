@@ -18,7 +18,7 @@ import yaml
 from bench.launch import EmulatorProcess
 from conftest import free_port, role_defaults
 from planutil import plan_for
-from plugins.filter.sglang_watch import sglang_watch_program
+from plugins.filter.sglang_watch_program import sglang_watch_program
 from sglang_perf import watch
 from test_watch import families
 

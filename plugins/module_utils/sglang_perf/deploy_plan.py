@@ -13,10 +13,10 @@ import hashlib
 import json
 import re
 
-from . import capacity, exposition, fingerprint, fleet, plan, profile
+from . import capacity, exposition, fingerprint, fleet, plan, profile, watch
 from .client import ConfigError
 
-ROLES = ("nvidia_gpu", "sglang", "sglang_gate")
+ROLES = ("nvidia_gpu", "sglang", "sglang_gate", "sglang_watch")
 ENGINE_LABELS = {"sglang": "SGLang", "vllm": "vLLM"}
 ENGINE_DOCS = {"sglang": "https://docs.sglang.ai/", "vllm": "https://docs.vllm.ai/"}
 # What answers 200 once the server can serve (roles/sglang/tasks/ready.yml), per engine.
@@ -326,7 +326,21 @@ def make(v, host, groups, hostvars, play_hosts=None, facts=None, lock_text=None,
                                    "profile": name, "profile_sha256": fingerprint.settings_sha256(chosen)
                                    if valid_profile else None}
         out["gate"]["nvidia_smi"] = v.get("sglang_gate_nvidia_smi")
+    if "sglang_watch" in roles:
+        out["watch"] = _watch(v, problems, out)
     return out
+
+
+def _watch(v, problems, out):
+    """The watch's part of the plan: whether this host gets it (enabled, and the node serving the
+    API: rank 0) and, when it does, its settings file (watch.configure, its refusals)."""
+    rank = int((out.get("topology") or {}).get("node_rank") or 0)
+    active = bool(v.get("sglang_watch_enabled")) and rank == 0
+    if not active:
+        return {"active": False, "settings": None}
+    settings, found = watch.configure(out, {k: v.get(k) for k in watch.INPUTS})
+    problems.extend(found)
+    return {"active": True, "settings": settings}
 
 
 

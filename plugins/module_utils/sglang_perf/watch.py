@@ -230,6 +230,11 @@ def _refuse(problems, var, value, valid):
     problems.append("%s = %s is not valid: %s" % (var, value, valid))
 
 
+# The role's inputs configure() reads (the deploy plan passes them by name: deploy_plan._watch).
+INPUTS = ("sglang_watch_interval", "sglang_watch_window", "sglang_watch_probe_requests", "sglang_watch_case",
+          "sglang_watch_textfile_path", "sglang_watch_timeout")
+
+
 def configure(plan, inputs):
     """(settings, problems): the settings file of the watch from the host's deploy plan and the
     role's inputs ({variable name: value}); every problem names its variable."""

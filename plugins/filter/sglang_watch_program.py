@@ -1,16 +1,12 @@
 # -*- coding: utf-8 -*-
-"""Filters of roles/sglang_watch: the watch's settings from the deploy plan and the role's inputs
-(sglang_perf/watch.py decides), and the program the host runs - watch.py and the modules it
-imports, as one file."""
+"""The filter of roles/sglang_watch: the program the host runs - watch.py and the modules it
+imports, as one file (its settings are the deploy plan's: sglang_perf/deploy_plan.py)."""
 from __future__ import annotations
 
 DOCUMENTATION = r"""
-name: sglang_watch
-short_description: The watch's settings and its program, one file
+name: sglang_watch_program
+short_description: The watch's program, one file
 description:
-  - C(sglang_watch_problems) is every refusal of the role's inputs, each naming its variable
-    (empty when there is none); C(sglang_watch_settings) is the settings file's content, a dict
-    (sglang_perf/watch.py C(configure)), and fails with the refusals.
   - C(sglang_watch_program) is the program's text for the host's Python (the input, a path) -
     sglang_perf/watch.py and exactly the package modules it imports, read from the controller's
     copy, with the few lines that import them from the file itself; the same sources give the
@@ -21,7 +17,6 @@ import ast
 from pathlib import Path
 
 import sglang_perf
-from sglang_perf import watch
 
 from ansible.errors import AnsibleFilterError
 
@@ -30,7 +25,7 @@ ENTRY = "watch"
 
 PROGRAM_HEAD = '''#!%(python)s -I
 # sglang-watch: the watch on the running server (roles/sglang_watch). Usage: sglang-watch SETTINGS.json
-# One file, written by the role (plugins/filter/sglang_watch.py): SOURCES holds
+# One file, written by the role (plugins/filter/sglang_watch_program.py): SOURCES holds
 # plugins/module_utils/sglang_perf/watch.py and the package modules it imports (%(modules)s),
 # verbatim; the lines below import them from here. Do not edit: the next deploy replaces it.
 import importlib.abc
@@ -111,19 +106,6 @@ def sglang_watch_program(python, package_dir=PACKAGE_DIR):
     return PROGRAM_HEAD % {"python": python, "modules": ", ".join(modules)} + body + PROGRAM_TAIL
 
 
-def sglang_watch_problems(plan, inputs):
-    return watch.configure(plan, dict(inputs or {}))[1]
-
-
-def sglang_watch_settings(plan, inputs):
-    settings, problems = watch.configure(plan, dict(inputs or {}))
-    if problems:
-        raise AnsibleFilterError("sglang_watch_settings: %s" % "; ".join(problems))
-    return settings
-
-
 class FilterModule(object):
     def filters(self):
-        return {"sglang_watch_program": sglang_watch_program,
-                "sglang_watch_problems": sglang_watch_problems,
-                "sglang_watch_settings": sglang_watch_settings}
+        return {"sglang_watch_program": sglang_watch_program}
