@@ -10,7 +10,7 @@ STAMP := $(VENV)/.requirements.sha256
 export CONTAINERS_CONF := $(CURDIR)/.podman/containers.conf
 
 .PHONY: venv demo test check molecule molecule-changed bench-engine clean podman local-host dist contract \
-	crosscheck chromium promtool
+	crosscheck chromium promtool prometheus
 
 # The venv: the pinned tooling (requirements.txt) and the repository's own project (pyproject.toml)
 # installed editable, which gives the engine its one import path, `import sglang_perf`.
@@ -75,6 +75,12 @@ chromium:
 # prometheus package, unpacked into .tools/bin/ (git-ignored), nothing installed on the system.
 promtool:
 	@scripts/promtool.sh
+
+# Prometheus and node_exporter themselves for tests/test_watch_prometheus.py (the container tier:
+# the alerts and the dashboard's queries on the watch's textfile and the engine's /metrics,
+# scraped for real), from Debian's packages the same way, into .tools/bin/.
+prometheus:
+	@scripts/prometheus.sh
 
 # The embedded default host: container sglang-local (Ansible host ct-local), systemd as PID 1,
 # port 30000 on 127.0.0.1:30000; and the container tier's three more (sglang-local-2 to -4: the

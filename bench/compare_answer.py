@@ -1,32 +1,51 @@
 """The answer to "more MTP steps, or the other engine?" from the rows of a plan comparison
-(``python -m bench compare --plan``): one row per (setting, case of the gate plan). Pure: no I/O.
+(``python -m bench compare --plan``): one row per (setting, case of the measured plan). Pure: no I/O.
 
-A row has: profile, engine, spec_steps, case, concurrency, decode_tok_s_median / _min / _max
-(per-request decode tok/s over the case's requests), aggregate_tok_s, accept_len,
-accept_by_position (P(i) = share of verify steps that accepted at least i drafts), error and,
-after compare.analyse_plan, roofline (capacity.roofline of the row, or None).
+A row has: profile, engine, spec_steps, case, concurrency, requests, decode_tok_s_median / _min /
+_max, aggregate_tok_s, accept_len, accept_by_position (P(i) = share of verify steps that accepted
+at least i drafts), errors, prompt_tokens, context_tokens, report_only, error; what the gate makes
+of it (bench/compare_plan.py): intervals (the case result's, engine._intervals: the gate's own
+intervals at its confidence), judged (the gate judges the case: a case of the gate plan, not
+report_only, as plan.resolve resolves it), thresholds (the profile's resolved thresholds in a
+judged case; None when the gate cannot judge the profile, gate_problem says why); and, after
+compare.analyse_plan, roofline.
 
-The metric of a case: per-request decode (median) for a case at C=1, aggregate tok/s for a case
-at C>1 (the concurrent case).
+The metric of a case: per-request decode (the median's interval, order statistics) at C=1, the
+aggregate (the bootstrap over requests) at C>1. Two settings differ in a case only when their
+intervals do not overlap; overlapping intervals are a tie; a row whose interval has no bounds
+(fewer requests than the level takes: 6 at 95%) decides nothing.
 
-Noise: a row's measured spread is (max - min) / median of its per-request decode tok/s, in %
-(stats.summarize's spread_pct). Two settings differ in a case only when the relative difference
-of the case's metric is larger than the larger spread of the two rows; otherwise they are "within
-noise". A row measured with one request has a spread of 0: every difference then counts.
+The winner (docs/compare.md, "Who wins") is decided on the judged cases only. A setting can win
+when it has an interval in every judged case and fails none of its thresholds there (judged on
+those intervals by the gate's own code, engine.verdict_entries); of those, the winner is behind
+no other in any judged case. Several such (tied in every judged case) go to fewer draft steps,
+then the host's profile, then the first measured; none (a trade-off between cases): no winner.
+Context depths and report-only cases inform - their best setting, where one more step stops
+paying - and cast no vote.
 """
 from __future__ import annotations
 
 import itertools
 
+from sglang_perf import engine as gate
 from sglang_perf.deploy_plan import ENGINE_LABELS
+from sglang_perf.stats import min_sample
 
 # What a comparison ranks by: metric -> (row key, words used in the statements); metric_of says
-# which one a case is judged on.
+# which one a case is judged on, INTERVAL_OF which of the case result's intervals bounds it.
 COMPARED_METRICS = {
     "decode": ("decode_tok_s_median", "per-request decode"),
     "aggregate": ("aggregate_tok_s", "aggregate"),
 }
-TIE_CASE = "long_context"
+INTERVAL_OF = {"decode": "decode_tok_s", "aggregate": "aggregate_tok_s"}
+AHEAD, BEHIND, TIE = "ahead", "behind", "tie"
+# One more step, from the deeper setting's interval against the shallower one's.
+PAYS, COSTS, NO_DIFFERENCE, TOO_FEW = "pays", "costs", "no difference shown", "not enough requests"
+OUTCOMES = {AHEAD: PAYS, BEHIND: COSTS, TIE: NO_DIFFERENCE, None: TOO_FEW}
+RULE = ("decided on the judged cases only, on the gate's %g%% intervals: a setting that fails a "
+        "judged case's thresholds, or has no interval there, cannot win; the winner is behind no "
+        "other setting in any judged case (intervals apart); overlapping intervals are a tie, which "
+        "goes to fewer draft steps, then the host's profile")
 
 
 def metric_of(row):
@@ -35,12 +54,30 @@ def metric_of(row):
     return metric, COMPARED_METRICS[metric][0]
 
 
-def spread_pct(row):
-    """(max - min) / median of the row's per-request decode tok/s, in % (0 when unknown)."""
-    med, lo, hi = row.get("decode_tok_s_median"), row.get("decode_tok_s_min"), row.get("decode_tok_s_max")
-    if not med or lo is None or hi is None:
-        return 0.0
-    return 100.0 * (float(hi) - float(lo)) / float(med)
+def interval(row):
+    """The gate's interval of the row's metric ({"estimate", "lower", "upper", "n", ...}) or None."""
+    return (row.get("intervals") or {}).get(INTERVAL_OF[metric_of(row)[0]])
+
+
+def _bounded(iv):
+    return bool(iv) and iv.get("lower") is not None and iv.get("upper") is not None
+
+
+def level_of(rows):
+    """The level of the rows' intervals (the gate's confidence they were measured at); 0.95 without."""
+    levels = [(r.get("intervals") or {}).get("level") for r in rows]
+    return next((float(v) for v in levels if v), 0.95)
+
+
+def relation(a, b):
+    """Row a against row b on their metric's intervals: AHEAD (a's lower bound above b's upper),
+    BEHIND, TIE (they overlap) or None (either has no bounds)."""
+    ia, ib = interval(a), interval(b)
+    if not (_bounded(ia) and _bounded(ib)):
+        return None
+    if ia["lower"] > ib["upper"]:
+        return AHEAD
+    return BEHIND if ia["upper"] < ib["lower"] else TIE
 
 
 def _pct(a, b):
@@ -64,6 +101,21 @@ def _f(value, spec=".1f"):
     return "-" if value is None else format(value, spec)
 
 
+def shown(row):
+    """The row's metric with its interval, '58.0 [56.8, 59.2]', or '58.0 (no interval)'."""
+    iv = interval(row)
+    if _bounded(iv):
+        return gate.fmt_interval(iv)
+    return "%s (no interval)" % _f(row.get(metric_of(row)[1]))
+
+
+def _few(row, level):
+    """'4; a 95% interval takes at least 6': why a row's interval has no bounds."""
+    n = (interval(row) or {}).get("n") or row.get("requests")
+    return "%s; a %g%% interval takes at least %d" % ("?" if n is None else int(n), 100 * level,
+                                                      min_sample(level))
+
+
 def _cases(rows):
     """{case: {profile: row}} of the measured rows, cases and profiles in row order."""
     out = {}
@@ -73,57 +125,86 @@ def _cases(rows):
     return out
 
 
-def _within(a, b, key):
-    """(difference of a over b in %, the noise in %, whether the difference is within it)."""
-    d = _pct(a[key], b[key])
-    noise = max(spread_pct(a), spread_pct(b))
-    return d, noise, d is None or abs(d) <= noise
+def gate_check(row):
+    """The gate's judgement of a judged row against its profile's thresholds, on the row's
+    intervals, by the gate's own code (engine.verdict_entries): {"failed": [messages],
+    "straddled": [messages]}; None for a row the gate does not judge or cannot (no thresholds)."""
+    if not row.get("judged") or row.get("thresholds") is None:
+        return None
+    cfg = dict(gate.DEFAULTS, **row["thresholds"])
+    cfg["concurrency"] = int(row.get("concurrency") or 1)
+    result = {"intervals": row.get("intervals") or {}, "errors": int(row.get("errors") or 0),
+              "error_kinds": {}, "metrics": None,
+              "prompt_tokens": {"target": row.get("context_tokens"), "median": row.get("prompt_tokens")}}
+    entries = gate.verdict_entries(result, cfg)
+    return {"failed": [e["message"] for e in entries if e["state"] == gate.FAIL],
+            "straddled": [e["message"] for e in entries if e["state"] == gate.UNDECIDED]}
+
+
+def _role(row):
+    return "judged: votes" if row.get("judged") else "informs only"
 
 
 def case_answers(rows, current=None):
-    """Per case: the best setting, the runner-up, the margin and the settings within noise of
-    the best; and the margin over ``current`` (the host's profile) when it was measured."""
+    """Per case: the best setting (highest estimate), the runner-up and whether their intervals
+    are apart, the settings tied with the best (overlapping intervals), those without an
+    interval, and the margin over ``current`` (the host's profile) when it was measured."""
     out = []
+    level = level_of(rows)
     for case, by in _cases(rows).items():
         first = next(iter(by.values()))
         metric, key = metric_of(first)
         ranked = sorted(by.values(), key=lambda r: -float(r[key]))  # stable: row order on ties
         best = ranked[0]
         a = {"case": case, "metric": metric, "concurrency": best.get("concurrency"),
-             "best": best["profile"], "engine": _engine(best), "value": best[key],
-             "runner_up": None, "runner_up_value": None, "margin_pct": None, "noise_pct": None,
-             "beyond_noise": None, "within_noise": [best["profile"]],
-             "current": None, "current_value": None, "vs_current_pct": None}
+             "judged": bool(best.get("judged")), "best": best["profile"], "engine": _engine(best),
+             "value": best[key], "shown": shown(best), "runner_up": None, "runner_up_value": None,
+             "runner_up_shown": None, "margin_pct": None, "apart": None, "tied": [best["profile"]],
+             "no_interval": [] if _bounded(interval(best)) else [best["profile"]],
+             "current": None, "current_value": None, "current_shown": None, "current_apart": None,
+             "vs_current_pct": None, "level": level}
         for r in ranked[1:]:
-            if _within(best, r, key)[2]:
-                a["within_noise"].append(r["profile"])
+            rel = relation(best, r)
+            if not _bounded(interval(r)):
+                a["no_interval"].append(r["profile"])
+            elif rel == TIE:
+                a["tied"].append(r["profile"])
         if len(ranked) > 1:
             second = ranked[1]
-            d, noise, within = _within(best, second, key)
-            a.update(runner_up=second["profile"], runner_up_value=second[key], margin_pct=d,
-                     noise_pct=noise, beyond_noise=not within)
+            rel = relation(best, second)
+            a.update(runner_up=second["profile"], runner_up_value=second[key], runner_up_shown=shown(second),
+                     margin_pct=_pct(best[key], second[key]), apart=None if rel is None else rel == AHEAD)
         if current is not None and current in by:
-            a.update(current=current, current_value=by[current][key],
-                     vs_current_pct=_pct(best[key], by[current][key]))
-        a["sentence"] = _case_sentence(a)
+            a.update(current=current, current_value=by[current][key], current_shown=shown(by[current]),
+                     vs_current_pct=_pct(best[key], by[current][key]),
+                     current_apart=None if relation(best, by[current]) is None
+                     else relation(best, by[current]) == AHEAD)
+        a["sentence"] = _case_sentence(a, _role(best))
         out.append(a)
     return out
 
 
-def _case_sentence(a):
-    label = COMPARED_METRICS[a["metric"]][1]
-    s = "%s (C=%s, %s): best %s at %s tok/s" % (a["case"], a["concurrency"], label, a["best"],
-                                               _f(a["value"]))
+def _apart(apart, level):
+    if apart is None:
+        return "no interval to tell"
+    return "apart at %g%%" % (100 * level) if apart else "a tie, the intervals overlap"
+
+
+def _case_sentence(a, role):
+    s = "%s (C=%s, %s; %s): best %s at %s tok/s" % (
+        a["case"], a["concurrency"], COMPARED_METRICS[a["metric"]][1], role, a["best"], a["shown"])
     if a["runner_up"] is not None:
-        s += ", %s%% over %s (%s tok/s; spread %s%%: %s)" % (
-            _f(a["margin_pct"], "+.1f"), a["runner_up"], _f(a["runner_up_value"]),
-            _f(a["noise_pct"]), "beyond noise" if a["beyond_noise"] else "within noise")
-    if len(a["within_noise"]) > 1:
-        s += "; within noise of it: %s" % ", ".join(a["within_noise"][1:])
+        s += ", %s%% over %s (%s tok/s: %s)" % (_f(a["margin_pct"], "+.1f"), a["runner_up"],
+                                                a["runner_up_shown"], _apart(a["apart"], a["level"]))
+    if len(a["tied"]) > 1:
+        s += "; tied with the best: %s" % ", ".join(a["tied"][1:])
+    if a["no_interval"]:
+        s += "; no interval (too few requests): %s" % ", ".join(a["no_interval"])
     if a["current"] is not None:
-        s += "; the current profile %s %s" % (
-            a["current"], "is the best" if a["current"] == a["best"] else "is behind: %s%% over it (%s tok/s)"
-            % (_f(a["vs_current_pct"], "+.1f"), _f(a["current_value"])))
+        behind = "is behind: %s%% over it (%s tok/s: %s)" % (
+            _f(a["vs_current_pct"], "+.1f"), a["current_shown"], _apart(a["current_apart"], a["level"]))
+        s += "; the current profile %s %s" % (a["current"],
+                                              "is the best" if a["current"] == a["best"] else behind)
     return s
 
 
@@ -152,9 +233,11 @@ def cycle_share(from_row, to_row):
 
 def depth_answers(rows):
     """Per engine and case, each pair of adjacent measured depths k -> k' (speculative steps):
-    the metric's change, whether it pays (a gain larger than the spread), the marginal
-    per-position acceptance P(k+1..k') of the deeper row against the break-even of cycle_share."""
+    the metric's change and its outcome on the two rows' intervals - PAYS (the deeper one's interval
+    above), COSTS (below), NO_DIFFERENCE (they overlap), TOO_FEW (either has no interval) - and
+    the deeper row's added per-position acceptance P(k+1..k') against cycle_share's break-even."""
     out = []
+    level = level_of(rows)
     for case, by in _cases(rows).items():
         engines = {}
         for r in by.values():
@@ -165,15 +248,17 @@ def depth_answers(rows):
             for k, k2 in zip(ks, ks[1:]):
                 lo, hi = depths[k], depths[k2]
                 metric, key = metric_of(hi)
-                d, noise, _within_noise = _within(hi, lo, key)
+                outcome = OUTCOMES[relation(hi, lo)]
                 share, break_even = cycle_share(lo, hi)
                 pos = list(hi.get("accept_by_position") or [])[k:k2]
                 added = sum(pos) if len(pos) == k2 - k else None
-                p = {"engine": engine, "case": case, "metric": metric, "from": lo["profile"],
-                     "to": hi["profile"], "from_steps": k, "to_steps": k2,
-                     "from_value": lo[key], "to_value": hi[key],
-                     "change_tok_s": float(hi[key]) - float(lo[key]), "change_pct": d,
-                     "noise_pct": noise, "pays": d is not None and d > noise,
+                p = {"engine": engine, "case": case, "metric": metric, "judged": bool(hi.get("judged")),
+                     "from": lo["profile"], "to": hi["profile"], "from_steps": k, "to_steps": k2,
+                     "from_value": lo[key], "to_value": hi[key], "from_shown": shown(lo),
+                     "to_shown": shown(hi), "change_tok_s": float(hi[key]) - float(lo[key]),
+                     "change_pct": _pct(hi[key], lo[key]), "outcome": outcome, "pays": outcome == PAYS,
+                     "level": level, "too_few": None if outcome != TOO_FEW
+                     else _few(hi if _bounded(interval(lo)) else lo, level),
                      "marginal_positions": pos or None, "marginal_accept": added,
                      "step_cost_share": share, "break_even_accept": break_even}
                 p["sentence"] = _depth_sentence(p)
@@ -192,12 +277,18 @@ def _positions(p):
                                p["marginal_accept"])
 
 
+def _outcome_words(p):
+    if p["outcome"] == TOO_FEW:
+        return "%s (%s)" % (TOO_FEW, p["too_few"])
+    return "%s at %g%%" % (p["outcome"], 100 * p["level"])
+
+
 def _depth_sentence(p):
     steps = p["to_steps"] - p["from_steps"]
-    s = "%s %d -> %d steps, %s (%s): %s tok/s (%s%%, spread %s%%): %s" % (
+    s = "%s %d -> %d steps, %s (%s; %s): %s -> %s tok/s (%s%%): %s" % (
         _label(p["engine"]), p["from_steps"], p["to_steps"], p["case"], COMPARED_METRICS[p["metric"]][1],
-        _f(p["change_tok_s"], "+.1f"), _f(p["change_pct"], "+.1f"), _f(p["noise_pct"]),
-        "pays" if p["pays"] else "does not pay")
+        "judged" if p["judged"] else "informs only", p["from_shown"], p["to_shown"],
+        _f(p["change_pct"], "+.1f"), _outcome_words(p))
     if p["step_cost_share"] is not None:
         s += "; %s against a break-even of %s: the %s take%s %.1f%% of a %d-step verify cycle" % (
             _positions(p), _f(p["break_even_accept"], ".2f"),
@@ -207,22 +298,23 @@ def _depth_sentence(p):
 
 
 def depth_verdicts(pairs):
-    """Per engine and pair of depths over the cases: "pays" (in every case), "does not pay" (in
-    none) or "mixed" (naming the cases where it pays)."""
+    """Per engine and pair of depths over the judged cases (the ones that vote): their common
+    outcome, or "mixed" naming each case's."""
     out = []
+    judged = [p for p in pairs if p["judged"]]
     for (engine, k, k2), group in itertools.groupby(
-            sorted(pairs, key=lambda p: (p["engine"], p["from_steps"], p["to_steps"])),
+            sorted(judged, key=lambda p: (p["engine"], p["from_steps"], p["to_steps"])),
             key=lambda p: (p["engine"], p["from_steps"], p["to_steps"])):
-        group = list(group)
-        yes = [p["case"] for p in group if p["pays"]]
-        verdict = "pays" if len(yes) == len(group) else "does not pay" if not yes else "mixed"
+        outcomes = {p["case"]: p["outcome"] for p in group}
+        kinds = list(dict.fromkeys(outcomes.values()))
+        verdict = kinds[0] if len(kinds) == 1 else "mixed"
+        said = "%s (in %s)" % (verdict, ", ".join(outcomes)) if verdict != "mixed" else "; ".join(
+            "%s in %s" % (o, ", ".join(c for c in outcomes if outcomes[c] == o)) for o in kinds)
         out.append({"engine": engine, "from_steps": k, "to_steps": k2, "verdict": verdict,
-                    "pays_in": yes, "cases": [p["case"] for p in group],
-                    "sentence": "%s %d -> %d steps: %s %s (in %s)" % (
+                    "pays_in": [c for c in outcomes if outcomes[c] == PAYS], "cases": list(outcomes),
+                    "sentence": "%s %d -> %d steps (judged cases): %s: %s" % (
                         _label(engine), k, k2, "one more step" if k2 == k + 1 else "%d more steps" % (k2 - k),
-                        (verdict if k2 == k + 1 else {"pays": "pay", "does not pay": "do not pay"}.get(
-                            verdict, verdict)) if verdict != "mixed" else "pays in %s only" % ", ".join(yes),
-                        ", ".join(p["case"] for p in group))})
+                        said)})
     return out
 
 
@@ -230,13 +322,27 @@ def _tokens(n):
     return "%dK" % (n // 1024) if n % 1024 == 0 else format(n, ",")
 
 
+def _context_part(d):
+    stop, name = d["stops_at"], _tokens(d["tokens"])
+    if stop is None:
+        return "at %s pays up to %d steps, the deepest measured" % (name, d["deepest"])
+    pair = "%d -> %d" % (stop["from_steps"], stop["to_steps"])
+    if stop["outcome"] == TOO_FEW:
+        lead = "is" if stop["from_steps"] == d["first"] else \
+            "pays up to %d steps, then is" % stop["from_steps"]
+        return "at %s %s not shown either way (%s: %s, %s)" % (name, lead, pair, TOO_FEW, stop["too_few"])
+    return "at %s stops paying after %d step%s (%s: %s, %s against %s tok/s)" % (
+        name, stop["from_steps"], "" if stop["from_steps"] == 1 else "s", pair, stop["outcome"],
+        stop["to_shown"], stop["from_shown"])
+
+
 def context_answers(pairs, rows):
     """Per engine, over the long-context cases in order of their depth (the rows'
-    context_tokens): the deepest number of MTP steps up to which each one more step pays, and the
-    pair where it stops paying - {"engine", "depths": [{"case", "tokens", "pays_up_to",
-    "stops_at" (the first pair that does not pay, or None)}], "sentence"}. Engines with fewer
-    than two depths measured at two contexts are left out."""
-    tokens = {}
+    context_tokens): the deepest number of MTP steps up to which each one more step pays on the
+    intervals, and the pair where it stops (no difference shown, costs, or not enough requests)
+    - {"engine", "depths": [{"case", "tokens", "pays_up_to", "outcome", "deepest", "first"}],
+    "sentence"}. Engines with fewer than two depths measured at two contexts are left out."""
+    tokens, level = {}, level_of(rows)
     for r in rows:
         if _ok(r) and r.get("context_tokens"):
             tokens.setdefault(r["case"], int(r["context_tokens"]))
@@ -250,25 +356,20 @@ def context_answers(pairs, rows):
                 continue
             stop = next((p for p in mine if not p["pays"]), None)
             depths.append({"case": case, "tokens": tokens[case], "stops_at": stop,
+                           "judged": mine[0]["judged"], "first": mine[0]["from_steps"],
+                           "outcome": PAYS if stop is None else stop["outcome"],
                            "pays_up_to": stop["from_steps"] if stop else mine[-1]["to_steps"],
                            "deepest": mine[-1]["to_steps"]})
         if len(depths) < 2:
             continue
-        parts = []
-        for d in depths:
-            stop = d["stops_at"]
-            parts.append("at %s %s" % (_tokens(d["tokens"]), (
-                "pays up to %d steps, the deepest measured" % d["deepest"]) if stop is None else (
-                "stops paying after %d step%s (%d -> %d: %s%%, spread %s%%)" % (
-                    stop["from_steps"], "" if stop["from_steps"] == 1 else "s", stop["from_steps"],
-                    stop["to_steps"], _f(stop["change_pct"], "+.1f"), _f(stop["noise_pct"])))))
         ups = [d["pays_up_to"] for d in depths]
         trend = "; it stops paying sooner as the context grows" if ups == sorted(ups, reverse=True) \
-            and ups[0] > ups[-1] else ""
+            and ups[0] > ups[-1] and all(d["outcome"] != TOO_FEW for d in depths) else ""
         out.append({"engine": engine, "depths": [{k: v for k, v in d.items() if k != "stops_at"}
                                                  for d in depths],
-                    "sentence": "%s by context: one more MTP step %s%s" % (
-                        _label(engine), "; ".join(parts), trend)})
+                    "sentence": "%s by context: one more MTP step %s%s (%g%% intervals%s)" % (
+                        _label(engine), "; ".join(_context_part(d) for d in depths), trend, 100 * level,
+                        "" if any(d["judged"] for d in depths) else "; the depths inform, they do not vote")})
     return out
 
 
@@ -284,72 +385,169 @@ def roofline_shares(rows):
     return list(out.values())
 
 
-def winner(cases, rows):
-    """The setting best or within noise of the best in the most cases; a tie is broken by the
-    long_context case (the higher figure there), else by the first case of the plan. decided_by:
-    the tie-breaking case, or the case in which the winner is ahead of the runner-up (best or
-    within noise where the runner-up is not) by the largest margin."""
+def _exclusion(mine, judged, level):
+    """Why a setting cannot win (``mine``: {judged case: its row or None}), the judged case that
+    names it and the thresholds its intervals straddle; (None, None, straddled) when it can."""
+    why, case_of, failed, straddled, few = [], None, [], [], []
+    for case in judged:
+        r = mine.get(case)
+        if r is None or not _ok(r):
+            why.append("not measured in %s: %s" % (case, "no row" if r is None else r.get("error") or
+                                                   "no %s figure" % COMPARED_METRICS[metric_of(r)[0]][1]))
+            case_of = case_of or case
+            continue
+        if r.get("thresholds") is None:
+            problem = "the gate cannot judge it: %s" % (r.get("gate_problem") or "no thresholds")
+            if problem not in why:
+                why.append(problem)
+            case_of = case_of or case
+        else:
+            check = gate_check(r) or {"failed": [], "straddled": []}
+            if check["failed"]:
+                failed.append("%s: %s" % (case, "; ".join(check["failed"])))
+                case_of = case_of or case
+            straddled += ["%s: %s" % (case, m) for m in check["straddled"]]
+        if not _bounded(interval(r)):
+            few.append("not enough requests in %s (%s)" % (case, _few(r, level)))
+            case_of = case_of or case
+    if failed:
+        why.append("fails the gate in " + "; ".join(failed))
+    why += few
+    return ("; ".join(why) if why else None), case_of, straddled
+
+
+def _ahead_text(w, q, cases, by, best_case):
+    one = by[best_case]
+    figures = "%s against %s tok/s" % (shown(one[w]), shown(one[q]))
+    if len(cases) == 1:
+        return "%s in %s (%s)" % (q, cases[0], figures)
+    return "%s in %s (%s: %s)" % (q, ", ".join(cases), best_case, figures)
+
+
+def winner(rows, current=None):
+    """The setting that clears the gate in every judged case and is behind no other such setting
+    in any of them (the module's rule): {"profile", "engine", "decided_by" (the judged case that
+    decided it, or "tie: ..." for a tie-break), "reason", "voted" (the judged cases), "informed"
+    (the others), "excluded" ({profile: why it cannot win}), "straddled" ({profile: thresholds
+    its interval straddles: its own gate decides with more requests}), "tied"}; profile None when
+    no setting can win or settings lead in different cases."""
+    level = level_of(rows)
+    judged = list(dict.fromkeys(r["case"] for r in rows if r.get("judged")))
+    out = {"profile": None, "engine": None, "decided_by": None, "reason": None, "voted": judged,
+           "informed": [c for c in dict.fromkeys(r["case"] for r in rows) if c not in judged],
+           "excluded": {}, "straddled": {}, "tied": []}
+    if not judged:
+        out["reason"] = "no case the gate judges was measured (context depths and report-only cases " \
+                        "inform only)"
+        return out
+    profiles = list(dict.fromkeys(r["profile"] for r in rows))
     engines = {r["profile"]: _engine(r) for r in rows}
-    if not cases:
-        return {"profile": None, "engine": None, "decided_by": None,
-                "reason": "nothing was measured"}
-    score = {}
-    for a in cases:
-        for p in a["within_noise"]:
-            score[p] = score.get(p, 0) + 1
-    values = {a["case"]: {r["profile"]: r[metric_of(r)[1]] for r in _cases(rows)[a["case"]].values()}
-              for a in cases}
-    tie_case = TIE_CASE if TIE_CASE in values else _deepest_context(rows, values) or cases[0]["case"]
-    top = max(score.values())
-    tied = [p for p in score if score[p] == top]
-    n = len(cases)
-    if len(tied) > 1:
-        ranked = sorted(tied, key=lambda p: -float(values[tie_case].get(p, float("-inf"))))
-        w = ranked[0]
-        return {"profile": w, "engine": engines[w], "decided_by": tie_case,
-                "reason": "%s is best or within noise in %d of %d cases, tied with %s; the %s case "
-                          "breaks the tie: %s tok/s against %s" % (
-                              w, top, n, ", ".join(ranked[1:]), tie_case, _f(values[tie_case].get(w)),
-                              ", ".join("%s %s" % (p, _f(values[tie_case].get(p))) for p in ranked[1:]))}
-    w = tied[0]
-    others = sorted((p for p in score if p != w), key=lambda p: (-score[p], -float(
-        values[tie_case].get(p, float("-inf")))))
+    steps = {r["profile"]: int(r.get("spec_steps") or 0) for r in rows}
+    by = {c: {} for c in judged}
+    for r in rows:
+        if r["case"] in by:
+            by[r["case"]].setdefault(r["profile"], r)
+    excluded_at = {}
+    for p in profiles:
+        why, case, straddled = _exclusion({c: by[c].get(p) for c in judged}, judged, level)
+        if why:
+            out["excluded"][p], excluded_at[p] = why, case
+        elif straddled:
+            out["straddled"][p] = straddled
+    eligible = [p for p in profiles if p not in out["excluded"]]
+    if not eligible:
+        out["reason"] = "no setting can win: " + "; ".join("%s: %s" % kv for kv in out["excluded"].items())
+        return out
+    beaten = {p: [(q, c) for q in eligible if q != p for c in judged if relation(by[c][q], by[c][p]) == AHEAD]
+              for p in eligible}
+    candidates = [p for p in eligible if not beaten[p]]
+    if not candidates:
+        out["reason"] = ("every setting that clears the gate is behind another in a judged case (%s): a "
+                         "trade-off, no winner; deploy by the case that matters: %s" % (
+                             ", ".join(judged), "; ".join("%s is behind %s" % (p, " and ".join(
+                                 "%s in %s" % (q, ", ".join(c for q2, c in beaten[p] if q2 == q))
+                                 for q in dict.fromkeys(q for q, _ in beaten[p]))) for p in eligible)))
+        return out
+    ranked = sorted(candidates, key=lambda p: (steps[p], p != current, profiles.index(p)))
+    w = ranked[0]
+    others = [q for q in eligible if q != w]
+    ahead = {q: [c for c in judged if relation(by[c][w], by[c][q]) == AHEAD] for q in others}
+    gaps = {(q, c): interval(by[c][w])["lower"] / interval(by[c][q])["upper"]
+            for q in others for c in ahead[q]}
+    out.update(profile=w, engine=engines[w], tied=ranked[1:])
+    if len(ranked) > 1:
+        nxt = ranked[1]
+        out["decided_by"] = "tie: fewer draft steps" if steps[w] < steps[nxt] else \
+            "tie: the current profile" if w == current else "tie: the first measured"
+    elif gaps:
+        out["decided_by"] = max(gaps, key=gaps.get)[1]
+    elif others:
+        out["decided_by"] = beaten[others[0]][0][1]
+    else:
+        out["decided_by"] = next((excluded_at[p] for p in profiles if p in excluded_at), judged[0])
     if not others:
-        only = len({r["profile"] for r in rows if _ok(r)}) == 1
-        return {"profile": w, "engine": engines[w], "decided_by": tie_case if only else cases[0]["case"],
-                "reason": ("%s is the only setting measured" % w) if only else
-                          "%s is best or within noise in all %d cases, every other setting in none" % (w, n)}
-    second = others[0]
-    ahead = [a for a in cases if w in a["within_noise"] and second not in a["within_noise"]
-             and second in values[a["case"]]]
-    margin = {a["case"]: _pct(values[a["case"]][w], values[a["case"]][second]) for a in ahead}
-    decided = max(ahead, key=lambda a: margin[a["case"]])["case"] if ahead else tie_case
-    return {"profile": w, "engine": engines[w], "decided_by": decided,
-            "reason": "%s is best or within noise in %d of %d cases, the runner-up %s in %d; %s "
-                      "decided it (%s%% over %s, beyond the spread)" % (
-                          w, top, n, second, score.get(second, 0), decided,
-                          _f(margin.get(decided), "+.1f"), second)}
+        reason = "%s is the only setting %s in the judged cases (%s)" % (
+            w, "that clears the gate" if out["excluded"] else "measured", ", ".join(judged))
+        if out["excluded"]:
+            reason += "; the others cannot win: %s" % ", ".join(out["excluded"])
+    else:
+        reason = "%s (%d step%s) is behind no other setting in the judged cases (%s) at %g%% intervals" % (
+            w, steps[w], "" if steps[w] == 1 else "s", ", ".join(judged), 100 * level)
+        said = []
+        for q in others:
+            if ahead[q]:
+                best = max(ahead[q], key=lambda c: gaps[(q, c)])
+                said.append(_ahead_text(w, q, ahead[q], by, best))
+        if said:
+            reason += ": ahead of " + "; ".join(said)
+        level_with = [q for q in others if not ahead[q]]
+        if level_with:
+            reason += "; tied with %s in every judged case" % ", ".join(
+                "%s (%d step%s)" % (q, steps[q], "" if steps[q] == 1 else "s") for q in level_with)
+        if len(ranked) > 1:
+            reason += ": the tie goes to %s" % out["decided_by"][len("tie: "):]
+    if w in out["straddled"]:
+        reason += "; %s at this sample: its own gate measures more before it decides" % "; ".join(
+            out["straddled"][w])
+    out["reason"] = reason
+    return out
 
 
-def _deepest_context(rows, values):
-    """The measured case of the longest context (the comparison's context depths), or None."""
-    deep = sorted(((int(r["context_tokens"]), r["case"]) for r in rows
-                   if r.get("context_tokens") and r["case"] in values), reverse=True)
-    return deep[0][1] if deep else None
+def _informing(rows, cases):
+    """'context_1k, context_8k (context depths), prose (report only)': the cases that do not vote."""
+    kinds = {}
+    for case in cases:
+        r = next(x for x in rows if x["case"] == case)
+        kind = "report only" if r.get("report_only") else "context depths" if r.get("context_tokens") \
+            else "not a case of the gate plan"
+        kinds.setdefault(kind, []).append(case)
+    return ", ".join("%s (%s)" % (", ".join(cs), kind) for kind, cs in kinds.items())
 
 
-def answer(rows, current=None):
+def answer(rows, current=None, not_run=()):
     """The whole answer: {"cases", "depth", "depth_verdicts", "context", "roofline", "winner",
-    "current", "lines"} ("lines": the report's opening, Markdown list items without the dash)."""
+    "current", "lines"} ("lines": the report's opening, Markdown list items without the dash).
+    ``not_run``: the gate's judged cases the comparison did not run (replaced by its context
+    depths), named in the answer."""
     cases = case_answers(rows, current)
     depth = depth_answers(rows)
     verdicts = depth_verdicts(depth)
     contexts = context_answers(depth, rows)
     roof = roofline_shares(rows)
-    win = winner(cases, rows)
-    lines = ["**Deploy %s (%s)**: %s. Rule: the winner is the setting best or within noise (the "
-             "larger per-request spread of the two rows) in the most cases; a tie is broken by "
-             "the longest context." % (win["profile"], _label(win["engine"]), win["reason"])]
+    win = winner(rows, current)
+    rule = "Rule: %s." % (RULE % (100 * level_of(rows)))
+    if win["profile"] is not None:
+        lines = ["**Deploy %s (%s)**: %s. %s" % (win["profile"], _label(win["engine"]), win["reason"], rule)]
+    else:
+        lines = ["**No winner**: %s. %s" % (win["reason"], rule)]
+    voted = "Voted (the cases the gate judges): %s." % (", ".join(win["voted"]) or "none")
+    if win["informed"]:
+        voted += " Informed only, no vote: %s." % _informing(rows, win["informed"])
+    if not_run:
+        voted += " %s (the gate's, replaced by the context depths) was not run: no vote." % ", ".join(not_run)
+    lines.append(voted)
+    if win["excluded"] and win["profile"] is not None:
+        lines.append("Cannot win: %s." % "; ".join("%s: %s" % kv for kv in win["excluded"].items()))
     lines += [a["sentence"] for a in cases]
     lines += [v["sentence"] for v in verdicts]
     lines += [c["sentence"] for c in contexts]

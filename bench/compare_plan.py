@@ -9,10 +9,13 @@ plan.run) against each target without thresholds: this measures, it does not gat
 profile of ``sglang_profiles``; its engine (the profile's ``engine``, else ``sglang_engine``, else
 sglang) and its speculative steps come from the profile. One row per (target, case).
 
-The report opens with the answer (bench/compare_answer.py): per case the best setting, per engine
-whether one more MTP step pays, each setting's share of the roofline, and the winner
-(summary["winner"] = {"profile", "engine", "decided_by", "reason"} in compare.json); then the
-table, compare.csv, compare.json and compare.png (one bar group per case).
+The report opens with the answer (bench/compare_answer.py): the winner, decided like the gate on
+the cases the gate judges (the gate plan's, not report_only) with the gate's intervals and each
+profile's thresholds (summary["winner"] = {"profile", "engine", "decided_by", "reason", "voted",
+"informed", "excluded", ...} in compare.json), which cases voted and which only informed (the
+context depths, report-only cases), per case the best setting, per engine whether one more MTP
+step pays, each setting's share of the roofline; then the table, compare.csv, compare.json and
+compare.png (one bar group per case).
 """
 from __future__ import annotations
 
@@ -26,7 +29,10 @@ from sglang_perf.client import ConfigError, MeasureError
 PLAN_ROW_KEYS = ("profile", "engine", "spec_steps", "case", "url", "concurrency", "requests",
                  "max_tokens", "prompt_tokens", "decode_tok_s_median", "decode_tok_s_min",
                  "decode_tok_s_max", "aggregate_tok_s", "accept_len", "accept_by_position",
-                 "ttft_p50_s", "errors", "error", "context_tokens")
+                 "ttft_p50_s", "errors", "error", "context_tokens", "report_only", "judged", "gate_problem",
+                 "thresholds", "intervals")
+# the CSV's columns: the flat ones (the intervals and thresholds are in compare.json)
+CSV_KEYS = tuple(k for k in PLAN_ROW_KEYS if k not in ("thresholds", "intervals"))
 SWEEP_ONLY = ("concurrency", "requests", "max_tokens", "warmup", "warmup_max_tokens", "api")
 
 
@@ -42,38 +48,76 @@ def profile_facts(v, name):
     return engine, steps
 
 
+def measured_plan(v):
+    """The plan the comparison measures: ``compare_plan`` (the gate plan at the context depths,
+    plan.context_plan) when ``v`` has one, else the gate plan itself."""
+    return v.get("compare_plan") or v.get("sglang_gate_plan") or {}
+
+
 def measure_only(v, name):
-    """The vars with thresholds of {} for every case of the plan: the plan measures, never fails."""
-    cases = v.get("sglang_gate_plan") or {}
-    return dict(v, sglang_gate_thresholds={name: {c: {} for c in cases}}, sglang_gate_calibrated=None)
+    """The vars whose plan is the measured plan, with thresholds of {} for every case: the plan
+    measures, never fails (the gate's verdict is the answer's, on the gate's own thresholds)."""
+    cases = measured_plan(v)
+    return dict(v, sglang_gate_plan=cases, sglang_gate_thresholds={name: {c: {} for c in cases}},
+                sglang_gate_calibrated=None)
 
 
-def _plan_row(name, engine, steps, url, case, result=None, error=None):
+def gate_view(v, name):
+    """What the gate judges of profile ``name``, as plan.resolve resolves the gate plan of ``v``
+    (its thresholds, calibrated over them, at its confidence): ({judged case: thresholds}, None),
+    or ({judged case: None}, why the gate cannot judge the profile)."""
+    gate_plan, level = v.get("sglang_gate_plan") or {}, v.get("sglang_gate_confidence", 0.95)
+    thresholds, calibrated = v.get("sglang_gate_thresholds"), v.get("sglang_gate_calibrated")
+    try:
+        cases = plan.resolve(gate_plan, thresholds, name, calibrated, confidence=level)
+        return {c["case"]: c["thresholds"] for c in cases if not c["report_only"]}, None
+    except ConfigError as e:
+        why = e.message
+    try:
+        cases = plan.resolve(gate_plan, {name: {c: {} for c in gate_plan}}, name)
+    except ConfigError:
+        return {}, why
+    return {c["case"]: None for c in cases if not c["report_only"]}, why
+
+
+def not_run(v):
+    """The gate's judged cases the measured plan does not have (replaced by the context depths)."""
+    judged, _ = gate_view(dict(v, sglang_gate_thresholds={}), "")
+    return [c for c in judged if c not in measured_plan(v)]
+
+
+def _plan_row(name, engine, steps, url, case, result=None, error=None, gate=({}, None)):
     level, reqs = case.get("concurrency"), case.get("requests")
     row = compare._row(name, url, level, reqs, result, error)
+    judged, problem = gate
     row.update(engine=engine, spec_steps=steps, case=case["case"], max_tokens=case.get("max_tokens"),
                prompt_tokens=((result or {}).get("prompt_tokens") or {}).get("median"),
                # the context depth a long-context case stands for (the answer's by-context line)
-               context_tokens=case.get("prompt_tokens") if case.get("prompts") == "long_context" else None)
+               context_tokens=case.get("prompt_tokens") if case.get("prompts") == "long_context" else None,
+               report_only=case.get("report_only") is True, judged=case["case"] in judged,
+               thresholds=judged.get(case["case"]), gate_problem=problem if case["case"] in judged else None,
+               intervals=(result or {}).get("intervals"))
     if result is not None and result.get("unmeasured"):
         row.update(error=result["unmeasured"])
     return {k: row.get(k) for k in PLAN_ROW_KEYS}
 
 
-def plan_rows(name, engine, steps, url, cases, result, error=None):
+def plan_rows(name, engine, steps, url, cases, result, error=None, gate=({}, None)):
     """The rows of one target: a row per case of ``cases`` from the plan ``result`` (gate.run_plan's,
-    or the sglang_bench module's), or ``error`` in every row when there is no result."""
+    or the sglang_bench module's), or ``error`` in every row when there is no result; ``gate``:
+    gate_view's of the target's profile."""
     by_case = {r["case"]: r for r in (result or {}).get("cases") or []}
     return [_plan_row(name, engine, steps, url, c, by_case.get(c["case"]),
-                      None if c["case"] in by_case else error if result is None else "not in the plan result")
+                      None if c["case"] in by_case else error if result is None else "not in the plan result",
+                      gate)
             for c in cases]
 
 
 def rows_from_results(path, v):
     """Plan rows from a JSON list of {"profile", "url", "result", "error"} (playbooks/compare.yml
-    writes it: one sglang_bench plan result per profile), the plan's cases from ``v``."""
+    writes it: one sglang_bench plan result per profile), the cases from ``v``'s measured plan."""
     results = compare.load_json_list(path)
-    cases = [dict(c, case=n) for n, c in (v.get("sglang_gate_plan") or {}).items()]
+    cases = [dict(c, case=n) for n, c in measured_plan(v).items()]
     rows = []
     for i, item in enumerate(results):
         if not isinstance(item, dict) or not isinstance(item.get("profile"), str):
@@ -81,14 +125,15 @@ def rows_from_results(path, v):
         engine, steps = profile_facts(v, item["profile"])
         result = item.get("result") if isinstance(item.get("result"), dict) else None
         rows += plan_rows(item["profile"], engine, steps, item.get("url"), cases, result,
-                          item.get("error") or ("no result" if result is None else None))
+                          item.get("error") or ("no result" if result is None else None),
+                          gate_view(v, item["profile"]))
     return rows
 
 
 def sweep_plan(targets, v, api_key=None, model=None, quiet=False, progress=None):
-    """The gate plan of ``v`` against each (name, url): rows in target order, then plan order. A
-    target that cannot be measured at all gets an error row per case."""
-    cases = [dict(c, case=n) for n, c in (v.get("sglang_gate_plan") or {}).items()]
+    """The measured plan of ``v`` against each (name, url): rows in target order, then plan order.
+    A target that cannot be measured at all gets an error row per case."""
+    cases = [dict(c, case=n) for n, c in measured_plan(v).items()]
     rows = []
     for name, url in targets:
         engine, steps = profile_facts(v, name)
@@ -103,7 +148,7 @@ def sweep_plan(targets, v, api_key=None, model=None, quiet=False, progress=None)
             result, error = None, "invalid %s: %s" % (e.option, e.message)
         except MeasureError as e:
             result, error = None, str(e) or e.__class__.__name__
-        for row in plan_rows(name, engine, steps, url, cases, result, error):
+        for row in plan_rows(name, engine, steps, url, cases, result, error, gate_view(v, name)):
             rows.append(row)
             if progress:
                 progress("%s %s: %s" % (name, row["case"], compare.describe(row)))
@@ -112,9 +157,10 @@ def sweep_plan(targets, v, api_key=None, model=None, quiet=False, progress=None)
     return rows
 
 
-def analyse_plan(rows, model=None, hardware=None, current=None):
+def analyse_plan(rows, model=None, hardware=None, current=None, unrun=()):
     """Per-row roofline (as compare.analyse) and the summary: the answer's keys (winner at the
-    top level), "profiles", "plan_cases", "statements" (the rows not measured, roofline problems)."""
+    top level), "profiles", "plan_cases", "statements" (the rows not measured, roofline problems);
+    ``unrun``: not_run's."""
     seen, statements = set(), []
     for row in rows:
         key = (row["profile"], row["case"])
@@ -127,7 +173,7 @@ def analyse_plan(rows, model=None, hardware=None, current=None):
     for row in rows:
         if row.get("error") is not None:
             statements.append("%s in %s not measured: %s" % (row["profile"], row["case"], row["error"]))
-    summary = compare_answer.answer(rows, current)
+    summary = compare_answer.answer(rows, current, unrun)
     summary.update(profiles=list(dict.fromkeys(r["profile"] for r in rows)),
                    plan_cases=list(dict.fromkeys(r["case"] for r in rows)), statements=statements)
     return summary
@@ -154,8 +200,9 @@ def markdown(rows, summary, created=None):
            "## The answer", ""]
     out += ["- " + compare._md(line) for line in summary["lines"]]
     out += ["", "%s; cases %s; per-request decode = median over a case's requests, aggregate = all "
-            "tokens / wall time; a C=1 case is judged on per-request decode, a C>1 case on the "
-            "aggregate." % (created or compare._now(), ", ".join(summary["plan_cases"])), "",
+            "tokens / wall time; a C=1 case is compared on per-request decode, a C>1 case on the "
+            "aggregate, each on the gate's interval [lower, upper]." % (
+                created or compare._now(), ", ".join(summary["plan_cases"])), "",
             markdown_table(rows), ""]
     if summary["statements"]:
         out += ["## Not measured", ""] + ["- " + compare._md(s) for s in summary["statements"]]
@@ -189,7 +236,8 @@ def plot(rows, summary, path):
         ax.set_title("%s (C=%s)" % (case, got[0].get("concurrency")))
         ax.set_ylim(0, max(r[key] for r in got) * 1.15)
         ax.grid(alpha=0.3, axis="y")
-    fig.suptitle("winner: %s (%s)" % (summary["winner"]["profile"], summary["winner"]["engine"]))
+    w = summary["winner"]
+    fig.suptitle("winner: %s (%s)" % (w["profile"], w["engine"]) if w["profile"] else "no winner")
     fig.tight_layout()
     fig.savefig(str(path), dpi=100)
     plt.close(fig)
@@ -197,7 +245,7 @@ def plot(rows, summary, path):
 
 def write_reports(rows, summary, out_dir, created=None):
     """OUT/compare.md, .csv, .json, .png of a plan comparison (compare.write_reports)."""
-    return compare.write_reports(rows, summary, out_dir, created, PLAN_ROW_KEYS, markdown, plot, "plan_cases")
+    return compare.write_reports(rows, summary, out_dir, created, CSV_KEYS, markdown, plot, "plan_cases")
 
 
 def with_contexts(gate_plan, spec):
@@ -231,7 +279,7 @@ def cmd_compare_plan(args):
             raise compare.InputError(str(e))
         for name, _url in targets:
             profile_facts(v, name)
-        v = dict(v, sglang_gate_plan=with_contexts(v.get("sglang_gate_plan") or {}, args.context_tokens))
+        v = dict(v, compare_plan=with_contexts(v.get("sglang_gate_plan") or {}, args.context_tokens))
         if args.current is not None and args.current not in dict(targets):
             raise compare.InputError("--current %s is not one of the targets (%s)"
                                      % (args.current, ", ".join(n for n, _ in targets)))
@@ -248,18 +296,18 @@ def cmd_compare_plan(args):
 
         rows = sweep_plan(targets, v, args.api_key, args.model, args.quiet,
                           None if args.quiet else progress)
-        return _report(rows, args, model, hardware, "bench compare")
+        return _report(rows, args, model, hardware, "bench compare", not_run(v))
     except compare.InputError as e:
         sys.stderr.write("bench compare: %s\n" % e)
         return compare.EXIT_BAD_INPUT
 
 
-def _report(rows, args, model, hardware, prog):
+def _report(rows, args, model, hardware, prog, unrun=()):
     """Analyse ``rows``, write the four reports to args.out, print the answer and the table."""
     if not any(compare.measurable(r) for r in rows):
         raise compare.InputError("nothing measurable: %d row(s), none measured; first: %s %s: %s"
                                  % (len(rows), rows[0]["profile"], rows[0]["case"], rows[0]["error"]))
-    summary = analyse_plan(rows, model, hardware, args.current)
+    summary = analyse_plan(rows, model, hardware, args.current, unrun)
     try:
         paths = write_reports(rows, summary, args.out)
     except OSError as e:
@@ -278,7 +326,7 @@ def cmd_report_plan(args):
     results a playbook gathered (rows_from_results)."""
     try:
         try:
-            v, _ = gate.load_vars(args.vars)
+            v, _ = gate.load_vars(args.vars, extra=("compare_plan",))
         except gate.VarsError as e:
             raise compare.InputError(str(e))
         rows = rows_from_results(args.rows, v)
@@ -286,7 +334,7 @@ def cmd_report_plan(args):
             raise compare.InputError("--current %s is not one of the compared profiles" % args.current)
         model, hardware = compare._sizes(args)
         compare._need_matplotlib()
-        return _report(rows, args, model, hardware, "bench compare-report")
+        return _report(rows, args, model, hardware, "bench compare-report", not_run(v))
     except compare.InputError as e:
         sys.stderr.write("bench compare-report: %s\n" % e)
         return compare.EXIT_BAD_INPUT

@@ -29,7 +29,8 @@ ROLE_DEFAULTS = (SGLANG_DEFAULTS, ROOT / "roles" / "sglang_gate" / "defaults" / 
 DEFAULT_VARS = (ROOT / "inventories" / "production" / "group_vars" / "sglang_servers",)
 # the variables the plan needs, read literally (a templated value cannot be evaluated here)
 NEEDED = ("sglang_gate_plan", "sglang_gate_thresholds", "sglang_gate_calibrated", "sglang_gate_api",
-          "sglang_gate_warmup", "sglang_gate_first_token_timeout", "sglang_gate_stall_timeout",
+          "sglang_gate_confidence", "sglang_gate_inconclusive", "sglang_gate_warmup",
+          "sglang_gate_first_token_timeout", "sglang_gate_stall_timeout",
           "sglang_gate_run_timeout", "sglang_gate_max_regression_pct", "sglang_profiles", "sglang_profile")
 
 
@@ -56,10 +57,12 @@ def _templated(value):
     return False
 
 
-def load_vars(paths=None):
+def load_vars(paths=None, extra=()):
     """The role defaults overlaid by ``paths`` (files or group_vars directories), top-level
-    replace like Ansible; only the variables the plan needs. Raises VarsError naming the file."""
+    replace like Ansible; only the variables the plan needs (and ``extra``). Raises VarsError
+    naming the file."""
     import yaml
+    needed = NEEDED + tuple(extra)
     merged, origin = {}, {}
     for path in list(ROLE_DEFAULTS) + [f for p in (paths or DEFAULT_VARS) for f in _files(p)]:
         try:
@@ -68,10 +71,10 @@ def load_vars(paths=None):
             raise VarsError("cannot read %s: %s" % (path, e))
         if not isinstance(data, dict):
             raise VarsError("%s is not a mapping of variables" % path)
-        for key in NEEDED:
+        for key in needed:
             if key in data:
                 merged[key], origin[key] = data[key], path
-    for key in NEEDED:
+    for key in needed:
         if key in merged and _templated(merged[key]):
             raise VarsError("%s in %s is templated (%r): give it literally in a --vars file"
                             % (key, origin[key], merged[key]))

@@ -2,11 +2,17 @@
 """A stand-in nvidia-smi for the test hosts (no GPU there): answers what the host's fingerprint
 asks (``--query-gpu=FIELDS --format=csv,noheader,nounits`` for any fields, ``topo -m``) and the
 compute-apps query (nothing runs on these GPUs) in nvidia-smi's own formats, from a JSON state
-file a test edits to vary the host: a power limit, a clock cap, a PCIe link, the topology.
+file a test edits to vary the host: a power limit, a clock cap, a throttle, a PCIe link, the
+topology, an older driver.
 
 The state file: $NVIDIA_SMI_STANDIN_STATE, else this file's path + ".json"; missing, a 2 x RTX
-A6000 host (STATE below). {"gpus": [{"power.limit": 250}, {}], "topology": "PHB"} changes
-only what it names: each GPU's fields over the defaults, the link between every pair of GPUs.
+A6000 host at idle (STATE below). {"gpus": [{"power.limit": 250}, {}], "topology": "PHB"} changes
+only what it names: each GPU's fields by their nvidia-smi names over the defaults, the link
+between every pair of GPUs. A GPU's "clocks_event_reasons" lists its active clock-event reasons
+(default ["gpu_idle"]): the .active mask and each reason's field follow from it; its enforced
+power limit follows its power limit unless set. "unknown_fields": [names, or prefixes ending in
+*] makes it a driver that does not know those fields (it exits 2 naming the first asked, as
+nvidia-smi does).
 scripts/local-host.sh installs it in the local containers; tests/test_fingerprint.py runs it.
 Python 3.9+, standard library only."""
 import json
@@ -14,10 +20,26 @@ import os
 import sys
 
 GPU = {"name": "NVIDIA RTX A6000", "driver_version": "580.95.05", "memory.total": 49140,
-       "power.limit": 300.0, "clocks.max.sm": 2100, "clocks.max.memory": 8001,
+       "power.limit": 300.0, "power.default_limit": 300.0, "clocks.max.sm": 2100,
+       "clocks.max.memory": 8001, "clocks.applications.graphics": 1800,
+       "clocks.default_applications.graphics": 1800, "clocks.applications.memory": 8001,
+       "clocks.default_applications.memory": 8001, "clocks.current.sm": 210,
+       "clocks.current.memory": 405, "clocks_event_reasons": ["gpu_idle"],
        "pcie.link.gen.max": 4, "pcie.link.gen.current": 4, "pcie.link.width.current": 16,
        "pcie.link.width.max": 16, "persistence_mode": "Enabled", "ecc.mode.current": "Disabled"}
 STATE = {"gpus": [{}, {}], "topology": "NV4"}
+# nvmlClocksEventReasons' bits, as the .active mask carries them
+REASON_BITS = {"gpu_idle": 0x1, "applications_clocks_setting": 0x2, "sw_power_cap": 0x4,
+               "hw_slowdown": 0x8, "sync_boost": 0x10, "sw_thermal_slowdown": 0x20,
+               "hw_thermal_slowdown": 0x40, "hw_power_brake_slowdown": 0x80, "display_clock_setting": 0x100}
+# the other names nvidia-smi --help-query-gpu gives a field -> its name here
+ALIASES = {"clocks.sm": "clocks.current.sm", "clocks.mem": "clocks.current.memory",
+           "clocks.gr": "clocks.current.graphics", "clocks.applications.gr": "clocks.applications.graphics",
+           "clocks.applications.mem": "clocks.applications.memory",
+           "clocks.default_applications.gr": "clocks.default_applications.graphics",
+           "clocks.default_applications.mem": "clocks.default_applications.memory",
+           "clocks.max.gr": "clocks.max.graphics", "clocks.max.mem": "clocks.max.memory",
+           "gpu_name": "name", "gpu_bus_id": "pci.bus_id"}
 
 
 def state():
@@ -33,8 +55,20 @@ def gpus(st):
     for i, own in enumerate(st["gpus"]):
         g = dict(GPU, index=i, **{"pci.bus_id": "00000000:%02X:00.0" % (i + 1)})
         g.update(own)
+        g.setdefault("enforced.power.limit", g["power.limit"])
+        active = g.pop("clocks_event_reasons")
+        g["clocks_event_reasons.active"] = "0x%016X" % sum(REASON_BITS[r] for r in active)
+        for reason in REASON_BITS:
+            g["clocks_event_reasons." + reason] = "Active" if reason in active else "Not Active"
         out.append(g)
     return out
+
+
+def field(name):
+    """A queried name as the GPU dicts hold it (the older clocks_throttle_reasons.* too)."""
+    if name.startswith("clocks_throttle_reasons."):
+        name = "clocks_event_reasons." + name.split(".", 1)[1]
+    return ALIASES.get(name, name)
 
 
 def shown(value):
@@ -44,8 +78,14 @@ def shown(value):
 
 
 def query(fields, st):
+    unknown = [f for f in fields for u in st.get("unknown_fields", ())
+               if f == u or u.endswith("*") and f.startswith(u[:-1])]
+    if unknown:
+        print('Field "%s" is not a valid field to query.' % unknown[0])
+        return 2
     for g in gpus(st):
-        print(", ".join(shown(g.get(f)) for f in fields))
+        print(", ".join(shown(g.get(field(f))) for f in fields))
+    return 0
 
 
 def topo(st):
@@ -69,8 +109,7 @@ def main(argv):
     if "--query-compute-apps" in options:
         return 0  # no process on these GPUs
     if "--query-gpu" in options and options.get("--format", "").startswith("csv,noheader"):
-        query(options["--query-gpu"].split(","), st)
-        return 0
+        return query(options["--query-gpu"].split(","), st)
     sys.stderr.write("stand-in nvidia-smi: unsupported arguments: %s\n" % " ".join(argv))
     return 2
 

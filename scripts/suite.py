@@ -5,7 +5,7 @@ wall time printed at the end.
     python3 scripts/suite.py        (make test; PYTEST_JOBS, MOLECULE_JOBS override the job counts)
 
 Phases:
-  set-up     make venv podman chromium promtool local-host dist, and the contract venvs
+  set-up     make venv podman chromium promtool prometheus local-host dist, and the contract venvs
              (scripts/contract-venv.sh, scripts/contract-venv-vllm.sh): everything the tiers
              need, installed by the repo's own scripts (cached when present)
   pytest     every tier with --no-skips (a skipped test fails the run), in PYTEST_JOBS xdist
@@ -36,8 +36,8 @@ def say(msg):
 
 
 def setup():
-    for cmd in (["make", "--no-print-directory", "venv", "podman", "chromium", "promtool", "local-host",
-                 "dist"],
+    for cmd in (["make", "--no-print-directory", "venv", "podman", "chromium", "promtool", "prometheus",
+                 "local-host", "dist"],
                 ["bash", "scripts/contract-venv.sh"], ["bash", "scripts/contract-venv-vllm.sh"]):
         # a contract venv script's stdout is its KEY=value answer; its progress goes to stderr
         quiet = subprocess.DEVNULL if cmd[0] == "bash" else None

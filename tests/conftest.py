@@ -80,6 +80,7 @@ def local_host_problem(name):
 # longest-running first: pytest and the xdist workers start them in this order.
 CONTAINER_FILES = {
     "test_history_drift_host.py": "sglang-local-2",
+    "test_watch_prometheus.py": "sglang-local-2",
     "test_secrets.py": "sglang-local-3",
     "test_compare_host.py": "sglang-local-3",
     "test_service_faults.py": "sglang-local-4",

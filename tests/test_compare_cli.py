@@ -362,12 +362,13 @@ def test_compare_report_accepts_string_numbers_and_a_compare_json(tmp_path):
 
 # --- --plan: the gate plan against several depths, and the answer -------------------------------
 
+# 6 requests a case: the fewest whose median has the gate's 95% interval, which the answer decides on
 SMALL_PLAN = """\
 sglang_gate_warmup: 1
 sglang_gate_plan:
-  coding: {prompts: coding, concurrency: 1, requests: 2, max_tokens: 192}
-  long_context: {prompts: long_context, prompt_tokens: 4096, concurrency: 1, requests: 2, max_tokens: 128}
-  concurrent: {prompts: coding, concurrency: 4, requests: 4, max_tokens: 128}
+  coding: {prompts: coding, concurrency: 1, requests: 6, max_tokens: 192}
+  long_context: {prompts: long_context, prompt_tokens: 4096, concurrency: 1, requests: 6, max_tokens: 128}
+  concurrent: {prompts: coding, concurrency: 4, requests: 8, max_tokens: 128}
 """
 PLAN_SCALE = 8  # emulator speed; the sizes file's bandwidth is scaled with it (shares near 100 %)
 
@@ -439,29 +440,32 @@ def test_compare_plan_answers_whether_more_steps_pay(emulator, vllm_emus, tmp_pa
         assert a["case"] == "long_context" or a["best"] != "nextn_1step", a["sentence"]
     pairs = {(p_["from_steps"], p_["to_steps"], p_["case"]): p_ for p_ in s["depth"]
              if p_["engine"] == "sglang"}
-    # 1 -> 3 steps gains about half at coding and C=4, beyond any spread; at long context the
-    # calibration's gain is small (acceptance falls with context) and 2 requests at this speed on
-    # a loaded machine can spread past it (38% seen): there, 3 steps are not behind beyond noise
+    # 1 -> 3 steps gains about half at coding and C=4, the intervals apart; at long context the
+    # calibration's gain is small (acceptance falls with context) and a loaded machine can widen
+    # the intervals past it: there, 3 steps are not shown behind
     assert pairs[(1, 3, "coding")]["pays"] and pairs[(1, 3, "concurrent")]["pays"]
     long13 = pairs[(1, 3, "long_context")]
-    assert long13["change_pct"] > -long13["noise_pct"], long13["sentence"]
+    assert long13["outcome"] != "costs", long13["sentence"]
     # the emulator is calibrated so that steps 4-5 stop paying
     verdicts = {(v["from_steps"], v["to_steps"]): v for v in s["depth_verdicts"] if v["engine"] == "sglang"}
     # vLLM's depths are compared among themselves: 1 -> 3 steps (0.80 / 0.52 / 0.35 per position)
     vllm_pairs = [(v["from_steps"], v["to_steps"]) for v in s["depth_verdicts"] if v["engine"] == "vllm"]
     assert vllm_pairs == [(1, 3)]
     assert verdicts[(1, 3)]["verdict"] in ("pays", "mixed")
-    # 4-5 steps lose at coding and C=4; at long context they come within noise of 3 steps, and
-    # 2 requests there can put a 1% gain beyond a small spread: never "pays" in every case
+    # 4-5 steps lose at coding and C=4; at long context they come near 3 steps: never "pays" in
+    # every case
     assert verdicts[(3, 5)]["verdict"] != "pays", verdicts[(3, 5)]
     coding35 = pairs[(3, 5, "coding")]
     # (the break-even follows the measured speeds, which a loaded machine moves: not asserted)
     assert not coding35["pays"] and coding35["marginal_accept"] < 0.5
-    line35 = [x for x in s["lines"] if x.startswith("SGLang 3 -> 5 steps: ")]
-    assert line35 and "2 more steps pay (" not in line35[0], s["lines"]
+    line35 = [x for x in s["lines"] if x.startswith("SGLang 3 -> 5 steps (judged cases): ")]
+    assert line35 and "2 more steps: pays (" not in line35[0], s["lines"]
+    # the winner, like the gate: every case of this plan is judged (the role's thresholds pass at
+    # this speed); 5 steps behind or tied with 3 steps, a tie going to fewer steps
     w = s["winner"]
-    assert (w["profile"], w["engine"]) == ("nextn_3step", "sglang")
-    assert w["decided_by"] in ("coding", "long_context", "concurrent") and w["reason"]
+    assert (w["profile"], w["engine"]) == ("nextn_3step", "sglang"), w["reason"]
+    assert w["voted"] == ["coding", "long_context", "concurrent"] and w["informed"] == []
+    assert w["decided_by"] in ("coding", "long_context", "concurrent", "tie: fewer draft steps")
     assert [e["profile"] for e in s["roofline"]] == list(names)
     assert all(0 < share < 150 for e in s["roofline"] for share in e["shares"].values())
     with open(str(out / "compare.csv"), newline="") as f:

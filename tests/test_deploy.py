@@ -112,7 +112,7 @@ def test_deploy_passes_the_whole_plan_and_records_it(tmp_path):
     assert b.returncode == 0, b.stdout[-3000:]
     assert "profile nextn_3step: passed in " in flat(b.stdout)
     said = flat(b.stdout).split("profile nextn_3step: passed in ", 1)[1]
-    assert re.match(r"\d+s: host changed since the last-known-good: power limit 300 W -> 250 W on GPU 1; "
+    assert re.match(r"\d+s: host changed since the last-known-good: GPU 1: power limit 300 W -> 250 W; "
                     r"coding \(C=1", said), said[:400]
 
 

@@ -1,8 +1,10 @@
 """The host's deploy lock and journal on a local container (docs/deploys.md): two deploys at once
 (one refuses, naming the holder), a deploy killed with SIGKILL after writing its unit and during
 its gate (the next deploy reclaims the lock, says where the dead one stopped, and ends green
-with one engine process), a stale lock of another controller reclaimed, a live one refused and
-broken on purpose, and a release whose pip install fails leaving the running release serving."""
+with one engine process), a deploy whose lock another controller takes over while it gates (it
+stops naming the taker and restores nothing; compare, calibrate and rollback refuse beside the
+taker; sglang_break_lock takes it over), a stale lock of another controller reclaimed, and a
+release whose pip install fails leaving the running release serving."""
 from __future__ import annotations
 
 import json
@@ -46,11 +48,19 @@ def test_two_deploys_at_once_one_refuses_naming_the_holder(tmp_path):
     texts = [flat(log.read_text()) for log in logs]
     assert sorted(codes) == [0, 2], texts
     refused = texts[codes.index(2)]
-    assert "another deploy holds this host's lock: root@" in refused
+    assert "another run holds this host's deploy lock: root@" in refused
     assert "(pid %d, playbook deploy.yml) since " % runs[codes.index(0)].pid in refused
     assert "failed: at 'Take this host's deploy lock'" in refused
     assert "Rollout complete: every host passed its gate." in texts[codes.index(0)]
     healthy_3step()
+
+
+def _wait_for_phase(run, phase):
+    """Until the host's journal says the running deploy ``run`` is at ``phase``."""
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and run.poll() is None and (lock_held() or {}).get("phase") != phase:
+        time.sleep(0.2)
+    assert run.poll() is None, "the deploy ended before %s" % phase
 
 
 def _kill_at(phase, tmp_path, *args):
@@ -58,14 +68,8 @@ def _kill_at(phase, tmp_path, *args):
     ``phase``; the lock it leaves behind."""
     with open(str(tmp_path / ("killed-%s.log" % phase.split(",")[0].replace(" ", "-"))), "w") as out:
         run = play_started("deploy.yml", *args, output=out)
-    deadline = time.monotonic() + 600
     try:
-        while time.monotonic() < deadline and run.poll() is None:
-            held = lock_held()
-            if held and held.get("phase") == phase:
-                break
-            time.sleep(0.2)
-        assert run.poll() is None, "the deploy ended before %s" % phase
+        _wait_for_phase(run, phase)
         os.killpg(run.pid, signal.SIGKILL)
     finally:
         run.wait(timeout=60)
@@ -100,25 +104,60 @@ def _write_lock(holder):
     on_host("sh -c %s" % shlex.quote(script))
 
 
-def test_a_live_lock_of_another_controller_refuses_until_broken_and_an_old_one_is_reclaimed():
+# a run of another controller, at its gate
+TAKER = {"controller": "laptop-of-ana", "user": "ana", "pid": 4242, "pid_start": 1, "playbook": "deploy.yml",
+         "token": "a" * 32, "phase": "gating", "intent": {"profile": "nextn_3step"}}
+TAKER_TEXT = "ana@laptop-of-ana (pid 4242, playbook deploy.yml) since "
+
+
+def test_a_deploy_whose_lock_is_taken_over_stops_and_other_runs_refuse_beside_the_taker(tmp_path):
+    """A 1-step deploy (its gate would fail and restore the last-known-good) whose lock another
+    controller takes over while it gates stops at its next step, naming the taker, and restores,
+    records and gives back nothing. Beside the taker's live lock compare, calibrate and rollback
+    refuse before any change; sglang_break_lock takes it over."""
     ensure_deployed()
-    other = {"controller": "laptop-of-ana", "user": "ana", "pid": 4242, "pid_start": 1,
-             "playbook": "deploy.yml", "started": time.time() - 300, "token": "a" * 32,
-             "phase": "gating", "intent": {"profile": "nextn_3step"}}
-    _write_lock(other)
+    history = on_host("cat /var/lib/sglang/gate-history.jsonl")
+    lkg = on_host("cat /var/lib/sglang/last-known-good/sglang.json")
+    log = tmp_path / "taken.log"
+    with open(str(log), "w") as out:
+        run = play_started("deploy.yml", "-e", "sglang_profile=nextn_1step", output=out)
     try:
-        p = play("playbooks/rollback.yml")  # a rollback refuses as a deploy does, before any change
-        said = flat(p.stdout + p.stderr)
-        assert p.returncode == 2, said[-3000:]
-        assert "another deploy holds this host's lock: ana@laptop-of-ana (pid 4242, playbook " \
-               "deploy.yml) since " in said
-        assert "5 min ago" in said and "-e sglang_break_lock=true takes the lock over" in said
-        assert lock_held()["token"] == "a" * 32
+        _wait_for_phase(run, "gating")
+        _write_lock(dict(TAKER, started=time.time()))
+        code = run.wait(timeout=600)
+        said = flat(log.read_text())
+        assert code == 2, said[-3000:]
+        assert "this run's deploy lock was taken over by " + TAKER_TEXT in said
+        assert ", now at 'gating': the host is not this run's any more, so it stops here and changes " \
+               "nothing more [deploy failed at 'Check that this run still holds the host's deploy lock'; " \
+               "nothing restored: another run holds the host now]" in said
+        # the 1-step server its gate judged still runs: nothing restored or recorded; the lock is the taker's
+        assert "--speculative-num-steps 1" in on_host("systemctl show -p ExecStart --value sglang")
+        assert on_host("cat /var/lib/sglang/gate-history.jsonl") == history
+        assert on_host("cat /var/lib/sglang/last-known-good/sglang.json") == lkg
+        for playbook in ("playbooks/compare.yml", "playbooks/calibrate.yml", "playbooks/rollback.yml"):
+            p = play(playbook, "-e", "compare_out_dir=%s" % tmp_path, "-e", "calibrate_dir=%s" % tmp_path)
+            out = flat(p.stdout + p.stderr)
+            assert p.returncode == 2, out[-3000:]
+            assert "another run holds this host's deploy lock: " + TAKER_TEXT in out, playbook
+            assert "-e sglang_break_lock=true takes the lock over" in out
+            assert lock_held()["token"] == "a" * 32
+        assert "--speculative-num-steps 1" in on_host("systemctl show -p ExecStart --value sglang")
         p = play("deploy.yml", "-e", "sglang_break_lock=true")
         assert p.returncode == 0, p.stdout[-3000:]
-        assert "sglang_break_lock: took over the deploy lock held by ana@laptop-of-ana" in flat(p.stderr)
+        assert "sglang_break_lock: took over the deploy lock held by " + TAKER_TEXT in flat(p.stderr)
         healthy_3step()
-        _write_lock(dict(other, started=time.time() - 7 * 3600))  # older than the 6 h bound
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait(timeout=60)
+        on_host("rm -f %s" % LOCK)
+
+
+def test_an_old_lock_of_another_controller_is_reclaimed():
+    ensure_deployed()
+    _write_lock(dict(TAKER, started=time.time() - 7 * 3600))  # older than the 6 h bound
+    try:
         p = play("deploy.yml")
         assert p.returncode == 0, p.stdout[-3000:]
         assert "older than sglang_deploy_lock_max_age (6.0 h); it stopped at gating" in flat(p.stderr)

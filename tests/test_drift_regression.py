@@ -90,7 +90,8 @@ def test_history_baseline_is_the_newest_passing_run_of_the_profile(tmp_path):
     recs = history.read(str(path), warn=lambda n, why: warnings.append((n, why)))
     assert len(recs) == 4 and warnings[0][0] == 3
     assert history.baseline(history.last_passing(recs, "nextn_3step")) == {
-        "time": "t2", "profile": "nextn_3step", "decode_tok_s": 56.0, "accept_len": 3.1}
+        "time": "t2", "profile": "nextn_3step", "for_profile": None, "decode_tok_s": 56.0, "accept_len": 3.1,
+        "intervals": None}
     assert history.last_passing(recs, "no_spec") is None
     assert history.change_pct(42.0, 56.0) == pytest.approx(-25.0)
 

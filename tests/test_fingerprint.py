@@ -9,15 +9,22 @@ import stat
 
 import pytest
 
+from bench import history as bench_history
+from bench import report
 from sglang_perf import fingerprint, history
 from test_module import FAST, call, patched  # noqa: F401 (patched: the module exits as an exception)
 
 STANDIN = os.path.join(os.path.dirname(__file__), "..", "scripts", "nvidia_smi_standin.py")
 
-# nvidia-smi --query-gpu=<GPU_FIELDS> --format=csv,noheader,nounits on a 2 x A6000 host: comma and
-# space between fields, power with two decimals, [N/A] where a board has no such figure.
-QUERY = ("0, 00000000:01:00.0, NVIDIA RTX A6000, 580.95.05, 300.00, 2100, 8001, 4, 16, Enabled, Disabled\n"
-         "1, 00000000:41:00.0, NVIDIA RTX A6000, 580.95.05, 250.00, 2100, 8001, 4, 8, Enabled, [N/A]\n")
+# nvidia-smi --query-gpu=<fingerprint.query_fields()> --format=csv,noheader,nounits on a 2 x A6000
+# host at idle: comma and space between fields, power with two decimals, the clock-event mask in
+# hex, each reason "Active" / "Not Active", [N/A] where a board has no such figure.
+IDLE = ("0x0000000000000001, Active, Not Active, Not Active, Not Active, Not Active, Not Active, "
+        "Not Active, Not Active")
+QUERY = ("0, 00000000:01:00.0, NVIDIA RTX A6000, 580.95.05, 300.00, 2100, 8001, 4, 16, Enabled, Disabled, "
+         "300.00, 300.00, 1800, 1800, 8001, 8001, 210, 405, " + IDLE + "\n"
+         "1, 00000000:41:00.0, NVIDIA RTX A6000, 580.95.05, 250.00, 2100, 8001, 4, 8, Enabled, [N/A], "
+         "300.00, 250.00, 1800, 1800, 8001, 8001, 210, 405, " + IDLE + "\n")
 # nvidia-smi topo -m as it prints on a terminal: the header underlined with escape codes, tabs
 # between the columns, a NIC row, then the legend.
 TOPO = ("\t\x1b[4mGPU0\tGPU1\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m\n"
@@ -34,7 +41,11 @@ def test_the_gpu_query_is_parsed_per_gpu_with_numbers_and_missing_values():
     assert gpus[0] == {"index": 0, "bus_id": "00000000:01:00.0", "name": "NVIDIA RTX A6000",
                        "driver": "580.95.05", "power_limit_w": 300, "max_sm_clock_mhz": 2100,
                        "max_memory_clock_mhz": 8001, "pcie_gen": 4, "pcie_width": 16,
-                       "persistence_mode": "Enabled", "ecc": "Disabled"}
+                       "persistence_mode": "Enabled", "ecc": "Disabled", "default_power_limit_w": 300,
+                       "enforced_power_limit_w": 300, "app_sm_clock_mhz": 1800,
+                       "default_app_sm_clock_mhz": 1800, "app_memory_clock_mhz": 8001,
+                       "default_app_memory_clock_mhz": 8001, "sm_clock_mhz": 210, "memory_clock_mhz": 405,
+                       "clock_event_mask": "0x0000000000000001", "clock_events": ["gpu_idle"]}
     assert gpus[1]["power_limit_w"] == 250 and gpus[1]["pcie_width"] == 8 and gpus[1]["ecc"] is None
     assert fingerprint.parse_gpus("") == [] and fingerprint.parse_gpus(None) == []
 
@@ -72,9 +83,10 @@ def fp(**kw):
 
 def test_a_changed_power_limit_is_named_with_its_gpu():
     now = fp(gpus=fingerprint.parse_gpus(QUERY.replace(", 8, ", ", 16, ")))
-    assert fingerprint.differences(fp(), now) == ["power limit 300 W -> 250 W on GPU 1"]
-    assert fingerprint.text(["power limit 300 W -> 250 W on GPU 1"]) == \
-        "host changed since the last-known-good: power limit 300 W -> 250 W on GPU 1"
+    # the enforced limit follows the set one: named once
+    assert fingerprint.differences(fp(), now) == ["GPU 1: power limit 300 W -> 250 W"]
+    assert fingerprint.text(["GPU 1: power limit 300 W -> 250 W"]) == \
+        "host changed since the last-known-good: GPU 1: power limit 300 W -> 250 W"
 
 
 def test_every_kind_of_change_is_named_the_host_first():
@@ -127,7 +139,168 @@ def test_the_standin_answers_what_the_fingerprint_asks_and_can_vary(tmp_path, mo
                                  "topology": "PHB"}))
     now = fingerprint.take(fingerprint.run_argv, STANDIN, {})
     assert fingerprint.differences(before, now) == [
-        "power limit 300 W -> 250 W on GPU 1", "PCIe width x16 -> x8 on GPU 1", "GPU0-GPU1 link NV4 -> PHB"]
+        "GPU 1: power limit 300 W -> 250 W", "GPU 1: PCIe width x16 -> x8", "GPU0-GPU1 link NV4 -> PHB"]
+
+
+# The stand-in's state for a busy GPU whose SM clock is locked at 1,400 MHz (nvidia-smi -lgc: the
+# max stays 2,100, applications_clocks_setting is active), and one held by its power cap.
+LOCKED = {"clocks.current.sm": 1400, "clocks.current.memory": 8001,
+          "clocks_event_reasons": ["applications_clocks_setting"]}
+CAPPED_BY_POWER = {"clocks.current.sm": 1650, "clocks.current.memory": 8001,
+                   "clocks_event_reasons": ["sw_power_cap"]}
+
+
+def reasons(*active):
+    """The .active mask and the eight reasons' fields as nvidia-smi prints them."""
+    bits = dict(fingerprint.REASONS)
+    return ", ".join(["0x%016X" % sum(bits[r] for r in active)]
+                     + ["Active" if r in active else "Not Active" for r, _ in fingerprint.REASONS])
+
+
+def row(i, sm=210, mem=405, events=("gpu_idle",), limit="300.00", enforced="300.00", app_sm="1800",
+        max_sm="2100"):
+    """One GPU's line of the fingerprint's query, an A6000 by default (idle)."""
+    return ("%d, 00000000:%02X:00.0, NVIDIA RTX A6000, 580.95.05, %s, %s, 8001, 4, 16, Enabled, Disabled, "
+            "300.00, %s, %s, 1800, 8001, 8001, %s, %s, %s\n"
+            % (i, i + 1, limit, max_sm, enforced, app_sm, sm, mem, reasons(*events)))
+
+
+def gpus(*rows):
+    return fingerprint.parse_gpus("".join(rows))
+
+
+def test_the_clock_event_reasons_are_read_from_their_fields_or_the_mask():
+    busy = gpus(row(0, sm=1650, mem=8001, events=("sw_power_cap", "hw_slowdown", "hw_thermal_slowdown")))[0]
+    assert busy["clock_events"] == ["sw_power_cap", "hw_slowdown", "hw_thermal_slowdown"]
+    assert busy["sm_clock_mhz"] == 1650 and busy["clock_event_mask"] == "0x000000000000004C"
+    # a board that answers no reason of its own but the mask (0x4 | 0x2): the bits say them
+    line = row(0, events=()).replace(reasons(), "0x0000000000000006" + ", [N/A]" * 8)
+    assert gpus(line)[0]["clock_events"] == ["applications_clocks_setting", "sw_power_cap"]
+    # neither: not read, which is not "none active"
+    line = row(0, app_sm="[Not Supported]").replace(reasons("gpu_idle"), ", ".join(["[N/A]"] * 9))
+    g = gpus(line)[0]
+    assert g["clock_events"] is None and g["app_sm_clock_mhz"] is None
+    assert fingerprint.limits(g) == []
+
+
+def test_an_idle_gpu_is_not_capped_a_busy_locked_one_is():
+    # locked at 1,400 MHz (-lgc): at idle the clock is low by design and says nothing
+    idle_locked = gpus(row(0, sm=1400, events=("gpu_idle", "applications_clocks_setting")))[0]
+    assert fingerprint.limits(idle_locked) == []
+    busy_locked = gpus(row(0, sm=1400, mem=8001, events=("applications_clocks_setting",)))[0]
+    assert fingerprint.limits(busy_locked) == [("sm_cap", "SM clock capped at 1,400 MHz", 1400)]
+    # busy at its max: the setting holds nothing down
+    at_max = gpus(row(0, sm=2100, mem=8001, events=("applications_clocks_setting",)))[0]
+    assert fingerprint.limits(at_max) == []
+    # busy, boosting under its max with no reason active: not capped
+    assert fingerprint.limits(gpus(row(0, sm=1950, mem=8001, events=()))[0]) == []
+    # application clocks below the default (-ac 8001,1400): a setting, capped at idle too
+    assert fingerprint.limits(gpus(row(0, app_sm="1400"))[0]) == \
+        [("sm_cap", "SM clock capped at 1,400 MHz", 1400)]
+
+
+def test_the_reasons_that_hold_a_gpu_down_are_named():
+    g = gpus(row(0, sm=1650, mem=8001, events=("sw_power_cap",)),
+             row(1, sm=1200, mem=8001, events=("hw_slowdown", "hw_thermal_slowdown")),
+             row(2, sm=900, mem=8001, events=("hw_slowdown",)),
+             row(3, sm=1800, mem=8001, events=("sync_boost", "sw_thermal_slowdown")),
+             row(4, events=("gpu_idle", "sw_power_cap")))
+    assert [[p for _, p, _ in fingerprint.limits(x)] for x in g] == [
+        ["power cap active (SM clock 1,650 of 2,100 MHz)"],
+        ["thermal slowdown (SM clock 1,200 of 2,100 MHz)"],
+        ["hardware slowdown (SM clock 900 of 2,100 MHz)"],
+        ["thermal slowdown (SM clock 1,800 of 2,100 MHz)", "sync boost holds the clocks"],
+        ["power cap active"]]
+
+
+@pytest.mark.parametrize("n", [1, 2, 8])
+def test_a_cap_is_named_on_its_gpu_among_n(n):
+    before = fp(gpus=gpus(*(row(i, sm=1950, mem=8001, events=()) for i in range(n))), topology={})
+    capped = [row(i, sm=1950, mem=8001, events=()) for i in range(n - 1)] + \
+        [row(n - 1, sm=1400, mem=8001, events=("applications_clocks_setting", "sw_power_cap"))]
+    assert fingerprint.differences(before, fp(gpus=gpus(*capped), topology={})) == [
+        "GPU %d: SM clock capped at 1,400 MHz" % (n - 1),
+        "GPU %d: power cap active (SM clock 1,400 of 2,100 MHz)" % (n - 1)]
+    idle = [row(i) for i in range(n)]
+    assert fingerprint.differences(before, fp(gpus=gpus(*idle), topology={})) == []
+
+
+def test_clocks_are_compared_like_with_like():
+    busy = gpus(row(0, sm=1950, mem=8001, events=()), row(1, sm=1950, mem=8001, events=()))
+    idle = gpus(row(0), row(1))
+    # a busy baseline and an idle run (or the reverse): the current clocks differ by design
+    assert fingerprint.differences(fp(gpus=busy), fp(gpus=idle)) == []
+    assert fingerprint.differences(fp(gpus=idle), fp(gpus=busy)) == []
+    # the same power cap as the baseline's: no change; the same lock at a lower clock: named
+    capped = gpus(row(0, sm=1650, mem=8001, events=("sw_power_cap",)),
+                  row(1, sm=1400, mem=8001, events=("applications_clocks_setting",)))
+    lower = gpus(row(0, sm=1600, mem=8001, events=("sw_power_cap",)),
+                 row(1, sm=1200, mem=8001, events=("applications_clocks_setting",)))
+    assert fingerprint.differences(fp(gpus=capped), fp(gpus=lower)) == ["GPU 1: SM clock capped at 1,200 MHz"]
+    # an application clock below the baseline's (the default unread): capped; raised: said as such
+    no_default = [g for g in gpus(row(0, app_sm="1600"))]
+    no_default[0]["default_app_sm_clock_mhz"] = None
+    assert fingerprint.differences(fp(gpus=gpus(row(0))), fp(gpus=no_default)) == \
+        ["GPU 0: SM clock capped at 1,600 MHz"]
+    assert fingerprint.differences(fp(gpus=no_default), fp(gpus=gpus(row(0)))) == \
+        ["GPU 0: application SM clock 1,600 -> 1,800 MHz"]
+
+
+def test_the_enforced_power_limit_is_named_where_it_does_not_follow_the_set_one():
+    before = fp(gpus=gpus(row(0), row(1)))
+    # something besides the set limit (a board or chassis limiter) lowered the ceiling
+    assert fingerprint.differences(before, fp(gpus=gpus(row(0, enforced="250.00"), row(1)))) == \
+        ["GPU 0: enforced power limit 300 W -> 250 W"]
+    # nvidia-smi -pl 250: the set limit says it
+    set_by_pl = gpus(row(0, limit="250.00", enforced="250.00"), row(1))
+    assert fingerprint.differences(before, fp(gpus=set_by_pl)) == ["GPU 0: power limit 300 W -> 250 W"]
+    assert fingerprint.differences(before, fp(gpus=gpus(row(0, enforced="[N/A]"), row(1)))) == \
+        ["GPU 0: enforced power limit 300 W -> n/a"]
+
+
+def test_a_baseline_recorded_before_the_clocks_were_asked_is_compared_on_what_it_has():
+    old = fp(gpus=[{k: v for k, v in g.items() if k in {f[1] for f in fingerprint.GPU_FIELDS[:11]}}
+                   for g in gpus(row(0), row(1))])
+    assert fingerprint.differences(old, fp(gpus=gpus(row(0), row(1)))) == []
+    now = gpus(row(0), row(1, sm=1400, mem=8001, events=("applications_clocks_setting",)))
+    assert fingerprint.differences(old, fp(gpus=now)) == ["GPU 1: SM clock capped at 1,400 MHz"]
+
+
+def test_an_older_driver_is_asked_the_older_names_or_left_without_the_field(tmp_path, monkeypatch):
+    state = tmp_path / "smi.json"
+    monkeypatch.setenv("NVIDIA_SMI_STANDIN_STATE", str(state))
+    state.write_text(json.dumps({"gpus": [{}, LOCKED], "unknown_fields": ["clocks_event_reasons.*",
+                                                                           "enforced.power.limit"]}))
+    asked = []
+
+    def run(argv):
+        asked.append(argv)
+        return fingerprint.run_argv(argv)
+
+    out = fingerprint.take(run, STANDIN, {})
+    assert out["nvidia_smi"] == "ok" and len(asked) == 4  # 3 queries and topo -m
+    assert out["nvidia_smi_fields"] == [
+        "enforced.power.limit left out: this driver does not know it",
+        "clocks_throttle_reasons.* asked: this driver does not know clocks_event_reasons.*"]
+    assert "clocks_throttle_reasons.sw_power_cap" in asked[2][1] and "enforced" not in asked[2][1]
+    assert out["gpus"][1]["clock_events"] == ["applications_clocks_setting"]
+    assert "enforced_power_limit_w" not in out["gpus"][1]
+    assert fingerprint.limits(out["gpus"][1]) == [("sm_cap", "SM clock capped at 1,400 MHz", 1400)]
+    # a driver that does not know the index (no GPU told apart): no GPU figures, and why
+    state.write_text(json.dumps({"gpus": [{}], "unknown_fields": ["index"]}))
+    failed = fingerprint.take(fingerprint.run_argv, STANDIN, {})
+    assert failed["gpus"] == [] and 'Field "index" is not a valid field' in failed["nvidia_smi"]
+
+
+def test_the_standin_shows_a_clock_cap_and_a_power_cap_as_the_gate_reads_them(tmp_path, monkeypatch):
+    state = tmp_path / "smi.json"
+    monkeypatch.setenv("NVIDIA_SMI_STANDIN_STATE", str(state))
+    before = fingerprint.take(fingerprint.run_argv, STANDIN, {})
+    assert [g["clock_events"] for g in before["gpus"]] == [["gpu_idle"], ["gpu_idle"]]
+    state.write_text(json.dumps({"gpus": [CAPPED_BY_POWER, LOCKED]}))
+    now = fingerprint.take(fingerprint.run_argv, STANDIN, {})
+    assert fingerprint.differences(before, now) == [
+        "GPU 0: power cap active (SM clock 1,650 of 2,100 MHz)", "GPU 1: SM clock capped at 1,400 MHz"]
 
 
 PLAN = {"coding": {"prompts": "coding", "concurrency": 1, "requests": 6, "max_tokens": 64},
@@ -136,9 +309,10 @@ THRESHOLDS = {"nextn_3step": {"coding": {"min_tok_s": 1.0}}}
 
 
 def test_the_gate_names_a_host_change_first_and_records_the_fingerprint(emulator, tmp_path, monkeypatch):
-    """Two plan runs of the module against one emulator, the stand-in's power limit lowered on GPU 1
-    between them: the second run's message says so before the figures; the history keeps both
-    fingerprints and each case's prompt set; the report-only prose case is recorded, not judged."""
+    """Two plan runs of the module against one emulator, the stand-in's power limit lowered, a clock
+    locked and a power cap active between them: the second run's message says so before the
+    figures; the history keeps both fingerprints and each case's prompt set; the report-only prose
+    case is recorded, not judged."""
     state = tmp_path / "smi.json"
     monkeypatch.setenv("NVIDIA_SMI_STANDIN_STATE", str(state))
     emu = emulator("nextn_3step", env=FAST)
@@ -162,14 +336,28 @@ def test_the_gate_names_a_host_change_first_and_records_the_fingerprint(emulator
     hist.write_text(json.dumps(rec) + "\n")
     assert [c["prompt_set"] for c in rec["cases"]] == [coding["prompt_set"], prose["prompt_set"]]
 
-    state.write_text(json.dumps({"gpus": [{}, {"power.limit": 250}]}))
+    # GPU 1's limit lowered and its SM clock locked at 1,400 MHz, GPU 0 held by its power cap, both
+    # busy (a server's traffic beside the gate): named before the figures
+    state.write_text(json.dumps({"gpus": [CAPPED_BY_POWER, dict(LOCKED, **{"power.limit": 250})]}))
     kind, second = call(args)
     assert kind == "exit", second["msg"]
-    assert second["fingerprint_changes"] == ["power limit 300 W -> 250 W on GPU 1"]
+    said = ["GPU 0: power cap active (SM clock 1,650 of 2,100 MHz)", "GPU 1: power limit 300 W -> 250 W",
+            "GPU 1: SM clock capped at 1,400 MHz"]
+    assert second["fingerprint_changes"] == said
     assert second["msg"].startswith("passed in ") and \
-        second["msg"].index("host changed since the last-known-good: power limit 300 W -> 250 W on GPU 1") \
+        second["msg"].index("host changed since the last-known-good: " + "; ".join(said)) \
         < second["msg"].index("coding (C=1")
     assert "prose (C=1, 6 x 64 tok)" in second["msg"] and "reported" in second["msg"]
+    # bench history's line under the run and the HTML page's marker say the same
+    passed = {"verdict": "pass", "action": "record", "reason": "ok"}
+    runs = ((first, "2026-11-30T06:00:00Z"), (second, "2026-11-30T07:00:00Z"))
+    hist.write_text("".join(json.dumps(history.record(r, passed, {"time": t, "profile": "nextn_3step"}))
+                            + "\n" for r, t in runs))
+    runs = bench_history.annotate(bench_history.read(hist))
+    assert [r["host_changes"] for r in runs] == [[], said]
+    assert "    host changed since the last-known-good: " + "; ".join(said) in bench_history.table(runs)
+    assert 'title="host changed since the last-known-good: GPU 0: power cap active (SM clock 1,650 ' \
+        'of 2,100 MHz); GPU 1: power limit' in report.page(runs, 2, "ct-local", str(hist))
 
 
 def test_the_gate_without_nvidia_smi_says_so_and_runs(emulator, tmp_path):

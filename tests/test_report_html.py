@@ -146,9 +146,12 @@ def write_lines(path, records):
 
 def comparison(tmp_path):
     """A plan comparison written by bench.compare_plan (compare.json as compare-report writes it)."""
+    def ci(x):
+        return {"estimate": x, "lower": x * 0.99, "upper": x * 1.01, "n": 6}
+
     rows = []
     for profile, steps, decode, agg, al in (("nextn_3step", 3, 58.0, 225.0, 3.32),
-                                            ("vllm_mtp_3", 3, 52.0, 240.0, 3.1)):
+                                            ("vllm_mtp_3", 3, 52.0, 228.0, 3.1)):
         for case, c in CONCURRENCY.items():
             rows.append({"profile": profile, "engine": "vllm" if profile.startswith("vllm") else "sglang",
                          "spec_steps": steps, "case": case, "url": None, "concurrency": c, "requests": 4,
@@ -156,7 +159,9 @@ def comparison(tmp_path):
                          "decode_tok_s_min": decode * 0.99, "decode_tok_s_max": decode * 1.01,
                          "aggregate_tok_s": agg if c > 1 else decode, "accept_len": al,
                          "accept_by_position": [0.8, 0.7, 0.6], "ttft_p50_s": 0.05, "errors": 0,
-                         "error": None})
+                         "error": None, "judged": True, "thresholds": {},  # the gate judges them
+                         "intervals": {"level": 0.95, "decode_tok_s": ci(decode),
+                                       "aggregate_tok_s": ci(agg)}})
     summary = compare_plan.analyse_plan(rows, current="nextn_3step")
     out = tmp_path / "compare"
     compare_plan.write_reports(rows, summary, out)

@@ -126,27 +126,33 @@ def test_without_speculation_the_accept_length_is_absent():
         assert "sglang_watch_accept_length" not in families(watch.render(SETTINGS, obs, 1.0))
 
 
-def vllm(gen=None, drafts=None, requests=None, running=0, waiting=0, itl=None):
+def vllm(gen=None, drafts=None, requests=None, running=0, waiting=0, itl=None, accepted=None, tpot=None):
+    """A parsed vLLM scrape. vLLM observes its inter-token latency once per engine step of a request
+    (v1/metrics/stats.py), however many tokens the step emitted: itl = (seconds, steps); its
+    time per output token once per finished request: tpot = (seconds, requests)."""
     c, g = metrics.ENGINE_COUNTERS["vllm"], metrics.ENGINE_GAUGES["vllm"]
     out = {g["running"]: float(running), g["queued"]: float(waiting)}
     for name, value in ((c["generation_tokens"], gen), (c["verify_calls"], drafts),
-                        (c["requests"], requests)):
+                        (c["accepted_tokens"], accepted), (c["requests"], requests)):
         if value is not None:
             out[name] = float(value)
-    if itl is not None:
-        name = metrics.INTER_TOKEN_LATENCY["vllm"]
-        out[name + "_sum"], out[name + "_count"] = float(itl[0]), float(itl[1])
+    for name, hist in ((metrics.INTER_TOKEN_LATENCY["vllm"], itl),
+                       (metrics.TIME_PER_OUTPUT_TOKEN["vllm"], tpot)):
+        if hist is not None:
+            out[name + "_sum"], out[name + "_count"] = float(hist[0]), float(hist[1])
     return out
 
 
 def test_vllm_names_busy_idle_and_a_restart():
     """vLLM counts tokens per engine step (its drafts: one per verify step of a request with
     drafts): the same decisions under its names, read from the metrics.py table."""
-    busy = watch.observe_window(vllm(gen=2000, drafts=700, requests=10, running=1, itl=(40.0, 2000)),
-                                vllm(gen=2500, drafts=860, requests=10, running=1, itl=(50.0, 2500)), 10.0)
+    # 160 verify steps in 10 s, 320 drafts accepted: 3 tokens a step, 16 steps a second
+    busy = watch.observe_window(
+        vllm(gen=2000, drafts=700, accepted=1300, requests=10, running=1, itl=(40.0, 700)),
+        vllm(gen=2480, drafts=860, accepted=1620, requests=10, running=1, itl=(50.0, 860)), 10.0)
     assert figures(busy) == {"state": "busy", "up": 1, "source": "metrics",
-                             "accept_len": pytest.approx(500 / 160), "decode_tok_s": pytest.approx(50.0),
-                             "generation_tok_s": pytest.approx(50.0), "running": 1.0, "requests": 0.0}
+                             "accept_len": pytest.approx(3.0), "decode_tok_s": pytest.approx(48.0),
+                             "generation_tok_s": pytest.approx(48.0), "running": 1.0, "requests": 0.0}
     assert busy["engine"] == "vllm"
     idle = watch.observe_window(vllm(), vllm(), 10.0)
     assert (idle["state"], idle["engine"]) == ("idle", "vllm")
@@ -155,6 +161,75 @@ def test_vllm_names_busy_idle_and_a_restart():
     # vLLM counts per engine step: a request decoding moves the counter before it finishes
     assert watch.observe_window(vllm(gen=1, requests=0, running=1), vllm(gen=40, requests=0, running=1),
                                 10.0)["state"] == "busy"
+
+
+def scrape_file(name):
+    return metrics.parse((ROOT / "tests" / "data" / name).read_text())
+
+
+def test_a_vllm_stream_at_60_tok_s_and_accept_length_3_reads_60():
+    """Held out: vLLM 0.33's /metrics as prometheus_client writes it (tests/data, made with vLLM's
+    own metric definitions and buckets) around a 10 s window of one MTP request streaming 600
+    tokens in 200 verify steps of 0.05 s. Its histogram counted 200 steps, not 600 tokens."""
+    obs = watch.observe_window(scrape_file("vllm-0.33-mtp-stream-before.prom"),
+                               scrape_file("vllm-0.33-mtp-stream-after.prom"), 10.0)
+    assert (obs["state"], obs["engine"], obs["running"], obs["requests"]) == ("busy", "vllm", 1.0, 0.0)
+    assert obs["decode_tok_s"] == pytest.approx(60.0, rel=0.10)
+    assert obs["accept_len"] == pytest.approx(3.0) and obs["generation_tok_s"] == pytest.approx(60.0)
+
+
+@pytest.mark.parametrize("steps", [1, 6, 1024, 100000])
+@pytest.mark.parametrize("accepted_share", [0.0, 1.0, 2.0, 2.75])
+def test_vllm_decode_is_its_tokens_per_step_over_its_step_time(steps, accepted_share):
+    """From one verify step to 100,000 in the window: tokens a step (1 + accepted / drafts) over
+    the mean step time (0.05 s)."""
+    accepted = round(accepted_share * steps)
+    before = vllm(gen=30000, drafts=4000, accepted=9000, requests=20, running=1, itl=(200.0, 4000))
+    after = vllm(gen=30000 + steps + accepted, drafts=4000 + steps, accepted=9000 + accepted, requests=20,
+                 running=1, itl=(200.0 + 0.05 * steps, 4000 + steps))
+    obs = watch.observe_window(before, after, 10.0)
+    assert obs["state"] == "busy" and obs["decode_tok_s"] == pytest.approx((1 + accepted / steps) * 20)
+
+
+@pytest.mark.parametrize("steps", [1, 6, 1024, 100000])
+def test_vllm_without_speculation_has_one_token_a_step(steps):
+    """No drafts counter (vLLM without a speculative config serves none): a step is one token."""
+    obs = watch.observe_window(
+        vllm(gen=500, requests=3, itl=(10.0, 497)),
+        vllm(gen=500 + steps, requests=3, itl=(10.0 + 0.025 * steps, 497 + steps)), 10.0)
+    assert (obs["state"], obs["accept_len"]) == ("busy", None)
+    assert obs["decode_tok_s"] == pytest.approx(40.0)
+
+
+def test_sglang_counts_each_token_whatever_its_verify_steps():
+    """SGLang's histogram observes every token (a chunk's interval over its tokens): its count over
+    its sum is the speed, the verify steps do not multiply it."""
+    obs = watch.observe_window(sglang(gen=500, verify=160, requests=3, running=1, itl=(10.0, 560)),
+                               sglang(gen=800, verify=260, requests=4, running=1, itl=(15.0, 860)), 5.0)
+    assert obs["accept_len"] == pytest.approx(3.0) and obs["decode_tok_s"] == pytest.approx(60.0)
+
+
+@pytest.mark.parametrize("finished, seconds, decode", [
+    (1, 0.02, 50.0), (6, 6 * 0.025, 40.0), (1024, 1024 * 0.02, 50.0),
+    (3, 0.0, None),  # 1-token requests: vLLM observes 0, no speed
+])
+def test_a_vllm_window_without_its_inter_token_latency_reads_its_finished_requests(finished, seconds, decode):
+    """No step counted (a vLLM without the inter-token latency histogram): the time per output
+    token of the requests that finished in the window."""
+    obs = watch.observe_window(vllm(gen=900, requests=10, tpot=(0.2, 10)),
+                               vllm(gen=900 + 40 * finished, requests=10 + finished,
+                                    tpot=(0.2 + seconds, 10 + finished)), 10.0)
+    assert obs["state"] == "busy"
+    assert obs["decode_tok_s"] == (None if decode is None else pytest.approx(decode))
+
+
+@pytest.mark.parametrize("before, after", [
+    (vllm(gen=900, drafts=300, accepted=600, itl=(15.0, 300)),
+     vllm(gen=960, drafts=320, accepted=5, itl=(16.0, 320))),
+    (vllm(gen=900, requests=10, tpot=(0.2, 10)), vllm(gen=960, requests=11, tpot=(0.02, 1))),
+])
+def test_vllm_acceptance_or_time_per_token_going_back_is_a_restart(before, after):
+    assert watch.observe_window(before, after, 10.0)["state"] == "restarted"
 
 
 def test_the_probe_gives_its_per_request_median_and_accept_length():
@@ -192,7 +267,9 @@ def test_the_textfile_of_a_busy_window():
     obs = watch.observe_window(sglang(gen=1000, verify=320, requests=10, running=1, itl=(20.0, 1100)),
                                sglang(gen=1600, verify=500, requests=14, running=2, itl=(30.0, 1650)), 10.0)
     fams = families(watch.render(SETTINGS, obs, 1796000000.5))
-    assert set(fams) == set(watch.WATCH_METRICS)  # every family has its series here
+    # every family has its series here but the bar: two streams ran, not judged
+    assert set(fams) == set(watch.WATCH_METRICS) - {"sglang_watch_decode_bar_tokens_per_second"}
+    assert fams["sglang_watch_deploying"] == {LABELS: 0}
     assert fams["sglang_watch_up"] == {LABELS: 1}
     assert fams["sglang_watch_accept_length"][LABELS] == pytest.approx(600 / 180)
     assert fams["sglang_watch_decode_tokens_per_second"][LABELS] == pytest.approx(55.0)
@@ -207,7 +284,7 @@ def test_the_textfile_of_a_down_server_has_up_0_and_no_figure():
     down = watch.observe_window(None, None, 0)
     fams = families(watch.render(dict(SETTINGS, decode_threshold=None), down, 5.0))
     assert set(fams) == {"sglang_watch_up", "sglang_watch_source", "sglang_watch_interval_seconds",
-                         "sglang_watch_last_run_timestamp_seconds"}
+                         "sglang_watch_last_run_timestamp_seconds", "sglang_watch_deploying"}
     assert fams["sglang_watch_up"] == {LABELS: 0}
     assert {dict(k)["source"]: v for k, v in fams["sglang_watch_source"].items()} == {
         "metrics": 0, "probe": 0, "none": 1}
@@ -256,7 +333,11 @@ def test_the_role_defaults_make_the_settings_from_the_deploy_plan(production_pla
         "api_key_file": None, "textfile": "/var/lib/prometheus/node-exporter/sglang_watch.prom",
         "window_s": 10.0, "timeout_s": 300.0, "interval_s": 900.0,
         "probe": {"case": "coding", "prompts": "coding", "requests": 3, "max_tokens": 192},
-        "decode_threshold": 45}
+        "decode_threshold": 45,
+        # the long-context case's 33 tok/s at 32K: the slowest one stream the gate judges
+        "passive": {"min_tok_s": 33, "max_prompt_tokens": 32768},
+        "deploy_lock": {"path": "/var/lib/sglang/deploy.lock", "max_age_s": 21600},
+        "measure_lock": "/var/lib/sglang/measure.lock"}
     assert json.loads(json.dumps(settings)) == settings  # the role writes it as JSON
 
 

@@ -14,6 +14,7 @@ import urllib.request
 
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from bench.launch import EmulatorProcess
 from conftest import free_port, role_defaults
@@ -51,7 +52,13 @@ def settings_file(tmp_path, plan, url, **changes):
     inputs.update(sglang_watch_window=1, sglang_watch_textfile_path=str(tmp_path / "sglang_watch.prom"))
     settings, problems = watch.configure(plan, inputs)
     assert problems == []
-    settings.update(url=url, **changes)
+    # the host's locks in tmp_path/state: the deploy lock absent, the measurement lock's file there
+    state = tmp_path / "state"
+    state.mkdir(exist_ok=True)
+    (state / "measure.lock").touch()
+    settings.update(url=url, deploy_lock={"path": str(state / "deploy.lock"), "max_age_s": 21600},
+                    measure_lock=str(state / "measure.lock"))
+    settings.update(**changes)
     path = tmp_path / "sglang-watch.json"
     path.write_text(json.dumps(settings))
     return path, settings
@@ -90,7 +97,7 @@ def test_an_idle_server_is_probed_at_c1_with_the_gate_cases_prompts(emulator, pr
     assert sorted(r["completion_tokens"] for r in probe) == [32, 96, 96, 96]
     assert all(a["t_finish"] <= b["t_arrival"] for a, b in zip(probe, probe[1:]))
     assert (tmp_path / "sglang_watch.prom").stat().st_mode & 0o777 == 0o644
-    assert sorted(q.name for q in tmp_path.iterdir()) == ["sglang-watch.json", "sglang_watch.prom"]
+    assert sorted(q.name for q in tmp_path.iterdir()) == ["sglang-watch.json", "sglang_watch.prom", "state"]
 
 
 class Traffic(object):
@@ -211,3 +218,107 @@ def test_vllm_idle_then_busy_under_its_own_names(vllm_emulator, program, tmp_pat
     fams = families((tmp_path / "sglang_watch.prom").read_text())
     (generation,) = fams["sglang_watch_generation_tokens_per_second"].values()
     assert sources(fams)["metrics"] == 1 and generation > 10
+
+
+# vLLM 0.33's INTER_TOKEN_LATENCY_BUCKETS (v1/metrics/buckets.py): its inter-token latency and
+# time per output token histograms'.
+VLLM_ITL_BUCKETS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+                    10.0, 20.0, 40.0, 80.0]
+# accept length -> (speculative tokens, the emulator's acceptance per draft position): 1 without
+# speculation; 2 from one draft always accepted; 3 from three drafts each kept with p = 0.81, as a
+# real MTP head varies (1 + 0.81 + 0.81^2 + 0.81^3 = 3.0).
+ACCEPT_LENGTHS = {1: (0, None), 2: (1, "1.0"), 3: (3, "0.81")}
+
+
+class StreamingUser(Traffic):
+    """One user streaming completions back to back (C=1), timing each request's text as it arrives:
+    ``decoded`` holds each request's (tokens after the first, seconds from first to last token)."""
+
+    def __init__(self, url, max_tokens=96):
+        super().__init__(url, streams=1, max_tokens=max_tokens)
+        self.decoded = []
+
+    def decode_tok_s(self):
+        """The user's decode speed over all its requests (tok/s after each one's first token)."""
+        return sum(t for t, _ in self.decoded) / sum(s for _, s in self.decoded)
+
+    def loop(self):
+        body = {"model": "Qwen3.6-27B", "prompt": "def merge_sorted(a, b):", "max_tokens": self.max_tokens,
+                "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
+        while not self.stop.is_set():
+            req = urllib.request.Request(self.url + "/v1/completions", data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+            first = last = tokens = None
+            with urllib.request.urlopen(req, timeout=60) as r:
+                for line in r:
+                    if not line.startswith(b"data: {"):
+                        continue
+                    now, chunk = time.monotonic(), json.loads(line[6:])
+                    if chunk.get("usage"):
+                        tokens = chunk["usage"]["completion_tokens"]
+                    if any(c.get("text") for c in chunk.get("choices") or []):
+                        first, last = first or now, now
+            self.decoded.append((tokens - 1, last - first))
+
+
+def histogram(text, name):
+    """{"_count": n, "_sum": s, "_bucket<le>": n...} of one histogram in a /metrics text."""
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            if s.name.startswith(name + "_"):
+                out[s.name[len(name):] + s.labels.get("le", "")] = s.value
+    return out
+
+
+@pytest.mark.parametrize("accept_len", sorted(ACCEPT_LENGTHS))
+def test_vllm_decode_is_read_as_vllm_counts_it_at_accept_lengths_1_2_3(program, tmp_path, accept_len):
+    """The watch's decode figure over a window of one user streaming from the vLLM emulator is the
+    decode speed the user measured (within 10%): vLLM's inter-token latency counts engine steps,
+    a step's tokens come from its spec-decode counters. The emulator counts as vLLM 0.33 does: one
+    latency per step of a request, one time per output token per finished request."""
+    steps, probs = ACCEPT_LENGTHS[accept_len]
+    args = list(VLLM_ARGS[:VLLM_ARGS.index("--speculative-config")]) + ["--trust-remote-code"]
+    if steps:
+        args += ["--speculative-config", json.dumps({"method": "mtp", "num_speculative_tokens": steps})]
+    env = {"SGLEMU_SPEED_SCALE": "4", "SGLEMU_WARMUP_REQUESTS": "0", "SGLEMU_SEED": "3",
+           "SGLEMU_LONGCTX_FACTOR_32K": "1"}
+    if probs:
+        env["SGLEMU_VLLM_ACCEPT_PROBS"] = probs
+    log = open(tmp_path / "vllm.log", "w+")
+    emu = EmulatorProcess(args, log, env=env, module="bench.emulator.vllm")
+    try:
+        emu.wait_ready("/health", 30)
+        path, _ = settings_file(tmp_path, plan_for({"sglang_profile": "vllm_mtp_3"}), emu.url, window_s=3)
+        with StreamingUser(emu.url) as user:
+            while not user.decoded:
+                time.sleep(0.05)
+            p = run(program, path)
+        with urllib.request.urlopen(emu.url + "/metrics", timeout=10) as r:
+            text = r.read().decode()
+        with urllib.request.urlopen(emu.url + "/_emulator/stats", timeout=10) as r:
+            served = [q for q in json.loads(r.read())["requests"] if not q["health"]]
+    finally:
+        emu.stop()
+        log.close()
+    assert "busy (source metrics)" in p.stdout, p.stdout + p.stderr
+    fams = families((tmp_path / "sglang_watch.prom").read_text())
+    (decode,) = fams["sglang_watch_decode_tokens_per_second"].values()
+    assert decode == pytest.approx(user.decode_tok_s(), rel=0.10), (decode, user.decoded)
+    if steps:
+        (accept,) = fams["sglang_watch_accept_length"].values()
+        assert accept == pytest.approx(accept_len, rel=0.10)
+    else:
+        assert "sglang_watch_accept_length" not in fams
+    # the emulator's exact counters: one latency per step after a request's first token (its
+    # verify steps with speculation, a token a step without), summing to its decode time
+    finished = [q for q in served if q["t_finish"] is not None]
+    itl = histogram(text, "vllm:inter_token_latency_seconds")
+    assert itl["_count"] == sum(q["verify_ct"] if steps else q["completion_tokens"] - 1 for q in served)
+    assert itl["_sum"] == pytest.approx(sum(q["t_last_token"] - q["t_first_token"] for q in served))
+    assert [float(le) for le in (k[len("_bucket"):] for k in itl if k.startswith("_bucket"))] \
+        == VLLM_ITL_BUCKETS + [float("inf")]
+    tpot = histogram(text, "vllm:request_time_per_output_token_seconds")
+    assert tpot["_count"] == len(finished) and tpot["_bucket+Inf"] == len(finished)
+    assert tpot["_sum"] == pytest.approx(sum((q["t_last_token"] - q["t_first_token"])
+                                             / (q["completion_tokens"] - 1) for q in finished))

@@ -205,8 +205,9 @@ options:
     type: dict
   baseline:
     description:
-      - Figures to compare with (C(decode_tok_s), C(accept_len), optional C(time), C(profile));
-        the result's C(regression) gives the change in percent.
+      - Figures to compare with (C(decode_tok_s), C(accept_len), optional C(time), C(profile),
+        C(intervals) as a result gives them); the result's C(regression) gives the change in
+        percent. Without C(intervals) its noise is taken to be this run's.
     type: dict
   baseline_history:
     description:
@@ -214,8 +215,13 @@ options:
         newest passing run of O(baseline_profile) in it is the baseline, else the host's
         last-known-good run of another profile (its change is reported and attributed, never
         judged by O(max_regression_pct)). A missing file means no baseline (a first deploy).
-      - Each case's change is split into its accept-length and step-time parts, with the cause -
-        C(acceptance), C(system), C(both) or C(none) - in the case's C(attribution).
+      - Each case's change is split into its accept-length and step-time parts, each with its
+        interval over both runs' noise (this run's intervals and the baseline's, from its record),
+        with the cause - C(acceptance), C(system), C(both) or C(none) - in the case's
+        C(attribution). A cause is named only when the decode change is outside both runs' noise.
+      - A failed case's message names its cause against the baseline, named for what it is (its
+        profile's last pass and time, or the host's last-known-good of another profile), whether
+        O(max_regression_pct) is set or not.
     type: path
   baseline_profile:
     description: The profile whose last passing run in O(baseline_history) is the baseline.
@@ -224,11 +230,25 @@ options:
     description: Fail when decode tok/s or accept length dropped more than this percentage from
       the baseline run of the same profile. Unset - changes are reported only.
     type: float
+  measure_lock:
+    description:
+      - Path on the host of its measurement lock (an C(flock) on the file, created when missing;
+        the deploy plan's C(lock.measure_path), beside the deploy lock). Held while this run sends
+        its requests, so it never measures beside the watch's probe (roles/sglang_watch takes the
+        same lock, without waiting); unset - no lock. Not taken in check mode.
+    type: path
+  measure_lock_wait:
+    description:
+      - Seconds to wait for the measurement lock while another holder has it (a running probe takes
+        seconds); then the module fails, naming the lock, and measures nothing.
+    type: int
+    default: 600
   nvidia_smi:
     description:
-      - With O(plan), the nvidia-smi whose answers make the host's fingerprint (per GPU name,
-        driver, power limit, max SM and memory clocks, PCIe generation and width, persistence
-        mode, ECC; C(nvidia-smi topo -m)'s links), a name looked up on the host's PATH or an
+      - With O(plan), the nvidia-smi whose answers make the host's fingerprint, taken before the
+        warmup (per GPU name, driver, power limits, max, application and current clocks, the
+        active clock-event reasons, PCIe generation and width, persistence mode, ECC;
+        C(nvidia-smi topo -m)'s links), a name looked up on the host's PATH or an
         absolute path. An empty string asks nothing. One that is missing, fails or hangs (30 s)
         leaves the GPUs out and says why in C(fingerprint.nvidia_smi); the benchmark runs on.
     type: str
@@ -482,6 +502,18 @@ regression:
   returned: when the benchmark ran and a baseline was given or found
   type: dict
   sample: {decode_tok_s_pct: -2.1, accept_len_pct: 0.4, baseline: {decode_tok_s: 55.4, accept_len: 3.13}}
+attribution:
+  description:
+    - The change from the baseline split into its parts (decode tok/s = accept length / verify-step
+      time) - C(tok_s_pct), C(accept_len_pct), C(step_time_pct) (a slower step is +), each with
+      C(..._pct_interval) over both runs' noise (null without this run's interval) - and
+      C(moved) (the decode change is outside both runs' noise), C(baseline_noise) (C(recorded),
+      or C(assumed) - as this run's), C(cause) (C(acceptance), C(system), C(both) or C(none)),
+      C(note) (why none), C(text) and C(against) (the baseline, named).
+  returned: when the benchmark ran and a baseline was given or found
+  type: dict
+  sample: {tok_s_pct: -34.3, tok_s_pct_interval: [-38.3, -33.1], accept_len_pct: -46.4,
+           step_time_pct: -18.4, moved: true, cause: acceptance}
 fingerprint:
   description: The host's fingerprint (see O(nvidia_smi) and O(identity)) with C(prompts), the prompt
     set of each case (its source and the hash of its texts).
@@ -492,7 +524,7 @@ fingerprint_changes:
   returned: when a plan ran
   type: list
   elements: str
-  sample: ["power limit 300 W -> 250 W on GPU 1"]
+  sample: ["GPU 1: power limit 300 W -> 250 W", "GPU 1: SM clock capped at 1,400 MHz"]
 notes:
   description: Remarks about the run (excluded requests, missing counters, missing metrics).
   returned: when the benchmark ran
@@ -508,7 +540,7 @@ import os
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_perf import engine, fingerprint, history, plan, prompts
+from ansible.module_utils.sglang_perf import engine, fingerprint, history, measurelock, plan, prompts
 from ansible.module_utils.sglang_perf.client import ConfigError, MeasureError
 
 D = engine.DEFAULTS  # one set of defaults for the module, the CLI and the engine
@@ -555,8 +587,11 @@ ARGUMENT_SPEC = dict(
     max_regression_pct=dict(type="float"),
     nvidia_smi=dict(type="str", default="nvidia-smi"),
     identity=dict(type="dict"),
+    measure_lock=dict(type="path"),
+    measure_lock_wait=dict(type="int", default=600),
 )
-MODULE_ONLY = ("per_request", "baseline_history", "baseline_profile", "nvidia_smi", "identity")
+MODULE_ONLY = ("per_request", "baseline_history", "baseline_profile", "nvidia_smi", "identity",
+               "measure_lock", "measure_lock_wait")
 PLAN_ONLY = ("plan", "thresholds", "calibrated", "profile", "promise")
 # what the plan's cases set (the single-case options that a plan run does not use)
 CASE_OPTIONS = ("prompts", "prompt_tokens", "concurrency", "requests", "max_requests", "max_tokens",
@@ -597,6 +632,29 @@ def main():
                            required_by={"baseline_history": "baseline_profile",
                                         "plan": ("thresholds", "profile")})
     params = dict(module.params)
+    held = take_measure_lock(module, params)
+    try:
+        measure(module, params)
+    finally:
+        if held is not None:
+            measurelock.release(held)
+
+
+def take_measure_lock(module, params):
+    """The host's measurement lock (the descriptor that holds it), waiting out a watch's probe;
+    None without O(measure_lock) or in check mode (nothing is measured)."""
+    if not params["measure_lock"] or module.check_mode:
+        return None
+    try:
+        return measurelock.acquire(params["measure_lock"], params["measure_lock_wait"])
+    except measurelock.Busy as e:
+        module.fail_json(msg="could not measure %s: the host's measurement lock %s" % (params["url"], e))
+    except OSError as e:
+        module.fail_json(msg="could not measure %s: cannot open the host's measurement lock %s: %s"
+                         % (params["url"], params["measure_lock"], e))
+
+
+def measure(module, params):
     options = {k: v for k, v in params.items() if k not in MODULE_ONLY + PLAN_ONLY}
     try:
         if module.check_mode:
@@ -610,7 +668,8 @@ def main():
         else:
             if not options["baseline"]:
                 rec = last_passing(params["baseline_history"], params["baseline_profile"])
-                options["baseline"] = history.baseline(rec) if rec else None
+                options["baseline"] = history.baseline(rec, profile=params["baseline_profile"]) \
+                    if rec else None
             result = engine.run(options)
     except ConfigError as e:
         module.fail_json(msg="invalid option %s" % e)

@@ -12,8 +12,10 @@ description:
     C(PATH.guard) while it reads and writes, so two deploys never both take the lock.
   - C(read) returns the lock's content. C(acquire) writes O(holder) only when the lock is absent or
     still holds the token O(expect) (a compare-and-swap), atomically (a temporary file renamed).
-    C(phase) records the deploy's phase in the lock this run holds (O(token)) - the lock is also
-    the deploy's journal. C(release) removes the lock only when it holds O(token).
+    C(phase) records the run's phase in the lock this run holds (O(token)) - the lock is also
+    the deploy's journal - and fails, naming the holder, when the lock is not this run's any more
+    (taken over: the run stops before its next step). C(release) removes the lock only when it
+    holds O(token); a lock another run holds is left alone.
 options:
   path:
     description: The lock file (its directory is created, mode 0755, when missing).
@@ -35,7 +37,7 @@ options:
     description: With C(phase) and C(release), the token of the lock this run holds.
     type: str
   phase:
-    description: With C(phase), the phase the deploy is in (C(unit written), C(gating), C(decided), ...).
+    description: With C(phase), the phase the run is in (C(unit written), C(gating), C(decided), ...).
     type: str
 attributes:
   check_mode:
@@ -51,6 +53,10 @@ held:
   description: The lock's content after the operation (null - none; C({"unreadable": TEXT}) - not JSON).
   returned: always
   type: dict
+lost:
+  description: With C(phase), whether the lock is another run's (or gone); the task then fails.
+  returned: always
+  type: bool
 acquired:
   description: With C(acquire), whether this run holds the lock now.
   returned: always
@@ -67,6 +73,7 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.sglang_perf import lock
 
 
 def read(path):
@@ -127,16 +134,18 @@ def main():
                     write(path, p["holder"])
                     held, acquired, changed = dict(p["holder"]), True, True
             elif p["op"] == "phase":
-                if isinstance(held, dict) and held.get("token") == p["token"]:
-                    held = dict(held, phase=p["phase"], phase_at=time.time())
-                    write(path, held)
-                    changed = True
+                gone = lock.lost(held, p["token"], time.time())
+                if gone:  # taken over: this run's next step is another run's to take
+                    module.fail_json(msg=gone, held=held, lost=True, acquired=False, released=False)
+                held = dict(held, phase=p["phase"], phase_at=time.time())
+                write(path, held)
+                changed = True
             elif isinstance(held, dict) and held.get("token") == p["token"]:
                 os.unlink(path)
                 held, released, changed = None, True, True
     except OSError as e:
         module.fail_json(msg="deploy lock %s: %s" % (path, e))
-    module.exit_json(changed=changed, held=held, acquired=acquired, released=released)
+    module.exit_json(changed=changed, held=held, acquired=acquired, released=released, lost=False)
 
 
 if __name__ == "__main__":

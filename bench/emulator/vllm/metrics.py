@@ -7,6 +7,12 @@ vllm:prompt_tokens, vllm:generation_tokens (per engine step, not at finish), vll
 labels are every CacheConfig field (str(value)) plus engine. v1/spec_decode/metrics.py
 SpecDecodingProm (only with a speculative config): vllm:spec_decode_num_drafts,
 _num_draft_tokens, _num_accepted_tokens and _num_accepted_tokens_per_pos{position="0".."k-1"}.
+Histograms (loggers.py, buckets.py): vllm:inter_token_latency_seconds once per engine step of a
+request after its first (stats.py IterationStats.update_from_output: the time since the request's
+previous step, however many tokens the step emitted), and per finished request
+vllm:request_time_per_output_token_seconds (decode time / (generated tokens - 1), 0 for one
+token), vllm:request_decode_time_seconds (last token - first token) and
+vllm:request_generation_tokens.
 prometheus_client adds `_total` to counters and a `_created` sample per counter.
 """
 from __future__ import annotations
@@ -21,7 +27,20 @@ TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75
                 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0]
 E2E_BUCKETS = [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
                120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0]
+INTER_TOKEN_LATENCY_BUCKETS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0,
+                               2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0]
 FINISH_REASONS = ["stop", "length", "abort", "error", "repetition"]
+
+
+def request_tokens_buckets(max_model_len: int) -> List[float]:
+    """buckets.py build_1_2_5_buckets(max_model_len): 1, 2, 5, 10, 20, 50, ... up to it."""
+    out, scale = [], 1
+    while True:
+        for m in (1, 2, 5):
+            if m * scale > max_model_len:
+                return out
+            out.append(m * scale)
+        scale *= 10
 
 
 def cache_config_labels(cfg: Dict[str, Any], cap) -> List[tuple]:
@@ -71,6 +90,10 @@ class VllmMetrics:
         self.per_pos = [0] * self.num_spec
         self.ttft = Histogram(TTFT_BUCKETS)
         self.e2e = Histogram(E2E_BUCKETS)
+        self.itl = Histogram(INTER_TOKEN_LATENCY_BUCKETS)
+        self.tpot = Histogram(INTER_TOKEN_LATENCY_BUCKETS)
+        self.decode_time = Histogram(E2E_BUCKETS)
+        self.generation_tokens_request = Histogram(request_tokens_buckets(int(cfg["max_model_len"])))
         self.running = 0
         self.waiting = 0
         self.kv_usage = 0.0
@@ -81,12 +104,17 @@ class VllmMetrics:
         self.ttft.observe(value)
 
     def observe_itl(self, interval: float, num_new_tokens: int) -> None:
-        pass
+        """One engine step of one request: vLLM observes the interval once, not per token."""
+        self.itl.observe(interval)
 
     def observe_finished(self, req, t: float) -> None:
         fr = req.finish["type"] if req.finish else "abort"
         self.success[fr if fr in self.success else "abort"] += 1
         self.e2e.observe(t - req.t_arrival)
+        decode = req.t_last - req.t_first if req.t_first is not None else 0.0
+        self.decode_time.observe(decode)
+        self.generation_tokens_request.observe(req.produced)
+        self.tpot.observe(decode / (req.produced - 1) if req.produced > 1 else 0.0)
 
     def set_scheduler_gauges(self, sched) -> None:
         self.running = len(sched.running)
@@ -162,8 +190,16 @@ class VllmMetrics:
         for name, doc, h in (
                 ("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
                  self.ttft),
+                ("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
+                 self.itl),
+                ("vllm:request_time_per_output_token_seconds",
+                 "Histogram of time_per_output_token_seconds per request.", self.tpot),
                 ("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.",
-                 self.e2e)):
+                 self.e2e),
+                ("vllm:request_decode_time_seconds",
+                 "Histogram of time spent in DECODE phase for request.", self.decode_time),
+                ("vllm:request_generation_tokens", "Number of generation tokens processed.",
+                 self.generation_tokens_request)):
             family(name, "histogram", doc)
             out.extend(h.lines(name, lab))
         return "\n".join(out) + "\n"

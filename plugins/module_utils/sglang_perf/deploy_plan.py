@@ -13,7 +13,7 @@ import hashlib
 import json
 import re
 
-from . import capacity, exposition, fingerprint, fleet, plan, profile, watch
+from . import capacity, exposition, fingerprint, fleet, measurelock, plan, profile, watch
 from .client import ConfigError
 
 ROLES = ("nvidia_gpu", "sglang", "sglang_gate", "sglang_watch")
@@ -283,6 +283,7 @@ def make(v, host, groups, hostvars, play_hosts=None, facts=None, lock_text=None,
         "python": v.get("sglang_python"), "state_dir": v.get("sglang_state_dir"),
         "lock": {"path": v.get("sglang_deploy_lock_path"),
                  "max_age": _int(v.get("sglang_deploy_lock_max_age")),
+                 "measure_path": measurelock.beside(v.get("sglang_deploy_lock_path")),
                  "break": bool(v.get("sglang_break_lock"))},
         "releases_dir": v.get("sglang_releases_dir"), "releases_keep": _int(v.get("sglang_releases_keep")),
         "adopt_existing": bool(v.get("sglang_adopt_existing")),

@@ -948,21 +948,29 @@ def _result(cfg, ep, model, server, warm, meas, wall, before, after, final=True)
         result["roofline"] = capacity.roofline(cfg["model_size"], cfg["hardware"], steps or 0,
                                                acc["accept_len"], result["decode_tok_s"]["median"])
     if cfg["baseline"]:
-        b = cfg["baseline"]
-        result["regression"] = {
-            "baseline": b,
-            "decode_tok_s_pct": history.change_pct(result["decode_tok_s"]["median"],
-                                                   b.get("decode_tok_s")),
-            "accept_len_pct": history.change_pct(acc["accept_len"], b.get("accept_len")),
-            "max_regression_pct": cfg["max_regression_pct"],
-        }
-        iv = result["intervals"]
-        result["attribution"] = attribution.split(
-            {"tok_s": result["decode_tok_s"]["median"], "accept_len": acc["accept_len"],
-             "accept_len_interval": iv.get("accept_len"), "step_time_interval": iv.get("step_time_s")},
-            {"tok_s": b.get("decode_tok_s"), "accept_len": b.get("accept_len")})
+        compare(result, cfg)
     evaluate(result, cfg, final)
     return result
+
+
+def compare(result, cfg):
+    """``result``'s change from cfg["baseline"] (history.baseline): "regression" (the changes in
+    percent) and "attribution" (split into its causes, each run's noise its own intervals, with
+    what it is measured against: ``against``; None without both speeds)."""
+    b = cfg["baseline"]
+    result["regression"] = {
+        "baseline": b,
+        "decode_tok_s_pct": history.change_pct(result["decode_tok_s"]["median"], b.get("decode_tok_s")),
+        "accept_len_pct": history.change_pct(result["accept_len"], b.get("accept_len")),
+        "max_regression_pct": cfg["max_regression_pct"],
+    }
+    a = attribution.split(
+        {"tok_s": result["decode_tok_s"]["median"], "accept_len": result["accept_len"],
+         "intervals": result.get("intervals")},
+        {"tok_s": b.get("decode_tok_s"), "accept_len": b.get("accept_len"), "intervals": b.get("intervals")})
+    if a:
+        a["against"] = attribution.against(b)
+    result["attribution"] = a
 
 
 def fmt_interval(iv, spec=".1f"):
@@ -1042,8 +1050,6 @@ def verdict_entries(result, cfg):
                 e["message"] = "%s %s dropped %.1f%% from %s (allowed %g%%: at least %s)" % (
                     label, shown, -(reg[key + "_pct"] or 0), was, cfg["max_regression_pct"],
                     format(before * keep, spec))
-                if result.get("attribution"):
-                    e["message"] += "; %s" % result["attribution"]["text"]
             else:
                 e["message"] = "%s %s %s the allowed %g%% drop from %s (at least %s)" % (
                     label, shown, "is within" if e["state"] == PASS else "straddles",
@@ -1075,12 +1081,17 @@ def next_step(cfg):
             "threshold from this host's own figures (playbooks/calibrate.yml)" % cfg["max_requests"])
 
 
+# The thresholds a change of decode speed explains: the first of a case's failures among them
+# carries the cause against the baseline (attribution.py).
+EXPLAINED = ("min_tok_s", "min_accept_len", "min_aggregate_tok_s", "max_regression_pct")
+
+
 def evaluate(result, cfg, final=True):
     """The verdict from the intervals: "fail" as soon as a threshold fails, "pass" once every one
     is cleared, "undecided" in between while more can be measured and "inconclusive" at the last
     request (``final``). Sets result['verdict'], ['thresholds'], ['failures'], ['inconclusive'],
     ['judged'] and ['passed'] (an inconclusive verdict passes only with inconclusive: pass);
-    returns the failures."""
+    the first failure of EXPLAINED names the cause against the baseline; returns the failures."""
     entries = verdict_entries(result, cfg)
     failures = [e for e in entries if e["state"] == FAIL]
     open_ = [e for e in entries if e["state"] == UNDECIDED]
@@ -1099,6 +1110,10 @@ def evaluate(result, cfg, final=True):
             inconclusive.append(e)
         if cfg["inconclusive"] == "fail":
             failures = inconclusive
+    why = result.get("attribution")
+    failed = next((e for e in failures if e["threshold"] in EXPLAINED), None)
+    if why and failed:  # the case's cause, once, whether the regression check is on or not
+        failed["message"] += "; %s: %s" % (why.get("against") or "against the baseline", why["text"])
     result["verdict"] = verdict
     result["judged"] = entries
     result["thresholds"] = {k: cfg[k] for k in THRESHOLDS}

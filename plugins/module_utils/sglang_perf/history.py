@@ -70,16 +70,20 @@ def case_of(rec, name):
     return None
 
 
-def baseline(rec, case=None, first=True):
+def baseline(rec, case=None, first=True, profile=None):
     """What a regression is measured against, from a history record: its case ``case``; a record
-    written before the gate plan had one case, which is the plan's first (headline) case."""
+    written before the gate plan had one case, which is the plan's first (headline) case. With its
+    intervals (the run's noise, for attribution.py; None in records older than them) and
+    ``for_profile``: the profile judged against it (``profile``; another than the record's when
+    that profile has no passing run of its own)."""
     src = case_of(rec, case) if case else None
     if src is None:
         if case and not first:
             return None
         src = rec
-    return {"time": rec.get("time"), "profile": rec.get("profile"),
-            "decode_tok_s": median_of(src), "accept_len": src.get("accept_len")}
+    return {"time": rec.get("time"), "profile": rec.get("profile"), "for_profile": profile,
+            "decode_tok_s": median_of(src), "accept_len": src.get("accept_len"),
+            "intervals": src.get("intervals") if isinstance(src.get("intervals"), dict) else None}
 
 
 def change_pct(now, before):

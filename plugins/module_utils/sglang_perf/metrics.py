@@ -38,12 +38,22 @@ ENGINE_GAUGES = {
 }
 GAUGES = ("sglang:spec_accept_length",) + tuple(name for table in ENGINE_GAUGES.values()
                                                 for name in table.values())
-# Each engine's inter-token latency histogram, observed while requests stream (SGLang: per output
-# chunk, its interval over the chunk's tokens; vLLM: per engine step): a window's delta of its
-# _count over its _sum is the streams' decode speed in tokens per second. Read as the two totals.
+# Each engine's inter-token latency histogram, observed while requests stream, and what one of
+# its observations covers (ITL_OBSERVES): SGLang's one token (observe_inter_token_latency spreads
+# an output chunk's interval over the chunk's tokens); vLLM's one engine step of one request
+# (v1/metrics/stats.py: engine_core_timestamp - last_token_ts, whatever the step emitted: 1 +
+# its accepted drafts with speculation). A window's delta of _count over _sum is tokens per
+# second (SGLang), or steps per second (vLLM: times the window's tokens per step, 1 + accepted /
+# drafts of its spec-decode counters, 1 without). Read as the two totals.
 INTER_TOKEN_LATENCY = {"sglang": "sglang:inter_token_latency_seconds",
                        "vllm": "vllm:inter_token_latency_seconds"}
-HISTOGRAM_TOTALS = tuple(name + part for name in INTER_TOKEN_LATENCY.values() for part in ("_sum", "_count"))
+ITL_OBSERVES = {"sglang": "token", "vllm": "step"}
+# The mean time per output token an engine observes once per finished request (vLLM: decode time
+# / (generated tokens - 1), v1/metrics/stats.py update_from_finished_request; 0 for a 1-token
+# request): a window's _count over _sum is its finished requests' decode speed.
+TIME_PER_OUTPUT_TOKEN = {"vllm": "vllm:request_time_per_output_token_seconds"}
+HISTOGRAM_TOTALS = tuple(name + part for table in (INTER_TOKEN_LATENCY, TIME_PER_OUTPUT_TOKEN)
+                         for name in table.values() for part in ("_sum", "_count"))
 
 # Both engines' accept length in the window: generated tokens / verify steps (the prefill's token
 # of each request included), as the per-request figure; vLLM's own is 1 + accepted / drafts.

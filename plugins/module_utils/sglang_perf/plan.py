@@ -204,9 +204,10 @@ def resolve(plan, thresholds, profile, calibrated=None, names=None, confidence=0
 
 # The comparison's context depths (playbooks/compare.yml, bench compare --plan): each a case of
 # the long-context prompts at about this many tokens, in place of the gate plan's long-context
-# case(s), measured with COMPARE_CONTEXT_REQUESTS requests (no thresholds: no interval needed).
+# case(s), measured with COMPARE_CONTEXT_REQUESTS requests: the fewest whose median has a 95%
+# interval, on which the comparison says whether one more step pays at each depth.
 COMPARE_CONTEXT_TOKENS = (1024, 8192, 32768)
-COMPARE_CONTEXT_REQUESTS = 4
+COMPARE_CONTEXT_REQUESTS = min_sample(0.95)
 
 
 def context_case(tokens):
@@ -417,7 +418,8 @@ def run(common, plan, thresholds, profile, calibrated=None, promise=None, baseli
     for i, c in enumerate(cases):
         opts = dict(common, **dict(c["options"], **c["thresholds"]))
         opts["warmup"] = 0  # one warmup for the whole plan, before its first case
-        opts["baseline"] = history.baseline(baseline, c["case"], first=i == 0) if baseline else None
+        opts["baseline"] = history.baseline(baseline, c["case"], first=i == 0, profile=profile) \
+            if baseline else None
         if c["report_only"] or (baseline and baseline.get("profile") != profile):
             opts["max_regression_pct"] = None  # reported, not judged
         cfgs.append(engine.validate(opts))

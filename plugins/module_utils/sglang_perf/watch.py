@@ -7,6 +7,13 @@ file, see plugins/filter/sglang_watch.py).
 
 One run:
 
+0. the host's **deploy lock** (``deploy_lock``: the JSON file a deploy, rollback, takeover,
+   compare, calibrate or bench run holds, sglang_perf/lock.py) is read first, again before a probe
+   and at the end: held, and not older than its max age, the run is ``deploying`` - no probe, no
+   figures, no ``up`` (``deploying`` 1), so a server restarted under the lock is not written down;
+   an unreadable file counts as held (a deploy is writing it), an older one is stale and ignored
+   (the note says so).
+
 1. ``scrape`` ``/metrics``, wait ``window_s``, scrape again; ``observe_window`` decides from the
    two what the server did (pure):
 
@@ -20,8 +27,10 @@ One run:
      counters' deltas (source ``metrics``), and nothing is sent to the server. Accept length =
      generated tokens / verify steps (``metrics.window``'s convention, the gate's), generation
      tok/s = generated tokens / window (all streams; SGLang counts a request's tokens when it
-     finishes), decode tok/s = the histogram's tokens / seconds (the streams' own speed, where
-     the engine exposes it), running = the larger of the engine's two readings of its gauge;
+     finishes), decode tok/s = one stream's speed as the engine counts it (``decode_tok_s``:
+     SGLang's histogram observes each token, tokens / seconds; vLLM's each engine step of a
+     request, steps / seconds times its spec-decode counters' tokens per step, 1 + accepted /
+     drafts), running = the larger of the engine's two readings of its gauge;
    - ``idle``: no token generated in the window - then a short **probe**: ``probe.requests``
      requests of the gate plan's case ``probe.case`` at C=1 with the engine's own client
      (``engine.run``), its per-request median decode tok/s and accept length (source ``probe``).
@@ -30,7 +39,15 @@ One run:
      non-streaming requests longer than the window (SGLang counts nothing until one finishes)
      looks idle: the probe's own /metrics window then shows tokens besides its own, and its
      figures are written without a running count (not a C=1 measurement: the decode alert skips
-     them). A probe that measures nothing (every request failed) is ``up`` 0.
+     them). A probe that measures nothing (every request failed) is ``up`` 0. The probe holds the
+     host's **measurement lock** (``measure_lock``, measurelock.py) without waiting for it: taken
+     by the gate, the run is ``deploying`` and probes nothing; the gate waits out a probe.
+
+   ``decode_bar`` then says which bar the run's decode figure is judged against, if any: a C=1
+   probe against the watched case's ``min_tok_s``; a window at one running request whose mean
+   prompt (``prompt_tokens``: prompt tokens per finished request) is no deeper than the gate
+   plan's deepest judged C=1 case against the passive bar, the lowest ``min_tok_s`` of those cases
+   (the slowest speed the gate accepts for work it judges); anything else is not judged.
 
 2. ``render`` writes the series (``WATCH_METRICS``; every one carries ``profile``, ``release``,
    ``engine`` as exposition.py's do) and ``main`` replaces the textfile atomically
@@ -49,11 +66,16 @@ import re
 import sys
 import time
 
-from . import engine, exposition
+from . import engine, exposition, measurelock
+from . import lock as deploylock
 from . import metrics as prom
 from .client import ConfigError, Endpoint, MeasureError, RequestError
 
 DOWN, NO_METRICS, RESTARTED, BUSY, IDLE = "down", "no_metrics", "restarted", "busy", "idle"
+# A deploy holds the host's lock (or a measurement its measurement lock): nothing measured, no up.
+DEPLOYING = "deploying"
+# What the deploy lock file holds when it is not a JSON object (a deploy is writing it).
+UNREADABLE = "unreadable"
 # Where a run's figures came from: the counters' window, the probe, or nowhere.
 SOURCES = ("metrics", "probe", "none")
 # The probe's warmup request (discarded: its own first batch, never a measured one).
@@ -72,7 +94,8 @@ WATCH_METRICS = {
                                   "the bonus token counted (absent without speculation).",
     "sglang_watch_decode_tokens_per_second": "Decode speed of one stream the last run measured (tokens per "
                                              "second after the first token): the probe's per-request "
-                                             "median, or the engine's inter-token latency in the window.",
+                                             "median, or the engine's inter-token latency in the window "
+                                             "(vLLM's per step, times its tokens per step).",
     "sglang_watch_generation_tokens_per_second": "Tokens generated per second while the last run measured, "
                                                  "all streams together.",
     "sglang_watch_running_requests": "Requests the server ran while the last run measured (the window: the "
@@ -84,6 +107,13 @@ WATCH_METRICS = {
                            "engine's counters over the window; probe: the watch's own requests; none).",
     "sglang_watch_decode_threshold_tokens_per_second": "The gate's decode threshold for the watched case "
                                                        "(min_tok_s, per-request median at C=1).",
+    "sglang_watch_decode_bar_tokens_per_second": "The decode bar the last run's figure is judged against: "
+                                                 "the watched case's min_tok_s for a probe at C=1, the "
+                                                 "passive bar for a window at one running request no "
+                                                 "deeper than the gate's deepest judged case (absent: "
+                                                 "not judged).",
+    "sglang_watch_deploying": "1 while a deploy holds the host's lock (or the gate the measurement lock): "
+                              "the last run measured nothing and wrote no sglang_watch_up; 0 otherwise.",
     "sglang_watch_interval_seconds": "Seconds between two runs of the watch (its systemd timer).",
     "sglang_watch_last_run_timestamp_seconds": "When the watch last ran (unix time).",
 }
@@ -137,6 +167,29 @@ def _most(scrapes, name):
     return max(values) if values else None
 
 
+def _histogram(before, after, name):
+    """(observations, seconds) a histogram counted between two scrapes (None each when it has
+    no such histogram)."""
+    if name is None:
+        return None, None
+    return _delta(before, after, name + "_count"), _delta(before, after, name + "_sum")
+
+
+def decode_tok_s(observes, itl, tpot, steps, accepted):
+    """One stream's decode tok/s in a window as the engine counted it, or None. ``itl``: the
+    inter-token latency histogram's (observations, seconds), each observation a token or an
+    engine step of one request (``observes``, metrics.ITL_OBSERVES); a step's tokens are 1 +
+    ``accepted`` / ``steps`` (the spec-decode counters' window), 1 without them. A window where
+    it counted nothing (no such histogram): ``tpot``, its finished requests' time per output
+    token, the same way."""
+    count, seconds = itl
+    if count and seconds:
+        per_step = 1.0 + accepted / steps if observes == "step" and steps and accepted is not None else 1.0
+        return per_step * count / seconds
+    count, seconds = tpot
+    return count / seconds if count and seconds else None
+
+
 def observe_window(before, after, elapsed_s):
     """What two scrapes ``elapsed_s`` seconds apart say: a dict with ``state`` (see the module
     docstring), ``up``, ``source`` (None while a probe is due) and the figures (None when not
@@ -157,12 +210,13 @@ def observe_window(before, after, elapsed_s):
     gen = _delta(before, after, counters["generation_tokens"])
     verify = _delta(before, after, counters["verify_calls"])
     requests = _delta(before, after, counters["requests"])
-    itl = prom.INTER_TOKEN_LATENCY[kind]
-    itl_s, itl_tokens = _delta(before, after, itl + "_sum"), _delta(before, after, itl + "_count")
-    if any(d is not None and d < 0 for d in (gen, verify, requests, itl_s, itl_tokens)):
+    accepted = _delta(before, after, counters["accepted_tokens"]) if "accepted_tokens" in counters else None
+    itl = _histogram(before, after, prom.INTER_TOKEN_LATENCY[kind])
+    tpot = _histogram(before, after, prom.TIME_PER_OUTPUT_TOKEN.get(kind))
+    if any(d is not None and d < 0 for d in (gen, verify, requests, accepted) + itl + tpot):
         return dict(obs, state=RESTARTED,
                     note="counters went backwards: the server restarted during the window")
-    if not any(d for d in (gen, requests, itl_tokens)):
+    if not any(d for d in (gen, requests, itl[0])):
         return dict(obs, state=IDLE, source=None)
     obs.update(state=BUSY, source="metrics", requests=requests,
                running=_most((before, after), prom.ENGINE_GAUGES[kind]["running"]))
@@ -170,8 +224,7 @@ def observe_window(before, after, elapsed_s):
         obs["accept_len"] = gen / verify
     if gen and elapsed_s > 0:
         obs["generation_tok_s"] = gen / elapsed_s
-    if itl_tokens and itl_s:
-        obs["decode_tok_s"] = itl_tokens / itl_s
+    obs["decode_tok_s"] = decode_tok_s(prom.ITL_OBSERVES[kind], itl, tpot, verify, accepted)
     return obs
 
 
@@ -196,12 +249,92 @@ def probe_failed(reason):
             "note": "the probe measured nothing: %s" % reason}
 
 
+def observe_deploying(note):
+    """A run under a held lock: nothing measured, and no ``up`` (a server a deploy restarts is
+    not down)."""
+    return {"state": DEPLOYING, "up": None, "source": "none", "engine": None, "accept_len": None,
+            "decode_tok_s": None, "generation_tok_s": None, "running": None, "requests": None,
+            "note": note}
+
+
+def read_deploy_lock(path):
+    """The deploy lock file's content: None when there is none, its JSON object, or UNREADABLE
+    (not a JSON object, or a file this run cannot read)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return UNREADABLE
+    try:
+        held = json.loads(text)
+    except ValueError:
+        return UNREADABLE
+    return held if isinstance(held, dict) else UNREADABLE
+
+
+def deploy_lock_held(held, now, max_age_s):
+    """(held, note) of the deploy lock's content ``held`` (read_deploy_lock) at unix time ``now``:
+    a lock started less than ``max_age_s`` ago is held; one without a start it can read counts
+    as held (a deploy is writing it); an older one is stale - not held, and the note says so."""
+    if held is None:
+        return False, None
+    started = _number(held.get("started")) if isinstance(held, dict) else None
+    if started is None:
+        return True, "the deploy lock is unreadable: counted as held (a deploy is writing it)"
+    text = deploylock.holder_text(held, now)
+    if max_age_s is not None and now - started > max_age_s:
+        return False, "a stale deploy lock, ignored: %s, older than its max age (%s)" % (
+            text, deploylock.age_text(max_age_s))
+    return True, "a deploy holds the host's lock: %s" % text
+
+
+# The engines whose prompt and request counters both count a request when it finishes (SGLang:
+# observe_one_finished_request), so a window's prompt tokens per finished request is their mean
+# prompt. vLLM counts a prompt at its first token and a request at its end: not judged passively.
+PROMPT_DEPTH_ENGINES = ("sglang",)
+
+
+def window_prompt_tokens(before, after):
+    """Prompt tokens per request that finished between two scrapes (their mean prompt), or None:
+    no request finished, none counted its prompt, or an engine whose counters do not pair up."""
+    kind = engine_of(after)
+    if kind not in PROMPT_DEPTH_ENGINES or engine_of(before) != kind:
+        return None
+    counters = prom.ENGINE_COUNTERS[kind]
+    prompt = _delta(before, after, counters["prompt_tokens"])
+    requests = _delta(before, after, counters["requests"])
+    if not prompt or not requests or prompt < 0 or requests < 0:
+        return None
+    return prompt / requests
+
+
+def decode_bar(settings, obs):
+    """The bar a run's decode figure is judged against, or None (not judged): a probe at C=1
+    against the watched case's ``min_tok_s`` (``decode_threshold``); a window of the engine's
+    counters at one running request, whose mean prompt (``obs["prompt_tokens"]``) is no deeper
+    than the gate plan's deepest judged C=1 case, against the passive bar (``settings["passive"]``,
+    passive_bar). Several streams, a probe with other traffic beside it, deeper or unknown
+    prompts: not judged (the gate has no bar for them)."""
+    if obs.get("decode_tok_s") is None or obs.get("running") is None or obs["running"] > 1:
+        return None
+    if obs["source"] == "probe":
+        return _number(settings.get("decode_threshold"))
+    passive = settings.get("passive") or {}
+    depth, deepest = _number(obs.get("prompt_tokens")), _number(passive.get("max_prompt_tokens"))
+    if obs["source"] != "metrics" or depth is None or deepest is None or depth > deepest:
+        return None
+    return _number(passive.get("min_tok_s"))
+
+
 def render(settings, obs, now):
-    """The textfile of one run: ``obs`` (observe_window / observe_probe) with the settings' labels
-    and threshold, at unix time ``now``."""
+    """The textfile of one run: ``obs`` (observe_window / observe_probe / observe_deploying) with
+    the settings' labels, threshold and the bar that applies, at unix time ``now``."""
     labels = exposition.run_labels(settings.get("labels"))
     out = exposition.Samples(WATCH_METRICS)
     out.add("sglang_watch_up", labels, obs["up"])
+    out.add("sglang_watch_deploying", labels, 1 if obs["state"] == DEPLOYING else 0)
     out.add("sglang_watch_accept_length", labels, obs["accept_len"])
     out.add("sglang_watch_decode_tokens_per_second", labels, obs["decode_tok_s"])
     out.add("sglang_watch_generation_tokens_per_second", labels, obs["generation_tok_s"])
@@ -209,6 +342,7 @@ def render(settings, obs, now):
     out.add("sglang_watch_requests", labels, obs["requests"])
     out.enum("sglang_watch_source", labels, obs["source"] or "none", SOURCES, "source")
     out.add("sglang_watch_decode_threshold_tokens_per_second", labels, settings.get("decode_threshold"))
+    out.add("sglang_watch_decode_bar_tokens_per_second", labels, decode_bar(settings, obs))
     out.add("sglang_watch_interval_seconds", labels, settings.get("interval_s"))
     out.add("sglang_watch_last_run_timestamp_seconds", labels, now)
     return out.text()
@@ -220,7 +354,8 @@ def summary(obs):
                ("generation %.1f tok/s", obs["generation_tok_s"]), ("%d running", obs["running"]),
                ("%d requests", obs["requests"])]
     shown = ", ".join(fmt % value for fmt, value in figures if value is not None)
-    head = "up %d, %s (source %s)" % (obs["up"], obs["state"], obs["source"] or "none")
+    head = "%s%s (source %s)" % ("" if obs["up"] is None else "up %d, " % obs["up"], obs["state"],
+                                 obs["source"] or "none")
     return "; ".join(part for part in (head, shown, obs["note"]) if part)
 
 
@@ -277,7 +412,7 @@ def configure(plan, inputs):
                 "long-context case: name a coding case" % name)
     if problems:
         return None, problems
-    options = case["options"]
+    options, lock = case["options"], plan.get("lock") or {}
     settings = {
         "url": plan.get("local_url"),
         "model": plan.get("served_model_name"),
@@ -290,8 +425,27 @@ def configure(plan, inputs):
         "probe": {"case": name, "prompts": options.get("prompts"), "requests": count,
                   "max_tokens": options.get("max_tokens")},
         "decode_threshold": (case.get("thresholds") or {}).get("min_tok_s"),
+        "passive": passive_bar(plan["gate"]["cases"]),
+        "deploy_lock": {"path": lock.get("path"), "max_age_s": lock.get("max_age")},
+        "measure_lock": lock.get("measure_path"),
     }
     return settings, []
+
+
+def passive_bar(cases):
+    """What a window of the engine's counters is judged against (decode_bar), from the gate plan's
+    resolved cases: the lowest ``min_tok_s`` of its judged (not report-only) C=1 cases - the
+    slowest one stream the gate accepts for work it judges - and the deepest of their prompts
+    (``prompt_tokens``; a case of short prompts counts as engine.MIN_LONG_PROMPT_TOKENS, the
+    shortest long context the gate measures). None without such a case."""
+    judged = [c for c in cases if isinstance(c, dict) and not c.get("report_only")
+              and (c.get("options") or {}).get("concurrency") == 1
+              and _number((c.get("thresholds") or {}).get("min_tok_s")) is not None]
+    if not judged:
+        return None
+    return {"min_tok_s": min(c["thresholds"]["min_tok_s"] for c in judged),
+            "max_prompt_tokens": max(c["options"].get("prompt_tokens") or engine.MIN_LONG_PROMPT_TOKENS
+                                     for c in judged)}
 
 
 # --- on the host ---------------------------------------------------------------------------
@@ -367,8 +521,52 @@ def probe(settings, key):
         return probe_failed(str(e))
 
 
-def run(settings, key=None, clock=time.monotonic, sleep=time.sleep):
-    """One run: the window (and the probe when idle); the observation."""
+def deploy_lock(settings, now):
+    """(held, note) of the host's deploy lock now (the settings' ``deploy_lock``; none: not held)."""
+    spec = settings.get("deploy_lock") or {}
+    if not spec.get("path"):
+        return False, None
+    return deploy_lock_held(read_deploy_lock(spec["path"]), now, _number(spec.get("max_age_s")))
+
+
+def probe_locked(settings, key, window_obs, wall=time.time):
+    """The probe under the host's measurement lock, taken without waiting: held by the gate, no
+    probe (``deploying``); taken, the deploy lock is read again (a deploy may have begun in the
+    window) before any request is sent."""
+    path = settings.get("measure_lock")
+    if not path:
+        return probe(settings, key)
+    try:
+        fd = measurelock.acquire(path, create=False)
+    except measurelock.Busy:
+        return observe_deploying("the measurement lock %s is held (the gate measures): no probe this run"
+                                 % path)
+    except OSError as e:
+        return dict(window_obs, source="none", note="no probe: cannot open the measurement lock %s (%s)"
+                    % (path, e.strerror or e))
+    try:
+        held, note = deploy_lock(settings, wall())
+        return observe_deploying(note) if held else probe(settings, key)
+    finally:
+        measurelock.release(fd)
+
+
+def run(settings, key=None, clock=time.monotonic, sleep=time.sleep, wall=time.time):
+    """One run: the deploy lock; unheld, the window (and the probe when idle, under the
+    measurement lock); the deploy lock again, held now, wins over what was measured. The
+    observation."""
+    held, lock_note = deploy_lock(settings, wall())
+    if held:
+        return observe_deploying(lock_note)
+    obs = measure(settings, key, clock, sleep, wall)
+    held, note = deploy_lock(settings, wall())
+    if held:
+        return observe_deploying(note)
+    return dict(obs, note="; ".join(n for n in (obs["note"], lock_note) if n) or None)
+
+
+def measure(settings, key, clock, sleep, wall):
+    """The window (and the probe when idle): the observation, with the window's mean prompt."""
     endpoint = Endpoint(settings["url"], key)
     timeout = min(10.0, float(settings["timeout_s"]) / 4)
     before = scrape(endpoint, timeout)
@@ -378,7 +576,9 @@ def run(settings, key=None, clock=time.monotonic, sleep=time.sleep):
     sleep(float(settings["window_s"]))
     after = scrape(endpoint, timeout)
     obs = observe_window(before, after, clock() - t0)
-    return probe(settings, key) if obs["state"] == IDLE else obs
+    if obs["state"] == IDLE:
+        return probe_locked(settings, key, obs, wall)
+    return dict(obs, prompt_tokens=window_prompt_tokens(before, after))
 
 
 def main(argv=None, out=None, err=None):
