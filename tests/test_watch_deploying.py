@@ -355,9 +355,23 @@ def test_the_windows_mean_prompt_is_prompt_tokens_per_finished_request(before, a
     assert watch.window_prompt_tokens(before, after) == mean
 
 
-def test_vllm_windows_are_not_judged_passively():
-    """vLLM counts a prompt at its first token and a request at its end: the two counters do not
-    describe the same requests in a window."""
+@pytest.mark.parametrize("finished, prompt_sum, mean", [
+    (1, 180.0, 180.0), (6, 6 * 32768.0, 32768.0), (1024, 1024 * 12.0, 12.0), (100000, 1e5 * 70000.0, 70000.0),
+    (0, 0.0, None),
+])
+def test_vllms_mean_prompt_is_its_per_request_histogram(finished, prompt_sum, mean):
+    """vLLM counts a prompt at its first token and a request at its end, so its counters do not
+    describe the same requests in a window; its per-request histogram vllm:request_prompt_tokens
+    (observed when a request finishes) does. The counters here say 1,180 / 1: not what is read."""
+    c, hist = metrics.ENGINE_COUNTERS["vllm"], metrics.REQUEST_PROMPT_TOKENS["vllm"]
+    before = {c["generation_tokens"]: 100.0, c["prompt_tokens"]: 1000.0, c["requests"]: 1.0,
+              hist + "_sum": 1000.0, hist + "_count": 1.0}
+    after = {c["generation_tokens"]: 200.0, c["prompt_tokens"]: 2180.0, c["requests"]: 2.0,
+             hist + "_sum": 1000.0 + prompt_sum, hist + "_count": 1.0 + finished}
+    assert watch.window_prompt_tokens(before, after) == mean
+
+
+def test_vllm_without_the_histogram_is_not_judged_passively():
     c = metrics.ENGINE_COUNTERS["vllm"]
     before = {c["generation_tokens"]: 100.0, c["prompt_tokens"]: 1000.0, c["requests"]: 1.0}
     after = {c["generation_tokens"]: 200.0, c["prompt_tokens"]: 1180.0, c["requests"]: 2.0}

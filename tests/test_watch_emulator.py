@@ -322,3 +322,6 @@ def test_vllm_decode_is_read_as_vllm_counts_it_at_accept_lengths_1_2_3(program, 
     assert tpot["_count"] == len(finished) and tpot["_bucket+Inf"] == len(finished)
     assert tpot["_sum"] == pytest.approx(sum((q["t_last_token"] - q["t_first_token"])
                                              / (q["completion_tokens"] - 1) for q in finished))
+    # the prompts of finished requests, once each (the watch's mean prompt of a vLLM window)
+    prompts = histogram(text, "vllm:request_prompt_tokens")
+    assert (prompts["_count"], prompts["_sum"]) == (len(finished), sum(q["prompt_tokens"] for q in finished))

@@ -11,8 +11,8 @@ Histograms (loggers.py, buckets.py): vllm:inter_token_latency_seconds once per e
 request after its first (stats.py IterationStats.update_from_output: the time since the request's
 previous step, however many tokens the step emitted), and per finished request
 vllm:request_time_per_output_token_seconds (decode time / (generated tokens - 1), 0 for one
-token), vllm:request_decode_time_seconds (last token - first token) and
-vllm:request_generation_tokens.
+token), vllm:request_decode_time_seconds (last token - first token),
+vllm:request_generation_tokens and vllm:request_prompt_tokens (each finished request's counts).
 prometheus_client adds `_total` to counters and a `_created` sample per counter.
 """
 from __future__ import annotations
@@ -94,6 +94,7 @@ class VllmMetrics:
         self.tpot = Histogram(INTER_TOKEN_LATENCY_BUCKETS)
         self.decode_time = Histogram(E2E_BUCKETS)
         self.generation_tokens_request = Histogram(request_tokens_buckets(int(cfg["max_model_len"])))
+        self.prompt_tokens_request = Histogram(request_tokens_buckets(int(cfg["max_model_len"])))
         self.running = 0
         self.waiting = 0
         self.kv_usage = 0.0
@@ -114,6 +115,7 @@ class VllmMetrics:
         decode = req.t_last - req.t_first if req.t_first is not None else 0.0
         self.decode_time.observe(decode)
         self.generation_tokens_request.observe(req.produced)
+        self.prompt_tokens_request.observe(req.prompt_tokens)
         self.tpot.observe(decode / (req.produced - 1) if req.produced > 1 else 0.0)
 
     def set_scheduler_gauges(self, sched) -> None:
@@ -199,7 +201,9 @@ class VllmMetrics:
                 ("vllm:request_decode_time_seconds",
                  "Histogram of time spent in DECODE phase for request.", self.decode_time),
                 ("vllm:request_generation_tokens", "Number of generation tokens processed.",
-                 self.generation_tokens_request)):
+                 self.generation_tokens_request),
+                ("vllm:request_prompt_tokens", "Number of prefill tokens processed.",
+                 self.prompt_tokens_request)):
             family(name, "histogram", doc)
             out.extend(h.lines(name, lab))
         return "\n".join(out) + "\n"

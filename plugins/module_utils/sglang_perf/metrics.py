@@ -52,7 +52,13 @@ ITL_OBSERVES = {"sglang": "token", "vllm": "step"}
 # / (generated tokens - 1), v1/metrics/stats.py update_from_finished_request; 0 for a 1-token
 # request): a window's _count over _sum is its finished requests' decode speed.
 TIME_PER_OUTPUT_TOKEN = {"vllm": "vllm:request_time_per_output_token_seconds"}
-HISTOGRAM_TOTALS = tuple(name + part for table in (INTER_TOKEN_LATENCY, TIME_PER_OUTPUT_TOKEN)
+# The prompt tokens an engine observes once per finished request (vLLM: num_prompt_tokens,
+# loggers.py histogram_num_prompt_tokens_request): a window's _sum over _count is its finished
+# requests' mean prompt. SGLang needs none: its prompt and request counters both count a request
+# when it finishes.
+REQUEST_PROMPT_TOKENS = {"vllm": "vllm:request_prompt_tokens"}
+HISTOGRAM_TOTALS = tuple(name + part for table in (INTER_TOKEN_LATENCY, TIME_PER_OUTPUT_TOKEN,
+                                                   REQUEST_PROMPT_TOKENS)
                          for name in table.values() for part in ("_sum", "_count"))
 
 # Both engines' accept length in the window: generated tokens / verify steps (the prefill's token

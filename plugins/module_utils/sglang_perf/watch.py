@@ -292,7 +292,8 @@ def deploy_lock_held(held, now, max_age_s):
 
 # The engines whose prompt and request counters both count a request when it finishes (SGLang:
 # observe_one_finished_request), so a window's prompt tokens per finished request is their mean
-# prompt. vLLM counts a prompt at its first token and a request at its end: not judged passively.
+# prompt. vLLM counts a prompt at its first token and a request at its end: its per-request
+# histogram (metrics.REQUEST_PROMPT_TOKENS) gives the mean instead.
 PROMPT_DEPTH_ENGINES = ("sglang",)
 
 
@@ -300,11 +301,17 @@ def window_prompt_tokens(before, after):
     """Prompt tokens per request that finished between two scrapes (their mean prompt), or None:
     no request finished, none counted its prompt, or an engine whose counters do not pair up."""
     kind = engine_of(after)
-    if kind not in PROMPT_DEPTH_ENGINES or engine_of(before) != kind:
+    if engine_of(before) != kind:
         return None
-    counters = prom.ENGINE_COUNTERS[kind]
-    prompt = _delta(before, after, counters["prompt_tokens"])
-    requests = _delta(before, after, counters["requests"])
+    if kind in prom.REQUEST_PROMPT_TOKENS:
+        name = prom.REQUEST_PROMPT_TOKENS[kind]
+        prompt, requests = _delta(before, after, name + "_sum"), _delta(before, after, name + "_count")
+    elif kind in PROMPT_DEPTH_ENGINES:
+        counters = prom.ENGINE_COUNTERS[kind]
+        prompt = _delta(before, after, counters["prompt_tokens"])
+        requests = _delta(before, after, counters["requests"])
+    else:
+        return None
     if not prompt or not requests or prompt < 0 or requests < 0:
         return None
     return prompt / requests
