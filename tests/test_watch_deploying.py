@@ -228,10 +228,12 @@ def test_a_waiting_holder_waits_out_another_process_and_a_busy_one_is_refused(tm
 def test_a_killed_holder_leaves_the_lock_free(tmp_path):
     path = tmp_path / "measure.lock"
     p = holding(path, 60)
+    with pytest.raises(measurelock.Busy):  # held while its holder runs
+        measurelock.acquire(str(path))
     p.kill()
     p.wait(10)
-    with measurelock.held(str(path)):
-        pass
+    fd = measurelock.acquire(str(path))  # free once it is killed: Busy would fail the test
+    measurelock.release(fd)
 
 
 def test_the_measurement_lock_sits_beside_the_deploy_lock():

@@ -304,8 +304,7 @@ def window_prompt_tokens(before, after):
     if engine_of(before) != kind:
         return None
     if kind in prom.REQUEST_PROMPT_TOKENS:
-        name = prom.REQUEST_PROMPT_TOKENS[kind]
-        prompt, requests = _delta(before, after, name + "_sum"), _delta(before, after, name + "_count")
+        requests, prompt = _histogram(before, after, prom.REQUEST_PROMPT_TOKENS[kind])
     elif kind in PROMPT_DEPTH_ENGINES:
         counters = prom.ENGINE_COUNTERS[kind]
         prompt = _delta(before, after, counters["prompt_tokens"])
