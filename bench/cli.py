@@ -35,7 +35,7 @@ def table(result):
     iv = result.get("intervals") or {}
     srv = result.get("server") or {}
     spec = srv.get("speculative_algorithm")
-    drafts = ("num_speculative_tokens=%s" % srv.get("num_speculative_tokens") if srv.get("kind") == "vllm"
+    drafts = ("num_speculative_tokens=%s" % srv["num_speculative_tokens"] if "num_speculative_tokens" in srv
               else "draft=%s" % srv.get("speculative_num_draft_tokens"))
     rows = [
         ("server", "%s %s (%s)" % (srv.get("kind"), srv.get("version") or "",

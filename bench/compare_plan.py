@@ -1,10 +1,12 @@
 """``python -m bench compare --plan``: the gate plan against several settings, and the answer.
 
-    python -m bench compare --plan [--vars FILE ...] --target NAME=URL [--target NAME=URL ...]
-        [--current NAME] [--api-key K] [--model M] [--out DIR] [--sizes FILE ...] [--no-roofline]
+    python -m bench compare --plan [-i INVENTORY --host NAME] [--vars FILE ...] --target NAME=URL
+        [--target NAME=URL ...] [--current NAME] [--api-key K] [--model M] [--out DIR]
+        [--sizes FILE ...] [--no-roofline]
 
-The plan is the one ``bench gate`` runs (bench/gate.py load_vars: the role defaults overlaid by
-the --vars files; by default the production group_vars), run through the same code (gate.run_plan,
+The plan is the one ``bench gate`` runs (bench/gate.py vars_of: with -i INVENTORY --host NAME
+the host's variables as Ansible sees them, else the role defaults overlaid by the --vars files; by
+default the production group_vars), run through the same code (gate.run_plan,
 plan.run) against each target without thresholds: this measures, it does not gate. NAME is a
 profile of ``sglang_profiles``; its engine (the profile's ``engine``, else ``sglang_engine``, else
 sglang) and its speculative steps come from the profile. One row per (target, case).
@@ -274,7 +276,7 @@ def cmd_compare_plan(args):
                                          "is" if len(given) == 1 else "are"))
         targets = compare.parse_targets(args.target)
         try:
-            v, _ = gate.load_vars(args.vars)
+            v = gate.vars_of(args)
         except gate.VarsError as e:
             raise compare.InputError(str(e))
         for name, _url in targets:
@@ -326,7 +328,7 @@ def cmd_report_plan(args):
     results a playbook gathered (rows_from_results)."""
     try:
         try:
-            v, _ = gate.load_vars(args.vars, extra=("compare_plan",))
+            v = gate.vars_of(args, extra=("compare_plan",))
         except gate.VarsError as e:
             raise compare.InputError(str(e))
         rows = rows_from_results(args.rows, v)

@@ -1,12 +1,17 @@
 """``python -m bench gate``: run against any server the exact plan the sglang_gate role would run.
 
+    python -m bench gate -i INVENTORY --host NAME [--vault-password-file FILE] [--vars FILE ...]
+        [--url URL] [--profile NAME] [--json FILE]
     python -m bench gate --url URL [--vars FILE ...] [--profile NAME] [--json FILE]
 
-The plan, the thresholds and the timeouts are the role defaults (roles/sglang_gate, and
-roles/sglang for the profiles) overlaid by the given group_vars / host_vars files in order, as
-Ansible would (a later file replaces a variable as a whole); by default the production
-inventory's group_vars. The plan runs through plugins/module_utils/sglang_perf/plan.py, the code
-the role's module runs on the host.
+With ``-i INVENTORY --host NAME`` the variables are the host's as ansible-playbook sees them
+(bench/hostvars.py: the role defaults, the inventory's group_vars and host_vars, so a
+host_vars sglang_gate_calibrated written by playbooks/calibrate.yml counts), the --vars files
+on top as ``-e @FILE``; the URL is the host's (ansible_host, sglang_port) unless --url is given.
+Without ``-i`` they are the role defaults (roles/sglang_gate, and roles/sglang for the profiles)
+overlaid by the given group_vars / host_vars files in order (a later file replaces a variable as
+a whole); by default the production inventory's group_vars. The plan runs through
+plugins/module_utils/sglang_perf/plan.py, the code the role's module runs on the host.
 
 Exit status: 0 the gate passed, 1 it failed (a case or the capacity), 2 the server could not be
 measured (bad variables, unreachable, auth), each with a one-line reason on stderr.
@@ -19,7 +24,7 @@ import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from sglang_perf import decision, fingerprint, history, plan
+from sglang_perf import decision, fingerprint, history, inherit, plan
 from sglang_perf.client import ConfigError, MeasureError
 
 from bench.common import EXIT_FAILED, EXIT_PASSED, EXIT_UNMEASURED, progress_printer
@@ -27,11 +32,13 @@ from bench.paths import ROOT, SGLANG_DEFAULTS
 
 ROLE_DEFAULTS = (SGLANG_DEFAULTS, ROOT / "roles" / "sglang_gate" / "defaults" / "main.yml")
 DEFAULT_VARS = (ROOT / "inventories" / "production" / "group_vars" / "sglang_servers",)
-# the variables the plan needs, read literally (a templated value cannot be evaluated here)
+# the variables the plan needs
 NEEDED = ("sglang_gate_plan", "sglang_gate_thresholds", "sglang_gate_calibrated", "sglang_gate_api",
           "sglang_gate_confidence", "sglang_gate_inconclusive", "sglang_gate_warmup",
           "sglang_gate_first_token_timeout", "sglang_gate_stall_timeout",
           "sglang_gate_run_timeout", "sglang_gate_max_regression_pct", "sglang_profiles", "sglang_profile")
+# with -i: what names the host and where its server and its inventory are
+HOST_KEYS = ("inventory_hostname", "inventory_dir", "ansible_host", "sglang_port")
 
 
 class VarsError(ValueError):
@@ -57,14 +64,40 @@ def _templated(value):
     return False
 
 
+def _template(files, merged, origin, names):
+    """``names`` of ``merged`` templated by Ansible over every variable of ``files``."""
+    try:
+        from bench import hostvars
+    except ImportError:  # a Python without Ansible
+        name = names[0]
+        raise VarsError("%s in %s is templated (%r): give it literally, or run with Ansible installed"
+                        % (name, origin[name], merged[name]))
+    dl = hostvars.loader()
+    try:
+        variables = {}
+        for f in files:
+            variables.update(hostvars.load(dl, f))
+    except hostvars.HostVarsError as e:
+        raise VarsError(str(e))
+    out = {}
+    for name in names:
+        try:
+            out.update(hostvars.resolve(dl, variables, [name]))
+        except hostvars.HostVarsError as e:
+            raise VarsError("%s in %s is templated (%r) and %s"
+                            % (name, origin[name], merged[name], str(e).split(" ", 1)[1]))
+    return out
+
+
 def load_vars(paths=None, extra=()):
     """The role defaults overlaid by ``paths`` (files or group_vars directories), top-level
-    replace like Ansible; only the variables the plan needs (and ``extra``). Raises VarsError
-    naming the file."""
+    replace like Ansible; only the variables the plan needs (and ``extra``), templated by Ansible.
+    Raises VarsError naming the file."""
     import yaml
     needed = NEEDED + tuple(extra)
     merged, origin = {}, {}
-    for path in list(ROLE_DEFAULTS) + [f for p in (paths or DEFAULT_VARS) for f in _files(p)]:
+    files = list(ROLE_DEFAULTS) + [f for p in (paths or DEFAULT_VARS) for f in _files(p)]
+    for path in files:
         try:
             data = yaml.safe_load(Path(path).read_text()) or {}
         except (OSError, yaml.YAMLError) as e:
@@ -74,11 +107,74 @@ def load_vars(paths=None, extra=()):
         for key in needed:
             if key in data:
                 merged[key], origin[key] = data[key], path
-    for key in needed:
-        if key in merged and _templated(merged[key]):
-            raise VarsError("%s in %s is templated (%r): give it literally in a --vars file"
-                            % (key, origin[key], merged[key]))
+    templated = [k for k in needed if k in merged and _templated(merged[k])]
+    if templated:
+        merged.update(_template(files, merged, origin, templated))
     return merged, origin
+
+
+def host_vars(args, extra=()):
+    """The variables of ``args.host`` of the inventory ``args.inventory`` as ansible-playbook sees
+    them (bench/hostvars.py), the --vars files on top: the plan's (and ``extra``) and HOST_KEYS,
+    templated; ``sglang_api_key`` too when it can be (None when not, e.g. a skipped vault)."""
+    from bench import hostvars
+    if not args.host:
+        raise VarsError("-i %s needs --host NAME (the inventory host whose variables to use)"
+                        % args.inventory)
+    try:
+        dl, variables = hostvars.task_vars(args.inventory, args.host, vars_files=args.vars or (),
+                                           vault_password_file=args.vault_password_file)
+        v = hostvars.resolve(dl, variables, NEEDED + tuple(extra) + HOST_KEYS,
+                             where=" (host %s of %s)" % (args.host, args.inventory))
+    except hostvars.HostVarsError as e:
+        raise VarsError(str(e))
+    try:
+        v.update(hostvars.resolve(dl, variables, ["sglang_api_key"]))
+    except hostvars.HostVarsError:
+        v["sglang_api_key"] = None
+    return v
+
+
+def vars_of(args, extra=()):
+    """The variables a command runs with: the host's with -i (host_vars), else load_vars of
+    --vars. Sets args.url (the host's server) and args.api_key (its sglang_api_key) when not given."""
+    if not getattr(args, "inventory", None):
+        if getattr(args, "vault_password_file", None):
+            raise VarsError("--vault-password-file reads an inventory's vaulted files: "
+                            "give -i INVENTORY --host NAME")
+        return flat(load_vars(args.vars, extra)[0])
+    v = flat(host_vars(args, extra))
+    if hasattr(args, "url") and not args.url:
+        from bench.hostvars import url_of
+        args.url = url_of(v)
+    if hasattr(args, "api_key") and not args.api_key:
+        args.api_key = v.get("sglang_api_key") or None
+    return v
+
+
+def flat(v):
+    """``v`` with its profiles and thresholds inherited (inherit.resolve, as the deploy plan reads
+    them); VarsError naming a base that does not resolve."""
+    profiles, thresholds, problems = inherit.resolve(v.get("sglang_profiles"),
+                                                     v.get("sglang_gate_thresholds"))
+    if problems:
+        raise VarsError("; ".join(problems))
+    return dict(v, sglang_profiles=profiles, sglang_gate_thresholds=thresholds)
+
+
+def need_url(args):
+    if not args.url:
+        raise VarsError("no server: give --url URL, or -i INVENTORY --host NAME for the host's own")
+
+
+def add_inventory_args(p, host_help):
+    """-i INVENTORY --host NAME [--vault-password-file FILE]: a host's variables as Ansible's."""
+    p.add_argument("-i", "--inventory", metavar="INVENTORY",
+                   help="an Ansible inventory (file or directory): with --host, the host's variables "
+                        "(role defaults, group_vars, host_vars) as ansible-playbook sees them, --vars on top")
+    p.add_argument("--host", metavar="NAME", help=host_help)
+    p.add_argument("--vault-password-file", metavar="FILE",
+                   help="with -i: decrypt the inventory's vaulted files (else they are skipped, with a note)")
 
 
 def role_case(name="coding"):
@@ -163,14 +259,18 @@ def profile_of(args, v):
 def add_parser(sub):
     p = sub.add_parser("gate", help="run the sglang_gate role's plan against a server",
                        description=__doc__.split("\n\n")[0])
-    p.add_argument("--url", required=True, help="base URL, e.g. http://127.0.0.1:30000")
+    p.add_argument("--url", help="base URL, e.g. http://127.0.0.1:30000 (default with -i: the host's, "
+                                 "http://ansible_host:sglang_port)")
+    add_inventory_args(p, "with -i: the inventory host (its variables; the history record names it); "
+                          "without: the host the history record names (default: the URL's host:port)")
     p.add_argument("--vars", metavar="FILE", action="append",
-                   help="group_vars/host_vars file or group_vars directory over the role defaults "
-                        "(repeatable, later wins; default: %s)" % ", ".join(
-                            str(d.relative_to(ROOT)) for d in DEFAULT_VARS))
+                   help="group_vars/host_vars file or group_vars directory over the role defaults, or "
+                        "with -i over the host's variables (repeatable, later wins; default without -i: %s)"
+                        % ", ".join(str(d.relative_to(ROOT)) for d in DEFAULT_VARS))
     p.add_argument("--profile", help="the profile the server runs (default: the vars' sglang_profile)")
     p.add_argument("--api-key", default=os.environ.get("SGLANG_API_KEY"),
-                   help="API key (default: $SGLANG_API_KEY; prefer the variable, argv is public)")
+                   help="API key (default: $SGLANG_API_KEY, else with -i the host's sglang_api_key; "
+                        "prefer those, argv is public)")
     p.add_argument("--model", help="model name (default: the first one at /v1/models)")
     p.add_argument("--baseline-history", metavar="FILE",
                    help="a gate history (history/HOST.jsonl): compare each case with the newest "
@@ -178,7 +278,6 @@ def add_parser(sub):
     p.add_argument("--history", metavar="FILE",
                    help="append the run to FILE as one line of the role's gate history (the record the "
                         "sglang_gate role writes; `bench history FILE` reads it)")
-    p.add_argument("--host", help="the host the history record names (default: the URL's host:port)")
     p.add_argument("--json", metavar="FILE", help="write the plan result as JSON")
     p.add_argument("--nvidia-smi", default="auto", metavar="CMD",
                    help="the nvidia-smi whose answers make the host's fingerprint (auto: this machine's "
@@ -192,17 +291,20 @@ def add_calibrate_parser(sub):
                        description="Run the sglang_gate role's plan --runs times against a server and "
                                    "propose per-case thresholds --margin below the lowest figures "
                                    "(playbooks/calibrate.yml does the same through Ansible).")
-    p.add_argument("--url", required=True, help="base URL, e.g. http://127.0.0.1:30000")
+    p.add_argument("--url", help="base URL (default with -i: the host's, http://ansible_host:sglang_port)")
+    add_inventory_args(p, "with -i: the inventory host (its variables, its name in the comments); "
+                          "without: the host name the comments give")
     p.add_argument("--vars", metavar="FILE", action="append", help="as for gate")
     p.add_argument("--profile", help="the profile the server runs (default: the vars' sglang_profile)")
-    p.add_argument("--api-key", default=os.environ.get("SGLANG_API_KEY"), help="default: $SGLANG_API_KEY")
+    p.add_argument("--api-key", default=os.environ.get("SGLANG_API_KEY"),
+                   help="default: $SGLANG_API_KEY, else with -i the host's sglang_api_key")
     p.add_argument("--model", help="model name (default: the first one at /v1/models)")
     p.add_argument("--runs", type=int, default=3, help="plan runs (default 3, at least 2)")
     p.add_argument("--margin", type=float, default=0.1, help="fraction below the lowest figure (default 0.1)")
-    p.add_argument("--host", default="this server", help="the host name the comments give")
-    p.add_argument("--write", metavar="FILE",
-                   help="the host's vars file to write (e.g. inventories/production/host_vars/ct129/"
-                        "gate_calibration.yml); its other profiles are kept, the diff is printed")
+    p.add_argument("--write", metavar="FILE", nargs="?", const="",
+                   help="the host's vars file to write; its other profiles are kept, the diff is printed "
+                        "(with -i and no FILE: <inventory dir>/host_vars/<host>/gate_calibration.yml, "
+                        "where playbooks/calibrate.yml writes)")
     p.add_argument("--quiet", action="store_true", help="no per-request progress lines")
     p.set_defaults(func=cmd_calibrate)
 
@@ -216,8 +318,13 @@ def _calibrate(args):
     import difflib
     if args.runs < 2:
         raise VarsError("--runs must be 2 or more (a spread needs two runs), got %d" % args.runs)
-    v, _ = load_vars(args.vars)
+    v = vars_of(args)
+    need_url(args)
     profile = profile_of(args, v)
+    if args.write == "":
+        if not args.inventory:
+            raise VarsError("--write without FILE writes the host's vars: give -i INVENTORY --host NAME")
+        args.write = str(calibration_file(v))
     old, existing = "", None
     if args.write and Path(args.write).is_file():
         import yaml
@@ -230,7 +337,8 @@ def _calibrate(args):
         sys.stderr.write(plan.table(runs[-1]) + "\n")
     proposals = plan.propose(runs, args.margin)
     when = datetime.datetime.utcnow().replace(microsecond=0).isoformat() + "Z"
-    text = plan.calibration_text(proposals, profile, args.margin, args.runs, args.host, when, existing)
+    text = plan.calibration_text(proposals, profile, args.margin, args.runs, args.host or "this server",
+                                 when, existing)
     if not args.write:
         print(text, end="")
         return EXIT_PASSED
@@ -246,8 +354,14 @@ def cmd_gate(args):
     return guarded("gate", _gate, args)
 
 
+def calibration_file(v):
+    """Where playbooks/calibrate.yml writes the host's thresholds (its calibrate_file)."""
+    return Path(v["inventory_dir"]) / "host_vars" / v["inventory_hostname"] / "gate_calibration.yml"
+
+
 def _gate(args):
-    v, _ = load_vars(args.vars)
+    v = vars_of(args)
+    need_url(args)
     profile = profile_of(args, v)
     baseline = None
     if args.baseline_history:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import yaml
 
 from bench.paths import SGLANG_DEFAULTS
+from sglang_perf.inherit import resolve
 from sglang_perf.profile import profile_engine, sglang_argv
 
 MODEL_ARGS = ["--model-path", "/models/Qwen3.6-27B", "--served-model-name", "Qwen3.6-27B",
@@ -23,11 +24,12 @@ HAND_LAUNCH_ARGS = ["--speculative-algorithm", "NEXTN", "--speculative-num-steps
 
 
 def role_profiles():
-    """{name: argv} of every SGLang profile in the role defaults, for the role's SGLang version."""
+    """{name: argv} of every SGLang profile in the role defaults (bases resolved), for the role's
+    SGLang version."""
     defaults = yaml.safe_load(SGLANG_DEFAULTS.read_text())
     version = defaults["sglang_version"]
     return {name: sglang_argv(profile, version)
-            for name, profile in defaults["sglang_profiles"].items()
+            for name, profile in resolve(defaults["sglang_profiles"])[0].items()
             if profile_engine(profile, defaults["sglang_engine"]) == "sglang"}
 
 

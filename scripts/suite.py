@@ -9,7 +9,8 @@ Phases:
              (scripts/contract-venv.sh, scripts/contract-venv-vllm.sh): everything the tiers
              need, installed by the repo's own scripts (cached when present)
   pytest     every tier with --no-skips (a skipped test fails the run), in PYTEST_JOBS xdist
-             workers; each container of the container tier serves its files on one worker
+             workers; each container of the container tier serves its files on one worker; every
+             test's time in out/pytest/junit.xml (a container's files add up to its worker's time)
   molecule   every scenario, MOLECULE_JOBS at a time (scripts/molecule_run.py)
 
 pytest and Molecule run one after the other: side by side (they use disjoint containers) they
@@ -57,7 +58,7 @@ def main():
     if rc == 0:
         jobs = os.environ.get("PYTEST_JOBS") or str(PYTEST_JOBS)
         for name, cmd in (("pytest", [PY, "-m", "pytest", "-p", "no:cacheprovider", "-n", jobs, "--no-skips",
-                                      "--durations=10", "tests"]),
+                                      "--durations=25", "--junitxml=out/pytest/junit.xml", "tests"]),
                           ("molecule", [PY, "scripts/molecule_run.py"])):
             say("===== %s: %s" % (name, " ".join(cmd)))
             t0 = time.monotonic()

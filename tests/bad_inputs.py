@@ -150,6 +150,15 @@ CASES = [
      {"sglang_launch_modules": {"sglang": "sglang launch_server", "vllm": "vllm.entrypoints.cli.main"}},
      ["sglang_launch_modules = {'sglang': 'sglang launch_server', 'vllm': 'vllm.entrypoints.cli.main'} "
       "is not valid: a mapping of each engine"]),
+    # profiles that inherit (sglang_perf/inherit.py): a base that cannot be resolved
+    ("profile based on itself", dict(profile(), sglang_profiles={"mine": dict(P3, base="mine")}),
+     ["sglang_profiles.mine.base names the profile itself"]),
+    ("profile based on a profile that does not exist", dict(profile(), sglang_profiles={
+        "mine": dict(P3, base="nextn_3stpe")}),
+     ["sglang_profiles.mine.base = 'nextn_3stpe': no such profile in sglang_profiles (known: mine)"]),
+    ("profiles based on each other", dict(profile(), sglang_profiles={
+        "mine": dict(P3, base="yours"), "yours": {"base": "mine", "tp_size": 2}}),
+     ["sglang_profiles: the bases of mine, yours form a cycle (mine -> yours -> mine)"]),
     ("unknown engine", {"sglang_engine": "tgi"},
      ["sglang_profiles.nextn_3step.engine (or sglang_engine) must be one of sglang, vllm, got 'tgi'"]),
     ("service as root", {"sglang_user": "root"},

@@ -25,6 +25,7 @@ import yaml
 
 from bench.launch import EmulatorProcess, free_port  # noqa: F401  (re-exported)
 from bench.profiles import MODEL_ARGS, PROFILE_ARGS  # noqa: F401  (re-exported)
+from sglang_perf.inherit import resolve
 
 ROOT = Path(__file__).resolve().parent.parent
 MODULE_UTILS = ROOT / "plugins" / "module_utils"
@@ -38,9 +39,22 @@ if str(MODULE_UTILS) not in ansible.module_utils.__path__:
     ansible.module_utils.__path__.append(str(MODULE_UTILS))
 
 
-def role_defaults(role="sglang"):
-    """A role's defaults/main.yml read as plain YAML (no templating)."""
+def raw_role_defaults(role="sglang"):
+    """A role's defaults/main.yml read as plain YAML (no templating), as written."""
     return yaml.safe_load((ROOT / "roles" / role / "defaults" / "main.yml").read_text()) or {}
+
+
+def role_defaults(role="sglang"):
+    """A role's defaults as plain YAML, its profiles and thresholds flat as the deploy plan
+    resolves their bases (sglang_perf.inherit)."""
+    defaults = raw_role_defaults(role)
+    names = [n for n in ("sglang_profiles", "sglang_gate_thresholds") if n in defaults]
+    if names:
+        profiles = defaults.get("sglang_profiles") or raw_role_defaults("sglang")["sglang_profiles"]
+        flat = dict(zip(("sglang_profiles", "sglang_gate_thresholds"),
+                        resolve(profiles, defaults.get("sglang_gate_thresholds"))))
+        defaults.update({n: flat[n] for n in names})
+    return defaults
 
 
 def pytest_addoption(parser):
@@ -98,10 +112,37 @@ def container_host(item):
     return CONTAINER_FILES.get(item.path.name, DEFAULT_HOST)
 
 
+# The other tiers' tests that take 19 s or more (make check on 2 cores, --durations), started
+# first so none starts last and stretches the run (tests/test_schedule.py checks each exists).
+LONG_TESTS = (
+    "test_playbooks.py::test_ansible_lint_production_profile_no_skips",
+    "test_gate_plan.py::test_a_concurrency_cap_fails_the_concurrent_case_and_the_capacity",
+    "test_gate_plan.py::test_the_hand_launch_memory_settings_fail_on_capacity_naming_both_figures",
+    "test_gate_plan.py::test_a_long_context_collapse_fails_the_long_case_alone",
+    "test_compare_cli.py::test_compare_plan_answers_whether_more_steps_pay",
+    "test_gate_plan.py::test_the_healthy_3step_server_passes_every_case",
+    "test_compare_cli.py::test_compare_three_profiles_and_compare_report",
+    "test_ansible_adhoc.py::test_adhoc_pass_and_fail",
+    "test_gate_faults.py::test_fault_fails_the_gate_with_a_reason",
+    "test_gate_faults.py::test_port_open_but_503_fails_the_readiness_wait_in_time",
+    "test_attribution.py::test_bench_gate_writes_the_roles_history_and_names_the_cause_against_it",
+    "test_verdict.py::test_error_rates_at_five_percent_from_the_threshold",
+    "test_compare_cli.py::test_unreachable_target_is_an_error_row_and_all_failing_exits_2",
+)
+
+
+def run_order(item):
+    """The container tier first, in CONTAINER_FILES order (its files take the longest), then
+    LONG_TESTS, then the rest in collection order."""
+    files = list(CONTAINER_FILES)
+    if container_host(item):
+        return 0, files.index(item.path.name) if item.path.name in files else len(files)
+    test = "%s::%s" % (item.path.name, getattr(item, "originalname", item.name))
+    return 1, LONG_TESTS.index(test) if test in LONG_TESTS else len(LONG_TESTS)
+
+
 def pytest_collection_modifyitems(items):
-    """The container tier first, in CONTAINER_FILES order (its files take the longest)."""
-    order = {name: i for i, name in enumerate(CONTAINER_FILES)}
-    items.sort(key=lambda item: order.get(item.path.name, len(order)) if container_host(item) else len(order))
+    items.sort(key=run_order)
 
 
 def pytest_xdist_make_scheduler(config, log):

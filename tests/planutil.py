@@ -1,18 +1,13 @@
 """The deploy plan of an inventory host, as plugins/action/sglang_deploy_plan.py computes it in the
-preflight, without a play: Ansible's own inventory and variable manager give the host's
-variables (role defaults, group_vars, the rollout play's vars file, extra variables on top, as in
-`ansible-playbook -e`), and plan_host() plans them. Milliseconds a case, so a decision the plan
-makes is tested here rather than through a playbook run."""
+preflight, without a play: bench/hostvars.py (Ansible's own inventory and variable manager) gives
+the host's variables (group_vars, the rollout play's vars file, extra variables on top, as in
+`ansible-playbook -e`), and plan_host() plans them under the role defaults. Milliseconds a case,
+so a decision the plan makes is tested here rather than through a playbook run."""
 from __future__ import annotations
 
-import json
-
-from ansible.inventory.manager import InventoryManager
-from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar
-from ansible.vars.hostvars import HostVars
-from ansible.vars.manager import VariableManager
 
+from bench import hostvars
 from conftest import ROOT
 from plugins.action.sglang_deploy_plan import plan_host
 
@@ -29,19 +24,9 @@ FACTS = {"distribution": "Debian", "distribution_major_version": "12", "distribu
 def host_vars(extra=None, host="ct-local", inventory=LOCAL, play_hosts=None, plumbing=True):
     """The host's variables as a task of the deploy's preflight play sees them (with plumbing:
     as hostutil.play() runs it, tests/vars/plumbing_gate.yml under ``extra``)."""
-    loader = DataLoader()
-    loader.set_basedir(str(ROOT / "playbooks"))
-    inv = InventoryManager(loader=loader, sources=[str(inventory)])
-    manager = VariableManager(loader=loader, inventory=inv)
-    manager._hostvars = HostVars(inventory=inv, variable_manager=manager, loader=loader)  # as a run sets it
-    # -e JSON, loaded as ansible-playbook loads it (trusted, so templates in it render)
-    base = loader.load_from_file(str(PLUMBING), trusted_as_template=True) if plumbing else {}
-    manager._extra_vars = dict(base, **loader.load(json.dumps(extra or {})))
-    hosts = play_hosts or [h.name for h in inv.get_hosts("sglang_servers")]
-    task_vars = manager.get_vars(host=inv.get_host(host), include_hostvars=True)
-    task_vars = dict(task_vars)
-    task_vars.update(loader.load_from_file(str(ROLLOUT_VARS), trusted_as_template=True))
-    task_vars.update(manager.extra_vars)
+    loader, task_vars = hostvars.task_vars(inventory, host, roles=(), play_vars_files=[ROLLOUT_VARS],
+                                           vars_files=[PLUMBING] if plumbing else [], extra=extra)
+    hosts = play_hosts or list(task_vars["groups"].get("sglang_servers", []))
     task_vars.update(ansible_facts=dict(FACTS), ansible_play_hosts_all=hosts)
     return loader, task_vars
 

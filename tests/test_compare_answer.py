@@ -341,8 +341,11 @@ def test_compare_report_plan_builds_the_answer_from_a_playbooks_plan_results(tmp
 
     plan = {"coding": {"prompts": "coding", "concurrency": 1, "requests": 6, "max_tokens": 192},
             "concurrent": {"prompts": "coding", "concurrency": 4, "requests": 8, "max_tokens": 256}}
-    profiles = {"nextn_1step": {"speculative_algorithm": "NEXTN", "speculative_num_steps": 1},
-                "nextn_3step": {"speculative_algorithm": "NEXTN", "speculative_num_steps": 3},
+    # the role defaults' bases: thresholds a profile does not state are its base's
+    profiles = {"no_spec": {},
+                "nextn_1step": {"base": "nextn_3step", "speculative_num_steps": 1},
+                "nextn_3step": {"base": "no_spec", "speculative_algorithm": "NEXTN",
+                                "speculative_num_steps": 3},
                 "vllm_mtp_3": {"engine": "vllm", "speculative_algorithm": "MTP", "speculative_num_steps": 3}}
     results = [
         {"profile": "nextn_1step", "url": "http://127.0.0.1:30000", "error": None, "result": {"cases": [

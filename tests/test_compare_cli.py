@@ -383,11 +383,9 @@ def vllm_emus():
 
 
 def test_compare_plan_answers_whether_more_steps_pay(emulator, vllm_emus, tmp_path):
-    import yaml
-
-    from conftest import MODEL_ARGS
+    from conftest import MODEL_ARGS, role_defaults
     from sglang_perf import profile as flt
-    defaults = yaml.safe_load((ROOT / "roles/sglang/defaults/main.yml").read_text())
+    defaults = role_defaults()
     env = dict(FAST, SGLEMU_SPEED_SCALE=str(PLAN_SCALE))
     names = ("nextn_1step", "nextn_3step", "nextn_5step")
     emus = {n: emulator(MODEL_ARGS + flt.sglang_argv(defaults["sglang_profiles"][n],

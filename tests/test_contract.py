@@ -22,7 +22,10 @@ from bench.emulator.args import build_parser, merge_config
 from bench.profiles import MODEL_ARGS, PROFILE_ARGS
 from conftest import ROOT, role_defaults
 from hostutil import play
+from sglang_perf import engines
 from sglang_perf import profile as flt
+
+SGLANG = engines.get("sglang")  # its flags and choices, held against its parsers here
 
 pytestmark = pytest.mark.contract
 
@@ -299,23 +302,24 @@ def test_sglangs_start_up_checks_and_the_emulator_agree(contract):
 
 
 def test_every_builtin_algorithm_the_filter_accepts_is_one_sglang_accepts(contract):
-    argvs = [MODEL_ARGS + ["--speculative-algorithm", a.lower()] + SPEC3 for a in flt.SPEC_ALGORITHMS]
+    argvs = [MODEL_ARGS + ["--speculative-algorithm", a.lower()] + SPEC3 for a in SGLANG.SPEC_ALGORITHMS]
     results = sglang_parse(contract, argvs, startup=True)
-    bad = [(a, r["error"]) for a, r in zip(flt.SPEC_ALGORITHMS, results) if not r["ok"]
+    bad = [(a, r["error"]) for a, r in zip(SGLANG.SPEC_ALGORITHMS, results) if not r["ok"]
            and "Unknown speculative algorithm" in r["error"]]
     assert not bad, bad
 
 
 @pytest.mark.parametrize("old", [False, True], ids=["SGLANG_VERSION", "SGLANG_OLD_VERSION"])
 def test_the_choice_table_is_the_releases_own_parser(contract, old):
-    """CHOICES (the preflight's parser and strategy names) row by row against the choices of that
-    release's argparse: a release that adds or drops a name fails here until its row is added."""
+    """The choices of engines/sglang.py (the preflight's parser and strategy names) row by row
+    against the choices of that release's argparse: a release that adds or drops a name fails here
+    until its row is added."""
     version = OLD_VERSION if old else VERSION
-    flags = {s: flt.flag_for(s, version) for s in flt.CHOICES}
+    flags = {s: flt.flag_for(s, version) for s in SGLANG.choices}
     out = sglang_run(contract, {"argvs": [], "choices": sorted(flags.values())}, old)
     for setting, flag in flags.items():
         assert flt.choices_for(setting, version) == tuple(out["choices"][flag]), (
-            "plugins/filter/sglang_profile.py CHOICES[%r] for %s differs from SGLang's %s choices: "
+            "sglang_perf/engines/sglang.py choices[%r] for %s differs from SGLang's %s choices: "
             "add a row %r" % (setting, version, flag, (version, tuple(out["choices"][flag]))))
 
 
@@ -323,7 +327,7 @@ def test_the_flag_table_holds_for_the_older_release_it_claims(contract):
     """FLAGS says 0.5.14-0.5.19 know both mamba spellings (the old one a deprecated alias):
     render every profile for OLD_VERSION and parse it with that release's own parser, and the
     old spelling too."""
-    assert flt.version_tuple(OLD_VERSION) >= flt.version_tuple(flt.OLDEST)
+    assert flt.version_tuple(OLD_VERSION) >= flt.version_tuple(SGLANG.oldest)
     names = PROFILES
     argvs = [MODEL_ARGS + flt.sglang_argv(DEFAULTS["sglang_profiles"][n], OLD_VERSION) for n in names]
     old_spelling = MODEL_ARGS + ["--mamba-scheduler-strategy", "extra_buffer"]
@@ -348,5 +352,5 @@ def test_the_flag_tables_oldest_rows_match_the_013_source(contract):
     assert flt.flag_for("mamba_cache_strategy", "0.5.13") == "--mamba-scheduler-strategy"
     assert '"--mamba-scheduler-strategy"' in source
     assert "--mamba-radix-cache-strategy" not in source
-    for setting in flt.FLAGS:
+    for setting in SGLANG.flags:
         assert '"%s"' % flt.flag_for(setting, "0.5.13") in source, setting

@@ -19,6 +19,7 @@ import pytest
 
 from bench.emulator.vllm import args as emu
 from conftest import ROOT, role_defaults
+from sglang_perf import engines
 from sglang_perf import profile as flt
 from test_contract import KEY, exec_argv, render_units, with_secrets_file
 
@@ -134,7 +135,7 @@ def test_vllms_registered_names_hold_our_parsers(vllm):
         p = DEFAULTS["sglang_profiles"][name]
         assert p["reasoning_parser"] in reg["reasoning_parser"], name
         assert p["tool_call_parser"] in reg["tool_call_parser"], name
-    for key, rows in flt.VLLM_CHOICES.items():
+    for key, rows in engines.get("vllm").choices.items():
         assert sorted(rows[-1][1]) == reg[key], key
     assert vllm["choices"] == {"--mamba-cache-mode": ["align", "none"],
                                "--per-request-spec-decode-metrics": ["detailed", "none", "summary"]}

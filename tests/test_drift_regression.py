@@ -11,7 +11,7 @@ import pytest
 from bench.profiles import HAND_LAUNCH_ARGS
 from conftest import role_defaults
 from sglang_perf import profile as f
-from test_module import FAST, SMALL, call, patched  # noqa: F401  (patched: autouse fixture)
+from test_module import FAST, call, gate, patched  # noqa: F401  (patched: autouse fixture)
 from sglang_perf import history
 
 DEFAULTS = role_defaults()
@@ -100,8 +100,7 @@ def test_module_reports_the_change_and_the_roofline(emulator, tmp_path):
     emu = emulator("nextn_3step", env=FAST)
     path = tmp_path / "h.jsonl"
     path.write_text(record("nextn_3step", True, 100.0, 3.0, "2026-11-01T00:00:00Z") + "\n")
-    kind, r = call(dict(SMALL, url=emu.url, baseline_history=str(path),
-                        baseline_profile="nextn_3step", model_size=DEFAULTS["sglang_model_size"],
+    kind, r = call(gate(emu.url, baseline_history=str(path), model_size=DEFAULTS["sglang_model_size"],
                         hardware=HARDWARE))
     assert kind == "exit", r["msg"]
     g = r["regression"]
@@ -118,22 +117,22 @@ def test_module_reports_the_change_and_the_roofline(emulator, tmp_path):
 def test_module_fails_on_a_regression_beyond_the_limit(emulator, tmp_path):
     emu = emulator("nextn_3step", env=FAST)
     # The emulator at speed scale 4 decodes ~220 tok/s: against 1000 that is a 78% drop.
-    kind, r = call(dict(SMALL, url=emu.url, max_regression_pct=5,
-                        baseline={"decode_tok_s": 1000.0, "accept_len": 3.1, "time": "t0"}))
+    kind, r = call(gate(emu.url, max_regression_pct=5,
+                        baseline={"profile": "nextn_3step", "decode_tok_s": 1000.0,
+                                            "accept_len": 3.1, "time": "t0"}))
     assert kind == "fail"
     assert [x["threshold"] for x in r["failures"]] == ["max_regression_pct"]
     assert re.search(r"decode tok/s \d+\.\d \[\d+\.\d, \d+\.\d\] dropped \d+\.\d% from the "
                      r"last-known-good 1000\.00 \(t0\) \(allowed 5%: at least 950\.0\)", r["msg"]), r["msg"]
-    kind, r = call(dict(SMALL, url=emu.url, max_regression_pct=50,
-                        baseline={"decode_tok_s": 300.0, "accept_len": 3.1}))
+    kind, r = call(gate(emu.url, max_regression_pct=50,
+                        baseline={"profile": "nextn_3step", "decode_tok_s": 300.0, "accept_len": 3.1}))
     assert kind == "exit" and r["regression"]["decode_tok_s_pct"] < 0
 
 
 def test_module_without_history_file_has_no_baseline(emulator, tmp_path):
     emu = emulator("nextn_3step", env=FAST)
-    kind, r = call(dict(SMALL, url=emu.url, baseline_history=str(tmp_path / "absent.jsonl"),
-                        baseline_profile="nextn_3step", max_regression_pct=5))
-    assert kind == "exit" and "regression" not in r
+    kind, r = call(gate(emu.url, baseline_history=str(tmp_path / "absent.jsonl"), max_regression_pct=5))
+    assert kind == "exit" and r.get("regression") is None, r.get("regression")
 
 
 @pytest.mark.parametrize("args, needle", [
@@ -143,5 +142,5 @@ def test_module_without_history_file_has_no_baseline(emulator, tmp_path):
      "invalid option hardware: hardware.gpu_bandwidth_gbs is required"),
 ])
 def test_bad_regression_and_size_options_are_named(args, needle):
-    kind, r = call(dict(SMALL, url="http://127.0.0.1:9", **args))
+    kind, r = call(gate("http://127.0.0.1:9", **args))
     assert kind == "fail" and needle in r["msg"], r["msg"]

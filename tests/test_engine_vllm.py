@@ -10,7 +10,7 @@ import pytest
 
 from fakeserver import (FakeServer, FakeVllm, fixture_of, models, openai_stream, options, vllm_spec_metrics,
                         vllm_steps)
-from sglang_perf import engine, metrics, plan
+from sglang_perf import engine, engines, metrics, plan
 from sglang_perf.client import MeasureError
 
 ACCEPTED, K = (2, 3, 1, 3), 3
@@ -272,8 +272,8 @@ def test_one_parser_reads_vllm_counters_positions_and_the_cache_info():
     got = metrics.parse(VLLM_TEXT)
     assert got["vllm:generation_tokens_total"] == 120.0          # summed over engines
     assert got["vllm:request_success_total"] == 7.0              # over finish reasons
-    assert got[metrics.PER_POSITION] == {"0": 30.0, "1": 20.0}
-    assert metrics.positions(got[metrics.PER_POSITION]) == [30.0, 20.0]
+    assert got[engines.vllm.per_position] == {"0": 30.0, "1": 20.0}
+    assert metrics.positions(got[engines.vllm.per_position]) == [30.0, 20.0]
     info = got["vllm:cache_config_info"]
     assert info == {"block_size": "1056", "kv_cache_dtype_skip_layers": "[]", "odd": 'a{b}, c="d"',
                     "engine": "0"}                               # engine 0's, braces and quotes kept
@@ -286,7 +286,7 @@ def _scrape(gen, drafts, draft_tokens, accepted, per_pos, requests=0):
             "vllm:spec_decode_num_draft_tokens_total": draft_tokens,
             "vllm:spec_decode_num_accepted_tokens_total": accepted,
             "vllm:request_success_total": requests,
-            metrics.PER_POSITION: {str(i): v for i, v in enumerate(per_pos)}}
+            engines.vllm.per_position: {str(i): v for i, v in enumerate(per_pos)}}
 
 
 def test_the_vllm_window_by_hand():

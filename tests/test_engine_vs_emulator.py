@@ -121,13 +121,12 @@ def vllm_emulator():
     with the argv the role renders."""
     import tempfile
 
-    import yaml
 
     from bench.launch import EmulatorProcess
-    from conftest import ROOT
+    from conftest import role_defaults
     from sglang_perf import profile as flt
 
-    defaults = yaml.safe_load((ROOT / "roles/sglang/defaults/main.yml").read_text())
+    defaults = role_defaults()
     started = []
 
     def start(profile, env=None):

@@ -11,7 +11,7 @@ import pytest
 
 from bench import history as bench_history
 from bench import report
-from sglang_perf import fingerprint, history
+from sglang_perf import fingerprint, history, plan
 from test_module import FAST, call, patched  # noqa: F401 (patched: the module exits as an exception)
 
 STANDIN = os.path.join(os.path.dirname(__file__), "..", "scripts", "nvidia_smi_standin.py")
@@ -319,9 +319,9 @@ def test_the_gate_names_a_host_change_first_and_records_the_fingerprint(emulator
     hist = tmp_path / "history.jsonl"
     identity = {"engine": "sglang", "version": "0.5.23", "release": "r1", "profile": "nextn_3step",
                 "profile_sha256": fingerprint.settings_sha256({"speculative_num_steps": 3})}
-    args = dict(url=emu.url, plan=PLAN, thresholds=THRESHOLDS, profile="nextn_3step", warmup=2,
-                per_request=False, nvidia_smi=STANDIN, identity=identity,
-                baseline_history=str(hist), baseline_profile="nextn_3step")
+    args = dict(url=emu.url, cases=plan.resolve(PLAN, THRESHOLDS, "nextn_3step"), profile="nextn_3step",
+                warmup=2, per_request=False, nvidia_smi=STANDIN, identity=identity,
+                baseline_history=str(hist))
     kind, first = call(args)
     assert kind == "exit" and first["fingerprint_changes"] == []
     assert [c["case"] for c in first["cases"]] == ["coding", "prose"]
@@ -362,8 +362,8 @@ def test_the_gate_names_a_host_change_first_and_records_the_fingerprint(emulator
 
 def test_the_gate_without_nvidia_smi_says_so_and_runs(emulator, tmp_path):
     emu = emulator("nextn_3step", env=FAST)
-    kind, r = call(dict(url=emu.url, plan={"coding": PLAN["coding"]}, thresholds=THRESHOLDS,
-                        profile="nextn_3step", warmup=2, per_request=False,
+    coding = plan.resolve({"coding": PLAN["coding"]}, THRESHOLDS, "nextn_3step")
+    kind, r = call(dict(url=emu.url, cases=coding, profile="nextn_3step", warmup=2, per_request=False,
                         nvidia_smi="nvidia-smi-that-is-not-here"))
     assert kind == "exit" and r["fingerprint"]["gpus"] == []
     assert r["fingerprint"]["nvidia_smi"] == \

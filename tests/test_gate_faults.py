@@ -12,20 +12,26 @@ import time
 import pytest
 
 from ansiblerun import ansible, module_result
+from sglang_perf import plan
 from conftest import free_port
 
 FAST = {"SGLEMU_SPEED_SCALE": "4"}
 RUN_TIMEOUT = 40  # the gate's whole run, warmup included
-GATE = "requests=6 warmup=1 max_tokens=96 min_tok_s=45 min_accept_len=2.8 " \
-       "connect_timeout=2 first_token_timeout=5 stall_timeout=2 run_timeout=%d" % RUN_TIMEOUT
+# one resolved coding case (the deploy plan's gate.cases), as the gate task hands it over
+CODING = {"prompts": "coding", "concurrency": 1, "requests": 6, "max_tokens": 96}
+THRESHOLDS = {"p": {"coding": {"min_tok_s": 45, "min_accept_len": 2.8}}}
+GATE = {"cases": plan.resolve({"coding": CODING}, THRESHOLDS, "p"),
+        "profile": "p", "warmup": 1, "connect_timeout": 2, "first_token_timeout": 5, "stall_timeout": 2,
+        "run_timeout": RUN_TIMEOUT}
 # ansible's own start-up took up to 50 s of a run on a loaded 2-core CI machine
 ANSIBLE_START_UP = 60
 LIMIT = RUN_TIMEOUT + ANSIBLE_START_UP  # the most a failed gate may take
 
 
-def gate(url, extra=""):
+def gate(url, extra=None):
     t0 = time.monotonic()
-    rc, res, p = module_result("sglang_bench", "url=%s %s %s" % (url, GATE, extra), timeout=3 * LIMIT)
+    rc, res, p = module_result("sglang_bench", json.dumps(dict(GATE, url=url, **(extra or {}))),
+                               timeout=3 * LIMIT)
     took = time.monotonic() - t0
     assert "Traceback" not in p.stdout + p.stderr
     return rc, res, took
@@ -38,13 +44,13 @@ CASES = [
     ("truncated streams", "nextn_3step", {"SGLEMU_FAULT_TRUNCATE_AFTER_TOKENS": "20"}, "",
      ["all 6 measured requests failed (6 x truncated)"]),
     ("a stream that stalls", "nextn_3step", {"SGLEMU_FAULT_STALL_AFTER_TOKENS": "10",
-                                             "SGLEMU_FAULT_STALL_SECONDS": "30"}, "",
+                                             "SGLEMU_FAULT_STALL_SECONDS": "8"}, "",
      ["stream stalled: nothing for 2.0s (stall timeout)"]),
     ("server killed mid-benchmark", "nextn_3step", {"SGLEMU_FAULT_CRASH_AFTER_REQUESTS": "2"}, "",
-     ["could not measure", "failed"]),
-    ("wrong model name", "nextn_3step", {}, "model=Qwen2-7B",
+     ["could not be measured: all 6 measured requests failed"]),
+    ("wrong model name", "nextn_3step", {}, {"model": "Qwen2-7B"},
      ["model 'Qwen2-7B' is not served", "offers: Qwen3.6-27B"]),
-    ("wrong api key", ["--api-key", "the-right-key-0123456789"], {}, "api_key=the-wrong-key-012345",
+    ("wrong api key", ["--api-key", "the-right-key-0123456789"], {}, {"api_key": "the-wrong-key-012345"},
      ["authentication failed", "the API key is wrong"]),
     ("missing api key", ["--api-key", "the-right-key-0123456789"], {}, "",
      ["authentication failed", "the API key is missing"]),

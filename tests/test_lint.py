@@ -19,7 +19,7 @@ def test_ruff_clean():
 def test_engine_is_python39_and_stdlib_only():
     """No import outside the standard library in the code shipped to the target host."""
     stdlib = set(sys.stdlib_module_names)
-    for path in (ROOT / "plugins" / "module_utils" / "sglang_perf").glob("*.py"):
+    for path in (ROOT / "plugins" / "module_utils" / "sglang_perf").rglob("*.py"):
         for line in path.read_text().splitlines():
             words = line.split()
             if len(words) >= 2 and words[0] in ("import", "from") and not words[1].startswith("."):

@@ -11,6 +11,7 @@ from ansible.module_utils.testing import patch_module_args
 
 from conftest import free_port
 from plugins.modules import sglang_bench
+from sglang_perf import plan
 
 
 class Exit(Exception):
@@ -42,64 +43,137 @@ def call(args, check=False):
 
 
 FAST = {"SGLEMU_SPEED_SCALE": "4"}
-SMALL = {"requests": 6, "warmup": 2, "max_tokens": 128}  # 6: a median's 95% interval
+# 6 requests: the fewest whose median has a 95% interval
+CODING = {"prompts": "coding", "concurrency": 1, "requests": 6, "max_tokens": 128}
+
+
+def resolved(thresholds=None, cases=None, profile="nextn_3step"):
+    """Cases as the deploy plan hands them over: plan.resolve's, thresholds already chosen."""
+    cases = cases or {"coding": CODING}
+    return plan.resolve(cases, {profile: {n: dict(thresholds or {}) for n in cases}}, profile)
+
+
+def gate(url, thresholds=None, cases=None, **kw):
+    """The module's arguments for one run of resolved ``cases`` (default: one coding case)."""
+    return dict({"url": url, "cases": resolved(thresholds, cases), "profile": "nextn_3step", "warmup": 2},
+                **kw)
 
 
 def test_passes_and_returns_every_figure(emulator):
     emu = emulator("nextn_3step", env=FAST)
-    kind, r = call(dict(SMALL, url=emu.url, min_tok_s=45, min_accept_len=2.8))
+    kind, r = call(gate(emu.url, {"min_tok_s": 45, "min_accept_len": 2.8}))
     assert kind == "exit" and r["passed"] is True and r["changed"] is False
+    (case,) = r["cases"]
     for key in ("decode_tok_s", "accept_len", "aggregate_tok_s", "ttft_s", "itl_ms", "errors",
-                "per_request", "accept_len_by_prompt", "server", "failures"):
-        assert key in r
-    assert r["msg"].startswith("passed: decode ")
+                "per_request", "accept_len_by_prompt", "failures", "intervals", "judged"):
+        assert key in case, key
+    for key in ("decode_tok_s", "accept_len", "aggregate_tok_s", "ttft_s", "itl_ms", "intervals"):
+        assert r[key] == case[key], key  # the headline case's figures at the top
+    assert r["msg"].startswith("passed in ") and "coding (C=1, 6 x 128 tok): decode " in r["msg"]
     assert r["server"]["speculative_algorithm"] == "EAGLE"
+    assert case["threshold_source"] == {"min_tok_s": "thresholds", "min_accept_len": "thresholds"}
 
 
 def test_fails_with_measured_vs_required_and_the_full_result(emulator):
     emu = emulator("nextn_1step", env=FAST)
-    kind, r = call(dict(SMALL, url=emu.url, min_tok_s=1000, min_accept_len=2.8,
-                        min_aggregate_tok_s=5000))
-    assert kind == "fail" and r["passed"] is False
-    assert r["msg"].startswith("gate failed: decode tok/s (per-request median) ")
+    kind, r = call(gate(emu.url, {"min_tok_s": 1000, "min_accept_len": 2.8, "min_aggregate_tok_s": 5000}))
+    assert kind == "fail" and r["passed"] is False and r["failed_cases"] == ["coding"]
+    assert r["msg"].startswith("gate failed (coding): coding: decode tok/s (per-request median) ")
     assert "< required 1000.0" in r["msg"]
     assert "accept length 1." in r["msg"] and "< required 2.80" in r["msg"]
     assert "aggregate tok/s at C=1" in r["msg"] and "< required 5000.0" in r["msg"]
     # decided on the first 6: 2 warmup + 6 measured
-    assert r["decode_tok_s"]["median"] > 0 and len(r["per_request"]) == 8
-    assert r["verdict"] == "fail" and r["sequential"]["looks"] == 0  # a fixed sample: judged once, at its end
+    (case,) = r["cases"]
+    assert case["decode_tok_s"]["median"] > 0 and len(case["per_request"]) == 8
+    assert case["verdict"] == "fail" and case["sequential"]["looks"] == 0  # a fixed sample: judged once
 
 
-def test_check_mode_probes_and_does_not_benchmark(emulator):
+def test_check_mode_states_the_cases_probes_and_does_not_benchmark(emulator):
     emu = emulator("nextn_3step", env=FAST)
-    kind, r = call(dict(SMALL, url=emu.url, min_tok_s=45), check=True)
+    kind, r = call(gate(emu.url, {"min_tok_s": 45}), check=True)
     assert kind == "exit" and r["ready"] is True and r["changed"] is False
     assert "benchmark not run" in r["msg"] and "decode_tok_s" not in r
+    assert "coding (C=1, 6 x 128 tokens, coding prompts): min_tok_s 45" in r["msg"]
+    assert r["plan"].startswith("gate plan, each threshold judged on its 95% interval")
     generated = [q for q in emu.stats()["requests"] if not q.get("health")]
     assert generated == []
 
 
 def test_check_mode_reports_a_server_that_is_not_up():
-    kind, r = call({"url": "http://127.0.0.1:%d" % free_port()}, check=True)
+    kind, r = call(gate("http://127.0.0.1:%d" % free_port()), check=True)
     assert kind == "exit" and r["ready"] is False and "cannot connect" in r["msg"]
 
 
-@pytest.mark.parametrize("args, words", [
-    ({"min_tok_s": -5}, "invalid option min_tok_s: must be 0.0 or more, got -5"),
-    ({"concurrency": 0}, "invalid option concurrency: must be 1 or more, got 0"),
-    ({"url": "localhost:30000"}, "invalid option url: expected http://HOST[:PORT]"),
+def test_check_mode_refuses_a_case_a_run_would_refuse():
+    cases = resolved()
+    cases[0]["options"]["concurrency"] = 0
+    kind, r = call(dict(gate("http://127.0.0.1:1"), cases=cases), check=True)
+    assert kind == "fail" and "invalid option concurrency: must be 1 or more, got 0" in r["msg"]
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda c: c[0]["thresholds"].update(min_tok_s=-5),
+     "invalid option min_tok_s: must be 0.0 or more, got -5"),
+    (lambda c: c[0]["options"].update(concurrency=0), "invalid option concurrency: must be 1 or more, got 0"),
+    (lambda c: c[0]["options"].update(min_tok_s=1), "cases[0] (coding).options must be a mapping of case"),
+    (lambda c: c[0]["thresholds"].update(max_tokens=1), "cases[0] (coding).thresholds must be a mapping of"),
+    (lambda c: c[0].update(plan={}), "cases[0] (coding) has unknown key(s) plan"),
+    (lambda c: c.append(dict(c[0])), "cases[1]: case coding is given twice"),
+    (lambda c: c.append({"options": {}}), "cases[1] must be a resolved case"),
+    (lambda c: c.clear(), "invalid option cases: must be a non-empty list of resolved cases"),
 ])
-def test_bad_options_are_named(args, words):
-    kind, r = call(dict({"url": "http://127.0.0.1:1"}, **args))
-    assert kind == "fail" and words in r["msg"]
+def test_bad_cases_are_named(change, words):
+    cases = resolved()
+    change(cases)
+    kind, r = call(dict(gate("http://127.0.0.1:1"), cases=cases))
+    assert kind == "fail" and words in r["msg"], r["msg"]
+
+
+def test_a_bad_url_is_named():
+    kind, r = call(gate("localhost:30000"))
+    assert kind == "fail" and "invalid option url: expected http://HOST[:PORT]" in r["msg"]
+
+
+@pytest.mark.parametrize("raw", [{"plan": {"coding": CODING}}, {"thresholds": {}}, {"calibrated": {}},
+                                 {"min_tok_s": 45}, {"requests": 6}, {"prompts": "coding"}])
+def test_the_raw_plan_and_single_case_options_are_gone(raw):
+    """One job: the module runs resolved cases; resolving (and single-case measuring: python -m
+    bench run) is not its."""
+    kind, r = call(dict(gate("http://127.0.0.1:1"), **raw))
+    assert kind == "fail" and "Unsupported parameters" in r["msg"] and list(raw)[0] in r["msg"]
+
+
+def test_the_deploy_plans_resolved_cases_run_as_they_are(emulator):
+    """The gate task hands over the deploy plan's gate.cases, .promise and .notes: the module
+    judges with the thresholds the controller chose (calibrated over the defaults, key by key) and
+    never reads the raw plan, thresholds or calibration."""
+    from planutil import plan_for
+    emu = emulator("nextn_3step", env=FAST)
+    p = plan_for({"sglang_gate_calibrated": {"nextn_3step": {"coding": {"min_accept_len": 3.9}}}})
+    assert p["problems"] == [], p["problems"]
+    g = p["gate"]
+    assert g["cases"][0]["source"]["min_accept_len"] == "calibrated"
+    for c in g["cases"]:
+        c["options"].update(requests=6, max_requests=6, max_tokens=64)
+    kind, r = call({"url": emu.url, "cases": g["cases"], "profile": p["profile"], "promise": g["promise"],
+                    "notes": ["a note of the plan"], "warmup": 1, "per_request": False})
+    assert kind == "fail" and "< required 3.90" in r["msg"], r["msg"]
+    assert r["cases"][0]["threshold_source"]["min_accept_len"] == "calibrated"
+    assert "a note of the plan" in r["notes"]
+
+
+def test_the_deploy_plan_notes_thresholds_of_cases_it_does_not_run():
+    from planutil import plan_for
+    p = plan_for({"sglang_gate_thresholds": {"nextn_3step": {"coding": {"min_tok_s": 1}, "gone": {}}}})
+    assert "thresholds for gone are not used: the plan has no such case" in p["gate"]["notes"], p["problems"]
 
 
 def test_wrong_key_and_secret_never_in_the_result(emulator):
     emu = emulator("nextn_3step", env=FAST, extra=["--api-key", "right-key-123"])
-    kind, r = call(dict(SMALL, url=emu.url, api_key="wrong-key-456"))
+    kind, r = call(gate(emu.url, api_key="wrong-key-456"))
     assert kind == "fail"
     assert "authentication failed" in r["msg"] and "key is wrong" in r["msg"]
-    kind, r = call(dict(SMALL, url=emu.url, api_key="right-key-123", min_tok_s=45))
+    kind, r = call(gate(emu.url, {"min_tok_s": 45}, api_key="right-key-123"))
     assert kind == "exit" and r["passed"]
     assert "right-key-123" not in json.dumps(r)
     assert sglang_bench.ARGUMENT_SPEC["api_key"]["no_log"] is True
@@ -116,6 +190,8 @@ def test_documentation_matches_the_argument_spec_and_engine_defaults():
         assert doc[name].get("default") == opt.get("default"), name
         assert doc[name].get("choices") == opt.get("choices"), name
         assert bool(doc[name].get("required")) == bool(opt.get("required")), name
-        if name not in sglang_bench.MODULE_ONLY + sglang_bench.PLAN_ONLY:
+        assert doc[name]["description"], name
+        if name not in sglang_bench.PLAN_OPTIONS:
             assert plain_engine.DEFAULTS[name] == opt.get("default"), name
-    assert set(spec) - set(sglang_bench.MODULE_ONLY + sglang_bench.PLAN_ONLY) == set(plain_engine.DEFAULTS)
+    # the engine options common to every case; the rest of the engine's are each case's
+    assert set(spec) - set(sglang_bench.PLAN_OPTIONS) == set(plain_engine.DEFAULTS) - set(plan.PER_CASE)

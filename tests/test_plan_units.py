@@ -7,10 +7,10 @@ import copy
 import pytest
 import yaml
 
-from conftest import ROOT
+from conftest import role_defaults
 from sglang_perf import plan
 
-DEFAULTS = yaml.safe_load((ROOT / "roles" / "sglang_gate" / "defaults" / "main.yml").read_text())
+DEFAULTS = role_defaults("sglang_gate")  # thresholds flat, as the deploy plan resolves them
 PLAN, THRESHOLDS = DEFAULTS["sglang_gate_plan"], DEFAULTS["sglang_gate_thresholds"]
 
 

@@ -149,3 +149,16 @@ def test_the_tp_size_check_names_sglang_hardware():
         review=True)
     assert ("sglang_profiles.nextn_3step.tp_size (2) exceeds the GPUs the host is expected to have "
             "(sglang_hardware.gpu_count = 1)") in "; ".join(plan["problems"])
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_no_default_references_a_derived_name_or_the_plan(role):
+    """Inputs never reference derived names: a default ('' or [] where the plan computes the value)
+    templates only other inputs, never an internal (`_name`) or the deploy plan it feeds."""
+    texts = {"defaults": (ROOT / "roles" / role / "defaults" / "main.yml").read_text(),
+             "argument_specs": yaml.safe_dump(
+                 {n: o.get("default") for n, o in options(role).items() if "default" in o})}
+    for where, text in texts.items():
+        found = [m.group(0) for expr in re.findall(r"\{\{(.*?)\}\}", text, re.S)
+                 for m in re.finditer(r"(?<![\w.])(_\w+|sglang_deploy_plan)\b", expr)]
+        assert found == [], "%s/%s references %s" % (role, where, found)

@@ -21,7 +21,7 @@ from conftest import ROOT
 from planutil import plan_for
 from plugins.filter.sglang_watch_program import sglang_watch_program
 from sglang_perf import deploy_plan, measurelock, metrics, watch
-from test_module import call, patched  # noqa: F401 (autouse: the module exits by exception)
+from test_module import call, gate, patched  # noqa: F401 (autouse: the module exits by exception)
 from test_watch import LABELS, SETTINGS, families, inputs, sglang
 from test_watch_emulator import HOST_PYTHON, METRICS, run, settings_file
 
@@ -257,19 +257,19 @@ def test_the_gate_waits_for_a_running_probe_before_it_sends_a_request(tmp_path, 
         times["probe_end"] = time.monotonic()
         return watch.observe_probe(PROBE)
 
-    def engine_run(options):
+    def discover(endpoint, model):  # the plan's first request
         times["gate_start"] = time.monotonic()
         raise MeasureError("stop here")
 
     monkeypatch.setattr(watch, "probe", slow_probe)
     from plugins.modules import sglang_bench
-    monkeypatch.setattr(sglang_bench.engine, "run", engine_run)
+    monkeypatch.setattr(sglang_bench.plan.engine, "discover", discover)
     idle = watch.observe_window(sglang(), sglang(), 1.0)
     probing = threading.Thread(target=watch.probe_locked, args=(settings, None, idle))
     probing.start()
     while "probe_start" not in times:
         time.sleep(0.01)
-    kind, result = call({"url": "http://127.0.0.1:9", "measure_lock": str(path), "measure_lock_wait": 30})
+    kind, result = call(gate("http://127.0.0.1:9", measure_lock=str(path), measure_lock_wait=30))
     probing.join(10)
     assert kind == "fail" and result["msg"] == "could not measure http://127.0.0.1:9: stop here"
     assert times["gate_start"] >= times["probe_end"]
@@ -278,7 +278,7 @@ def test_the_gate_waits_for_a_running_probe_before_it_sends_a_request(tmp_path, 
 def test_the_gate_fails_naming_the_lock_when_it_stays_held(tmp_path):
     path = tmp_path / "measure.lock"
     with measurelock.held(str(path)):
-        kind, result = call({"url": "http://127.0.0.1:9", "measure_lock": str(path), "measure_lock_wait": 0})
+        kind, result = call(gate("http://127.0.0.1:9", measure_lock=str(path), measure_lock_wait=0))
     assert kind == "fail"
     assert result["msg"] == ("could not measure http://127.0.0.1:9: the host's measurement lock %s: another "
                              "measurement holds it" % path)

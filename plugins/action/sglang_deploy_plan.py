@@ -80,9 +80,9 @@ PLAY_INPUTS = ("sglang_rollout_canary", "sglang_rollout_batch")
 # Role data the plan reads besides the argument specs' options (roles/*/vars/main.yml; the rest
 # of those files is there for the defaults that derive from it).
 ROLE_DATA = ("_nvidia_gpu_repo_distros", "_sglang_cuda_runtime_by_release", "_sglang_min_driver_by_cuda")
-# Inputs the role defaults derive others from: templated first, so the derived values below exist.
-FIRST = ("sglang_profiles", "sglang_profile", "sglang_engine", "sglang_version", "sglang_vllm_version",
-         "sglang_host", "sglang_port")
+# What the engine and its version follow: templated first, for inventory inputs that name them
+# (the local inventory's and Molecule's emulator wheel: _sglang_run_engine, _sglang_engine_version).
+FIRST = ("sglang_profiles", "sglang_profile", "sglang_engine", "sglang_version", "sglang_vllm_version")
 
 
 def role_dir(name):
@@ -100,6 +100,14 @@ def _sha256(path):
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def _read_lock(path):
+    """A lock file's text as Ansible's file lookup reads it; None when there is no such file."""
+    if not isinstance(path, str) or not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return f.read().rstrip()
 
 
 def _load(loader, path):
@@ -122,7 +130,9 @@ def inputs(loader, templar, task_vars, roles):
     specs = {}
     for r in roles:
         spec = _load(loader, os.path.join(dirs[r], "meta", "argument_specs.yml")).get("argument_specs") or {}
-        specs[r] = spec.get("main", {}).get("options", {})
+        # the plan is what is being made here: the roles that read it declare it, nobody sets it
+        options = spec.get("main", {}).get("options", {})
+        specs[r] = {k: o for k, o in options.items() if k != "sglang_deploy_plan"}
     problems, values = [], {}
 
     def render(names, role):
@@ -137,20 +147,9 @@ def inputs(loader, templar, task_vars, roles):
 
     if "sglang" in roles:
         render(FIRST, "sglang")
-        chosen = (values.get("sglang_profiles") or {}).get(values.get("sglang_profile"))
-        engine = deploy_plan.profile.profile_engine(chosen if isinstance(chosen, dict) else {},
-                                                    values.get("sglang_engine"))
-        # what the role defaults derive from (roles/sglang/vars/main.yml reads them from the plan)
-        layers.update({
-            "_sglang_run_engine": engine,
-            "_sglang_engine_version": values.get("sglang_vllm_version" if engine == "vllm"
-                                                 else "sglang_version"),
-            "_sglang_local_url": deploy_plan.local_url(values.get("sglang_host"), values.get("sglang_port"))})
+        engine, version = deploy_plan.engine_of(values)
+        layers.update({"_sglang_run_engine": engine, "_sglang_engine_version": version})
     for r in roles:
-        if r == "sglang_gate" and "sglang" in roles:
-            # the gate's defaults derive from the plan's state_dir (the gate reads the plan, not
-            # the sglang role's variables)
-            layers["sglang_deploy_plan"] = {"state_dir": values.get("sglang_state_dir")}
         render(list(specs[r]) + [k for k in ROLE_DATA if k.startswith("_%s_" % r)], r)
     render(PLAY_INPUTS, roles[-1])
     for r in roles:
@@ -169,19 +168,14 @@ def plan_host(loader, templar, task_vars, roles=deploy_plan.ROLES, review=False)
     host = task_vars.get("inventory_hostname")
     if problems:  # types are wrong: the value checks would only repeat them
         return {"host": host, "problems": problems, "roles": roles}
-    wheels, lock_text, lock_exists = [], None, False
+    wheels = []
     if "sglang" in roles:
         for path in values.get("sglang_pip_local_files") or []:
             wheels.append((path, _sha256(path) if os.path.isfile(path) else None))
-        lock = values.get("sglang_pip_constraints")
-        lock_exists = isinstance(lock, str) and os.path.isfile(lock)
-        if lock_exists:
-            with open(lock, encoding="utf-8") as f:
-                lock_text = f.read().rstrip()  # as Ansible's file lookup reads it
     return deploy_plan.make(values, host, task_vars.get("groups", {}), task_vars.get("hostvars", {}),
                             task_vars.get("ansible_play_hosts_all"), task_vars.get("ansible_facts", {}),
-                            lock_text=lock_text, lock_exists=lock_exists, wheels=wheels,
-                            review=review, roles=roles)
+                            read_lock=_read_lock, wheels=wheels, review=review, roles=roles,
+                            locks_dir=os.path.join(role_dir("sglang"), "files", "locks"))
 
 
 class ActionModule(ActionBase):

@@ -17,11 +17,11 @@ description:
     not reached).
   - C(sglang_gate_calibration) is the host_vars file C(playbooks/calibrate.yml) writes - thresholds
     proposed at a margin below what several plan runs measured.
-  - C(sglang_gate_compare_plan) is the plan C(playbooks/compare.yml) measures - the gate plan with
-    its long-context case replaced by one case per context depth (1K, 8K, 32K tokens by default).
+  - C(sglang_gate_compare_rows) is the concurrency sweep's rows of C(playbooks/compare.yml) - one
+    per profile and level - from the plan result of each profile.
 """
 
-from sglang_perf import decision, plan
+from sglang_perf import comparison, decision, plan
 from sglang_perf.client import ConfigError
 
 from ansible.errors import AnsibleFilterError
@@ -35,15 +35,12 @@ def sglang_gate_case_summary(case):
     return plan.case_summary(case)
 
 
-def sglang_gate_compare_plan(gate_plan, tokens=None, requests=None):
-    """The comparison's plan: plan.context_plan (the gate plan, its long-context case replaced by
-    one case per context depth)."""
-    if not isinstance(gate_plan, dict):
-        raise AnsibleFilterError("sglang_gate_compare_plan: the gate plan is a dict, got %r" % (gate_plan,))
-    try:
-        return plan.context_plan(gate_plan, tokens, requests)
-    except ConfigError as e:
-        raise AnsibleFilterError(str(e)) from e
+def sglang_gate_compare_rows(results, cases):
+    """The concurrency sweep's rows from one plan result per profile (comparison.sweep_rows)."""
+    if not isinstance(results, list) or not isinstance(cases, list):
+        raise AnsibleFilterError("sglang_gate_compare_rows: a list of results and the resolved cases, "
+                                 "got %r, %r" % (results, cases))
+    return comparison.sweep_rows(results, cases)
 
 
 def sglang_gate_calibration(runs, profile, margin, existing=None, host="?", when=None):
@@ -92,7 +89,7 @@ class FilterModule(object):
     def filters(self):
         return {"sglang_gate_case_summary": sglang_gate_case_summary,
                 "sglang_gate_calibration": sglang_gate_calibration,
-                "sglang_gate_compare_plan": sglang_gate_compare_plan,
+                "sglang_gate_compare_rows": sglang_gate_compare_rows,
                 "sglang_gate_failure": sglang_gate_failure,
                 "sglang_gate_restored_text": sglang_gate_restored_text,
                 "sglang_gate_rescue_failure": sglang_gate_rescue_failure,

@@ -46,11 +46,11 @@ class Bundled(importlib.abc.MetaPathFinder, importlib.abc.InspectLoader):
                                                is_package=self.is_package(fullname))
 
     def filename(self, fullname):
-        return "%%s/%%s" %% (__file__, "sglang_perf/__init__.py" if fullname == PACKAGE
-                           else fullname.replace(".", "/") + ".py")
+        tail = "/__init__.py" if self.is_package(fullname) else ".py"
+        return "%%s/%%s" %% (__file__, fullname.replace(".", "/") + tail)
 
     def is_package(self, fullname):
-        return fullname == PACKAGE
+        return fullname == PACKAGE or fullname in PACKAGES
 
     def get_source(self, fullname):
         return SOURCES[fullname]
@@ -70,16 +70,36 @@ sys.exit(main())
 '''
 
 
+def _path(name, package_dir=PACKAGE_DIR):
+    """The file of package module ``name`` (dotted, below sglang_perf): a module or a subpackage."""
+    base = package_dir.joinpath(*name.split("."))
+    return base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+
+
+def _exists(name, package_dir):
+    return bool(name) and _path(name, package_dir).is_file()
+
+
 def package_imports(name, package_dir=PACKAGE_DIR):
-    """The package modules ``name`` imports (``from . import x``, ``from .x import y``), directly."""
-    tree = ast.parse((package_dir / (name + ".py")).read_text(encoding="utf-8"))
+    """The package modules ``name`` imports (``from . import x``, ``from .x import y``, ``from ..x
+    import y`` in a subpackage), directly; dotted names below sglang_perf."""
+    path = _path(name, package_dir)
+    parts = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
     found = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.level == 1:
-            if node.module:
-                found.add(node.module.split(".")[0])
-            else:
-                found.update(alias.name for alias in node.names)
+        if not isinstance(node, ast.ImportFrom) or not node.level:
+            continue
+        base = parts[:len(parts) - (node.level - 1)]
+        target = ".".join(base + (node.module.split(".") if node.module else []))
+        for i in range(len(base) + 1, len(target.split(".")) + 1):  # a subpackage's parents run too
+            parent = ".".join(target.split(".")[:i])
+            if _exists(parent, package_dir):
+                found.add(parent)
+        for alias in node.names:
+            sub = ".".join(filter(None, (target, alias.name)))
+            if _exists(sub, package_dir):
+                found.add(sub)
     return found
 
 
@@ -101,8 +121,10 @@ def sglang_watch_program(python, package_dir=PACKAGE_DIR):
     modules = closure(ENTRY, package_dir)
     sources = {"sglang_perf": (package_dir / "__init__.py").read_text(encoding="utf-8")}
     for m in modules:
-        sources["sglang_perf." + m] = (package_dir / (m + ".py")).read_text(encoding="utf-8")
-    body = "SOURCES = {\n%s}\n" % "".join("    %r: %r,\n" % (k, v) for k, v in sorted(sources.items()))
+        sources["sglang_perf." + m] = _path(m, package_dir).read_text(encoding="utf-8")
+    packages = sorted("sglang_perf." + m for m in modules if _path(m, package_dir).name == "__init__.py")
+    body = "SOURCES = {\n%s}\nPACKAGES = %r\n" % (
+        "".join("    %r: %r,\n" % (k, v) for k, v in sorted(sources.items())), packages)
     return PROGRAM_HEAD % {"python": python, "modules": ", ".join(modules)} + body + PROGRAM_TAIL
 
 

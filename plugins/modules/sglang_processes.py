@@ -99,7 +99,7 @@ import signal
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_perf.launchers import engine_of
+from ansible.module_utils.sglang_perf.launchers import MAIN_MODULES, engine_of
 
 
 def _read(path, binary=False):
@@ -246,8 +246,7 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             port=dict(type="int", required=True),
-            launch_modules=dict(type="dict", default={"sglang.launch_server": "sglang",
-                                                         "vllm.entrypoints.cli.main": "vllm"}),
+            launch_modules=dict(type="dict", default=dict(MAIN_MODULES)),
             service=dict(type="str", required=True),
             stop=dict(type="bool", default=False),
             stop_timeout=dict(type="int", default=30),

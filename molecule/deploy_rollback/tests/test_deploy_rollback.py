@@ -91,8 +91,12 @@ def test_systemd_runs_the_restored_unit(host):
 def test_it_answers_at_3step_speed(ansible_module):
     # the gate's own module with the 3-step profile's production thresholds
     # (6 requests, up to 12: the fewest that bound a median at 95%)
-    r = ansible_module("sglang_bench", {"url": URL, "model": "Qwen3.6-27B", "requests": 6,
-                                        "max_requests": 12, "warmup": 2, "max_tokens": 192,
-                                        "min_tok_s": 45, "min_accept_len": 2.8})
+    # one resolved case, as the deploy plan hands the gate's cases over (sglang_perf/plan.py resolve)
+    coding = {"case": "coding", "description": "", "report_only": False, "source": {},
+              "options": {"case": "coding", "prompts": "coding", "prompt_tokens": None, "concurrency": 1,
+                          "requests": 6, "max_requests": 12, "max_tokens": 192},
+              "thresholds": {"min_tok_s": 45, "min_accept_len": 2.8}}
+    r = ansible_module("sglang_bench", {"url": URL, "model": "Qwen3.6-27B", "warmup": 2,
+                                        "cases": [coding], "profile": "nextn_3step"})
     assert not r.get("failed"), r.get("msg")
     assert r["passed"] is True and r["accept_len"] >= 2.8 and r["decode_tok_s"]["median"] >= 45, r["msg"]

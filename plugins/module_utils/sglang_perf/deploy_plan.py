@@ -13,14 +13,11 @@ import hashlib
 import json
 import re
 
-from . import capacity, exposition, fingerprint, fleet, measurelock, plan, profile, watch
+from . import capacity, engines, exposition, fingerprint, fleet, inherit, measurelock, plan, profile, watch
 from .client import ConfigError
 
 ROLES = ("nvidia_gpu", "sglang", "sglang_gate", "sglang_watch")
-ENGINE_LABELS = {"sglang": "SGLang", "vllm": "vLLM"}
-ENGINE_DOCS = {"sglang": "https://docs.sglang.ai/", "vllm": "https://docs.vllm.ai/"}
-# What answers 200 once the server can serve (roles/sglang/tasks/ready.yml), per engine.
-READY_PATHS = {"sglang": ["/health_generate"], "vllm": ["/health", "/v1/models"]}
+ENGINE_LABELS = {e.name: e.label for e in engines.every()}  # engine -> label, for bench/compare_answer.py
 # What the unit's ProtectHome=yes hides from the service (templates/sglang.service.j2).
 UNIT_HIDDEN_PATHS = ["/home", "/root", "/run/user"]
 HIDDEN = "(hidden)"
@@ -82,11 +79,11 @@ def _value_checks(v):
     yield ("sglang_hf_endpoint", None, "empty, or an http(s) URL without credentials",
            not endpoint or _match(r"^https?://[^\s/@]+(/[^\s@]*)?$", endpoint))
     yield ("sglang_engine", None, "sglang or vllm (a profile may name its own engine)",
-           v.get("sglang_engine") in ENGINE_LABELS)
+           v.get("sglang_engine") in engines.names())
     yield ("sglang_launch_modules", None,
            "a mapping of each engine (sglang, vllm) to a dotted Python module name such as "
            "sglang.launch_server",
-           isinstance(modules, dict) and set(ENGINE_LABELS) <= set(modules)
+           isinstance(modules, dict) and set(engines.names()) <= set(modules)
            and all(_match(_MODULE.pattern, m) for m in modules.values()))
     yield ("sglang_service_name", None, "a systemd unit name: letters, digits, - and _ (no .service suffix)",
            _match(r"^[A-Za-z0-9_-]+$", v.get("sglang_service_name")))
@@ -159,7 +156,7 @@ def release_name(engine, version, lock_text, packages, wheel_checksums):
     """<version>-<10 hex digits of the checksum over the lock file, the requirements and the local
     wheels' contents> (vLLM's: vllm-<version>-...); <version>-unlocked without a lock file. The
     same inputs name the same release on every host and every run."""
-    prefix = "vllm-" if engine == "vllm" else ""
+    prefix = getattr(engines.find(engine), "release_prefix", "")
     if lock_text is None:
         return "%s%s-unlocked" % (prefix, version)
     inputs = {"lock": lock_text, "packages": list(packages), "wheels": list(wheel_checksums)}
@@ -172,12 +169,31 @@ def local_url(bind, port):
     return "http://%s:%s" % ("127.0.0.1" if bind in ("0.0.0.0", "::", "", None) else bind, port)
 
 
-def make(v, host, groups, hostvars, play_hosts=None, facts=None, lock_text=None, lock_exists=False,
+def _engine(chosen, v):
+    """(engine, version) of the flat profile ``chosen``."""
+    engine = profile.profile_engine(chosen if isinstance(chosen, dict) else {}, v.get("sglang_engine"))
+    return engine, v.get(_version_var(engine))
+
+
+def _version_var(engine):
+    """The variable naming ``engine``'s release (the default engine's for an unknown one)."""
+    return engines.find(engine, engines.get(engines.DEFAULT)).version_var
+
+
+def engine_of(v):
+    """(engine, version) of the host's profile, before the plan: for inventory inputs that name
+    them (the action plugin's templating of sglang_pip_local_files)."""
+    profiles = inherit.resolve(v.get("sglang_profiles") or {})[0]
+    return _engine(profiles.get(v.get("sglang_profile")) if isinstance(profiles, dict) else None, v)
+
+
+def make(v, host, groups, hostvars, play_hosts=None, facts=None, read_lock=None, locks_dir="",
          wheels=(), review=False, roles=ROLES):
     """The plan of ``host``. ``v``: the roles' inputs (every variable of their argument specs,
     type-checked, plus the role data it names); ``wheels``: [(path, sha256 or None when missing)]
-    of sglang_pip_local_files on the controller; ``lock_text``: the lock file's text when it
-    exists. Returns a dict; its ``problems`` (every refusal) is [] when the deploy can go on."""
+    of sglang_pip_local_files on the controller; ``read_lock(path)``: the lock file's text, None
+    when there is none; ``locks_dir``: the role's lock files (sglang_pip_constraints ''). Returns a
+    dict; its ``problems`` (every refusal) is [] when the deploy can go on."""
     problems = []
     facts = facts or {}
     out = {"host": host, "problems": problems, "roles": list(roles)}
@@ -196,11 +212,13 @@ def make(v, host, groups, hostvars, play_hosts=None, facts=None, lock_text=None,
         return out
     problems.extend(_refusals(_value_checks(v), v))
     name = v.get("sglang_profile")
-    profiles = v.get("sglang_profiles") or {}
+    # the one resolution of bases: every check and consumer below reads the flat profiles
+    profiles, thresholds, inherit_problems = inherit.resolve(v.get("sglang_profiles") or {},
+                                                             v.get("sglang_gate_thresholds"))
+    problems.extend(inherit_problems)
     chosen = profiles.get(name) if isinstance(profiles, dict) else None
-    engine = profile.profile_engine(chosen if isinstance(chosen, dict) else {}, v.get("sglang_engine"))
-    engine_ok = engine in ENGINE_LABELS
-    version = v.get("sglang_vllm_version") if engine == "vllm" else v.get("sglang_version")
+    engine, version = _engine(chosen, v)
+    engine_ok = engines.find(engine) is not None
     hardware = v.get("sglang_hardware") or None
     topo = fleet.sglang_topology(v.get("sglang_multinode_group"), groups, hostvars, host, play_hosts,
                                  port=_int(v.get("sglang_dist_init_port"), 20000))
@@ -237,13 +255,17 @@ def make(v, host, groups, hostvars, play_hosts=None, facts=None, lock_text=None,
                                               bool(v.get("sglang_allow_open_network")))
     if exposure:
         problems.append("%s: %s" % (host, "; ".join(exposure)))
-    # the release: its lock file and local wheels on the controller
+    # the release: its requirements ([]: the engine at its version), its lock file ('': the role's
+    # for the engine and version) and local wheels on the controller
+    packages = list(v.get("sglang_pip_packages") or ["%s==%s" % (engine, version)])
+    lock_path = v.get("sglang_pip_constraints") or "%s/%s-%s.txt" % (locks_dir, engine, version)
+    lock_text = read_lock(lock_path) if read_lock else None
+    lock_exists = lock_text is not None
     missing = [path for path, digest in wheels if digest is None]
     if not lock_exists and not review:
         problems.append("sglang_pip_constraints: no lock file at %s for %s %s (write it with: python "
                         "scripts/lock_release.py %s==%s > %s)"
-                        % (v.get("sglang_pip_constraints"), engine, version, engine, version,
-                           v.get("sglang_pip_constraints")))
+                        % (lock_path, engine, version, engine, version, lock_path))
     elif missing:
         problems.append("sglang_pip_local_files: not on the controller: %s" % ", ".join(missing))
     # the driver the engine release's CUDA runtime needs (a unit rendered for review: not installed)
@@ -261,23 +283,24 @@ def make(v, host, groups, hostvars, play_hosts=None, facts=None, lock_text=None,
                 problems.append("%s %s runs on CUDA %s, which needs NVIDIA driver >= %s; "
                                 "nvidia_gpu_driver_branch is %s: raise the branch or keep %s"
                                 % (engine, version, cuda, need, branch,
-                                   "sglang_vllm_version" if engine == "vllm" else "sglang_version"))
+                                   _version_var(engine)))
     service = v.get("sglang_service_name")
     config_dir = v.get("sglang_config_dir")
     release = release_name(engine, version, lock_text if lock_exists else None,
-                           v.get("sglang_pip_packages") or [], [digest for _, digest in wheels])
+                           packages, [digest for _, digest in wheels])
     release_dir = "%s/%s" % (v.get("sglang_releases_dir"), release)
     snapshot = v.get("sglang_model_snapshot_path") or ""
     bind = v.get("sglang_host")
+    url = local_url(bind, v.get("sglang_port"))
     out.update({
-        "engine": engine, "engine_label": ENGINE_LABELS.get(engine, str(engine)),
-        "engine_docs": ENGINE_DOCS.get(engine, ""), "version": version,
+        "engine": engine, "engine_label": getattr(engines.find(engine), "label", str(engine)),
+        "engine_docs": getattr(engines.find(engine), "docs", ""), "version": version,
         "profile": name, "settings": chosen if valid_profile else None,
         "release": release, "release_dir": release_dir, "venv": release_dir + "/venv",
-        "release_inputs": {"lock": v.get("sglang_pip_constraints") if lock_exists else None,
+        "release_inputs": {"lock": lock_path if lock_exists else None,
                            "lock_sha256": hashlib.sha256(lock_text.encode()).hexdigest()
                            if lock_exists else None,
-                           "packages": list(v.get("sglang_pip_packages") or []),
+                           "packages": packages,
                            "wheels": [{"path": p, "sha256": d} for p, d in wheels]},
         "service": service, "user": v.get("sglang_user"), "group": v.get("sglang_group"),
         "python": v.get("sglang_python"), "state_dir": v.get("sglang_state_dir"),
@@ -295,10 +318,13 @@ def make(v, host, groups, hostvars, play_hosts=None, facts=None, lock_text=None,
         "secrets_path": "%s/%s-secrets.yaml" % (config_dir, service),
         "model_load_path": snapshot or v.get("sglang_model_path"),
         "launch_module": (v.get("sglang_launch_modules") or {}).get(engine) if engine_ok else None,
-        "ready_paths": READY_PATHS.get(engine, []),
+        "ready_paths": list(getattr(engines.find(engine), "ready_paths", [])),
+        "drift_paths": list(getattr(engines.find(engine), "drift_paths", [])),
+        "drift_answers_secret": bool(getattr(engines.find(engine), "drift_answers_secret", True)),
         "unit_hidden_paths": list(UNIT_HIDDEN_PATHS),
         "topology": topo,
-        "local_url": local_url(bind, v.get("sglang_port")),
+        "local_url": url,
+        "drift_url": v.get("sglang_drift_url") or url,
         "exposure": {"problems": exposure, "host": bind, "api_key": api_key_set,
                      "allowed_networks": list(v.get("sglang_allowed_networks") or []),
                      "open_network": bool(v.get("sglang_allow_open_network"))},
@@ -321,7 +347,13 @@ def make(v, host, groups, hostvars, play_hosts=None, facts=None, lock_text=None,
         except ValueError as e:
             problems.append("%s: %s" % (host, e))
     if "sglang_gate" in roles:
-        out["gate"] = _gate(v, problems, name, profiles, chosen if valid_profile else None, hardware)
+        state = v.get("sglang_state_dir")  # '' paths: under the sglang role's state directory
+        history = v.get("sglang_gate_history_path") or "%s/gate-history.jsonl" % state
+        lkg_dir = v.get("sglang_gate_lkg_dir") or "%s/last-known-good" % state
+        gate_v = dict(v, sglang_gate_thresholds=thresholds, sglang_gate_history_path=history,
+                      sglang_gate_lkg_dir=lkg_dir)
+        out["gate"] = _gate(gate_v, problems, name, profiles, chosen if valid_profile else None, hardware)
+        out["gate"].update(history_path=history, lkg_dir=lkg_dir)
         # what the host's fingerprint records beside the GPUs (fingerprint.IDENTITY)
         out["gate"]["identity"] = {"engine": engine, "version": version, "release": release,
                                    "profile": name, "profile_sha256": fingerprint.settings_sha256(chosen)
@@ -377,7 +409,9 @@ def _gate(v, problems, name, profiles, chosen, hardware):
                     for p in exposition.path_problems(textfile))
     promise = {"context_length": (chosen or {}).get("context_length"),
                "max_running_requests": (chosen or {}).get("max_running_requests")}
+    # what the sglang_bench module runs: the resolved cases, the promise and the plan's notes
     return {"cases": cases, "text": text, "promise": promise,
+            "notes": plan.plan_notes(gate_plan, thresholds, name) if cases else [],
             "lkg_import": re.sub(r"(\.service)?$", ".service", v.get("sglang_gate_lkg_import") or "", count=1)
             if v.get("sglang_gate_lkg_import") else ""}
 

@@ -11,7 +11,7 @@ import time
 import uuid
 from collections import Counter, deque
 
-from . import attribution, capacity, history
+from . import attribution, capacity, engines, history
 from .decision import FAIL, INCONCLUSIVE_VERDICT, PASS
 from . import metrics as prom
 from .client import ConfigError, Endpoint, MeasureError, RequestError, SSEStream
@@ -284,17 +284,9 @@ def _finish(rec, reason):
         rec.finish_message = str(reason["message"])
 
 
-# What each engine takes besides the OpenAI fields, keyed by the request's id. SGLang: ``rid`` and
-# the spec details of its sglext chunk. vLLM 0.33 (ChatCompletionRequest, CompletionRequest):
-# ``request_id`` (its logs' chatcmpl-<id>); its per-request spec figures need no field (the server's
-# --per-request-spec-decode-metrics), and the fields it does not know it only logs as ignored.
-ENGINE_FIELDS = {
-    "vllm": lambda rid: {"request_id": rid},
-}
-
-
-def _sglang_fields(rid):
-    return {"rid": rid, "return_spec_tokens_details": True}
+def _engine(kind):
+    """The engine a server kind names; an unknown server is asked as the default engine is."""
+    return engines.find(kind) or engines.get(engines.DEFAULT)
 
 
 def _body(cfg, model, prompt, rid, max_tokens, kind=None):
@@ -305,7 +297,9 @@ def _body(cfg, model, prompt, rid, max_tokens, kind=None):
     body = {"model": model, "max_tokens": max_tokens, "temperature": cfg["temperature"],
             "stream": True, "ignore_eos": True,
             "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
-    body.update(ENGINE_FIELDS.get(kind, _sglang_fields)(rid))
+    # what the engine takes besides the OpenAI fields (engines/<engine>.py request_fields); the
+    # fields an engine does not know it only logs as ignored
+    body.update(_engine(kind).request_fields(rid))
     if cfg["api"] == "chat":
         body["messages"] = [{"role": "user", "content": prompt}]
     else:
@@ -313,23 +307,15 @@ def _body(cfg, model, prompt, rid, max_tokens, kind=None):
     return body
 
 
-# Where each engine puts a request's spec figures: SGLang's spec_tokens_details / meta_info, vLLM
-# 0.33's metrics.speculative_decoding (SpeculativeDecodingMetrics, on the final usage chunk).
-# acceptance_histogram[j] = verify steps that accepted exactly j drafts, as SGLang's
-# spec_correct_drafts_histogram; num_spec_steps = its sum, the verify steps (spec_verify_ct).
-SPEC_FIELDS = {
-    "sglang": {"verify_ct": "spec_verify_ct", "histogram": "spec_correct_drafts_histogram"},
-    "vllm": {"verify_ct": "num_spec_steps", "histogram": "acceptance_histogram",
-             "accepted": "num_accepted_draft_tokens", "spec_tokens": "num_spec_tokens"},
-}
-
-
-def _spec_from(rec, details, kind="sglang"):
+# Where each engine puts a request's spec figures (engines/<engine>.py spec_chunk, spec_fields):
+# SGLang's sglext spec_tokens_details / meta_info, vLLM 0.33's metrics.speculative_decoding.
+# Each histogram[j] = verify steps that accepted exactly j drafts; verify_ct = its sum.
+def _spec_from(rec, details, eng=None):
     if isinstance(details, list):
         details = details[0] if details else None
     if not isinstance(details, dict):
         return
-    for attr, key in SPEC_FIELDS[kind].items():
+    for attr, key in (eng or _engine(None)).spec_fields.items():
         value = details.get(key)
         if value or (attr == "accepted" and value is not None):  # no accepted draft is a figure
             setattr(rec, attr, list(value) if attr == "histogram" else int(value))
@@ -375,12 +361,11 @@ def _consume_openai(rec, now, ev):
         # No per-chunk counts (continuous_usage_stats unsupported): count chunks, mark uncounted.
         rec.counted = False
         rec.on_tokens(now, rec.tokens + 1)
-    sglext = ev.get("sglext") or {}
-    if sglext.get("spec_tokens_details"):
-        _spec_from(rec, sglext["spec_tokens_details"])
-    metrics = ev.get("metrics")
-    if isinstance(metrics, dict) and metrics.get("speculative_decoding"):
-        _spec_from(rec, metrics["speculative_decoding"], "vllm")
+    for eng in engines.every():
+        outer, inner = eng.spec_chunk
+        chunk = ev.get(outer)
+        if isinstance(chunk, dict) and chunk.get(inner):
+            _spec_from(rec, chunk[inner], eng)
 
 
 class _Run(object):
@@ -503,6 +488,7 @@ def _figure(labels, key, kind):
         return None
 
 
+VLLM = engines.vllm  # the engine _vllm_server reads
 # What vLLM 0.33 does not expose (outside VLLM_SERVER_DEV_MODE, whose /server_info dumps the whole
 # VllmConfig): server[key] stays None and server["not_exposed"][key] says why.
 VLLM_NOT_EXPOSED = {
@@ -523,7 +509,7 @@ def _vllm_server(endpoint, card, version, server_info):
     """What a vLLM 0.33 server exposes: /version, the model card's max_model_len (its context),
     /metrics (vllm:cache_config_info: the KV capacity; the spec-decode counters: speculation and
     its draft positions) and, under VLLM_SERVER_DEV_MODE only, /server_info's VllmConfig."""
-    server = {"kind": "vllm", "version": version, "speculative_algorithm": None,
+    server = {"kind": VLLM.name, "version": version, "speculative_algorithm": None,
               "speculative_method": None, "num_speculative_tokens": None,
               "speculative_num_steps": None, "tp_size": None,
               "context_length": card.get("max_model_len"), "max_total_num_tokens": None,
@@ -532,7 +518,7 @@ def _vllm_server(endpoint, card, version, server_info):
               "enable_prefix_caching": None, "mamba_cache_mode": None,
               "max_running_requests": None, "metrics_exposed": False, "not_exposed": {}}
     scrape = _scrape(endpoint, True)
-    if prom.kind_of(scrape) != "vllm":
+    if prom.kind_of(scrape) != VLLM.name:
         scrape = None  # no vllm:* metrics (--disable-log-stats): nothing to learn, not "spec off"
     if scrape is not None:
         server["metrics_exposed"] = True
@@ -552,9 +538,9 @@ def _vllm_server(endpoint, card, version, server_info):
             elif blocks and size:
                 server.update(max_total_num_tokens=blocks * size,
                               kv_cache_tokens_from="num_gpu_blocks x block_size")
-        if prom.ENGINE_COUNTERS["vllm"]["verify_calls"] in scrape:
+        if VLLM.counters["verify_calls"] in scrape:
             server["speculative_algorithm"] = UNREPORTED
-            per_pos = prom.positions(scrape.get(prom.PER_POSITION))
+            per_pos = prom.positions(scrape.get(VLLM.per_position))
             if per_pos:
                 server["num_speculative_tokens"] = len(per_pos)
     if isinstance(server_info, dict) and "vllm_config" in server_info:
@@ -581,7 +567,7 @@ def _vllm_server(endpoint, card, version, server_info):
 def vllm_spec_steps(server, spec_tokens):
     """vLLM's MTP drafts one token per step: num_speculative_tokens is the draft steps (the roofline's
     ``spec_steps``). ``spec_tokens`` (a request's num_spec_tokens) fills what discovery lacked."""
-    if server.get("kind") != "vllm" or not spec_tokens:
+    if not getattr(engines.find(server.get("kind")), "drafts_one_per_step", False) or not spec_tokens:
         return
     if not server.get("num_speculative_tokens"):
         server["num_speculative_tokens"] = spec_tokens
@@ -817,9 +803,10 @@ def measure(cfg, ep, model, server, warm=(), chars_per_token=None, progress=None
 
 def check_api(cfg, server):
     """Refuse an API the engine does not serve (before any request)."""
-    if server.get("kind") == "vllm" and cfg["api"] == "native":
-        raise MeasureError("api native is SGLang's /generate; vLLM %s serves no /generate: use api "
-                           "chat or completions" % (server.get("version") or ""))
+    eng = engines.find(server.get("kind"))
+    if eng is not None and not eng.native_api and cfg["api"] == "native":
+        raise MeasureError("api native is SGLang's /generate; %s %s serves no /generate: use api "
+                           "chat or completions" % (eng.label, server.get("version") or ""))
 
 
 def run(options, progress=None, raw=None):
@@ -881,14 +868,13 @@ def _result(cfg, ep, model, server, warm, meas, wall, before, after, final=True)
     acc = _acceptance(ok)
     vllm_spec_steps(server, next((r.spec_tokens for r in ok if r.spec_tokens), None))
     if acc["accept_len"] is None:
-        if server["kind"] == "vllm" and server.get("speculative_algorithm"):
-            notes.append("the server runs speculative decoding (vllm:spec_decode_* counters) but "
-                         "returned no per-request metrics.speculative_decoding: start vLLM with "
-                         "--per-request-spec-decode-metrics summary")
+        eng = engines.find(server["kind"])
+        if eng is not None and server.get("speculative_algorithm") and eng.no_spec_metrics_note(server):
+            notes.append(eng.no_spec_metrics_note(server))
         elif server.get("speculative_algorithm"):
             notes.append("the server runs %s but returned no per-request spec_verify_ct"
                          % server["speculative_algorithm"])
-        elif server["kind"] in ("sglang", "vllm"):
+        elif eng is not None:
             notes.append("speculative decoding is off on this server: no accept length")
         else:
             notes.append("no per-request speculative counters (spec_verify_ct): not an SGLang "
@@ -937,12 +923,9 @@ def _result(cfg, ep, model, server, warm, meas, wall, before, after, final=True)
     if cfg["requests"] < cfg["concurrency"]:
         notes.append("requests (%d) < concurrency (%d): the aggregate is not measured at full "
                      "concurrency" % (cfg["requests"], cfg["concurrency"]))
-    if server["kind"] == "vllm" and not before and cfg["metrics"] == "auto":
-        notes.append("/metrics %s: no window cross-check" % (
-            "not reachable (vLLM always serves it)" if before is None
-            else "has no vllm:* series (vLLM started with --disable-log-stats?)"))
-    elif before is None and cfg["metrics"] == "auto":
-        notes.append("/metrics not exposed (start SGLang with --enable-metrics for a cross-check)")
+    metrics_note = _engine(server["kind"]).metrics_note(before) if not before else None
+    if metrics_note and cfg["metrics"] == "auto":
+        notes.append(metrics_note)
     if cfg["model_size"] and cfg["hardware"]:
         steps = server.get("speculative_num_steps") if server.get("speculative_algorithm") else 0
         result["roofline"] = capacity.roofline(cfg["model_size"], cfg["hardware"], steps or 0,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import time
 
-from . import engine, history
+from . import engine, engines, history
 from . import fingerprint as hostprint
 from . import prompts as promptset
 from .client import ConfigError, MeasureError
@@ -25,6 +25,10 @@ CASE_KEYS = ("description", "prompts", "prompt_tokens", "concurrency", "requests
              "max_tokens", "report_only")
 
 THRESHOLD_KEYS = engine.THRESHOLDS
+# The engine options a resolved case sets (its options and thresholds) and its baseline: the rest
+# of engine.DEFAULTS is common to every case of a plan run (run_cases's ``common``).
+CASE_OPTIONS = ("case", "prompts", "prompt_tokens", "concurrency", "requests", "max_requests", "max_tokens")
+PER_CASE = CASE_OPTIONS + ("baseline",) + THRESHOLD_KEYS
 _CASE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
@@ -277,18 +281,21 @@ def unused_thresholds(plan, thresholds, profile):
     return sorted(k for k in entry if isinstance(entry, dict) and k not in (plan or {}))
 
 
+def plan_notes(plan, thresholds, profile):
+    """What the plan result notes about the plan itself (the deploy plan's gate.notes)."""
+    unused = unused_thresholds(plan, thresholds, profile)
+    return ["thresholds for %s are not used: the plan has no such case" % ", ".join(unused)] if unused else []
+
+
 # ----------------------------------------------------------------------------- capacity ------
 def _fmt_tokens(n):
     return "{:,}".format(int(n))
 
 
-# How a capacity message names each figure: SGLang's /server_info keys, vLLM's own names.
-LABELS = {"sglang": {"context_length": "context_length",
-                     "max_total_num_tokens": "KV pool max_total_num_tokens",
-                     "max_running_requests": "effective max_running_requests",
-                     "fewer": "its memory pools hold no more"},
-          "vllm": {"context_length": "max_model_len", "max_running_requests": "max_num_seqs",
-                   "fewer": "its max_num_seqs"}}
+def _capacity_engine(server):
+    """The engine whose names a capacity message uses (engines/<engine>.py capacity_label, the
+    default engine's for an unknown server)."""
+    return engines.find(server.get("kind")) or engines.get(engines.DEFAULT)
 
 
 def _unverified(out, server, ctx_needs, run_needs, asked):
@@ -325,9 +332,8 @@ def check_capacity(server, cases, promise=None):
                "max_mamba_cache_size": server.get("max_mamba_cache_size")}
     known = [v for v in (ctx, kv) if _is_number(v) and v > 0]
     figures["effective_context"] = min(known) if known else None
-    if server.get("kind") == "vllm":
-        figures["kv_cache_tokens_from"] = server.get("kv_cache_tokens_from")
-        figures["kv_cache_max_concurrency"] = server.get("kv_cache_max_concurrency")
+    for key in _capacity_engine(server).capacity_figures:
+        figures[key] = server.get(key)
     out = {"figures": figures, "needs": [], "failures": [], "notes": [], "unverified": []}
     ctx_needs, run_needs = [], []
     if _is_number(promise.get("context_length")):
@@ -350,9 +356,8 @@ def check_capacity(server, cases, promise=None):
         out["passed"] = True
         return out
     parts = []
-    label = dict(LABELS["sglang"], **LABELS.get(server.get("kind"), {}))
-    if server.get("kind") == "vllm":
-        label["max_total_num_tokens"] = "KV cache %s" % (server.get("kv_cache_tokens_from") or "")
+    label = dict(engines.get(engines.DEFAULT).capacity_label(server),
+                 **_capacity_engine(server).capacity_label(server))
     eff = figures["effective_context"]
     short = [(t, w) for t, w in ctx_needs if eff is not None and eff < t]
     if short:
@@ -403,31 +408,80 @@ def _unmeasured(cfg, reason):
 
 def run(common, plan, thresholds, profile, calibrated=None, promise=None, baseline=None,
         progress=None, names=None, fingerprint=None):
-    """Run the whole plan against the server in ``common["url"]``; the plan result.
+    """Resolve the raw plan (``bench gate``, which has no deploy plan) and run it: run_cases."""
+    cases = resolve(plan, thresholds, profile, calibrated, names, common.get("confidence") or 0.95)
+    return run_cases(common, cases, profile, promise, baseline, progress, fingerprint,
+                     notes=plan_notes(plan, thresholds, profile))
+
+
+RESOLVED_CASE_KEYS = ("case", "description", "options", "report_only", "thresholds", "source")
+
+
+def check_cases(cases, option="cases"):
+    """The resolved cases (resolve's) a caller hands over, each with its options and thresholds;
+    raises ConfigError naming ``option`` and the case when one is not in resolve's shape."""
+    if not isinstance(cases, list) or not cases:
+        raise ConfigError(option, "must be a non-empty list of resolved cases (the deploy plan's "
+                                  "gate.cases, plan.resolve), got %r" % (cases,))
+    seen = set()
+    for i, c in enumerate(cases):
+        where = "%s[%d]" % (option, i)
+        if not isinstance(c, dict) or not isinstance(c.get("case"), str):
+            raise ConfigError(option, "%s must be a resolved case {%s}, got %r"
+                              % (where, ", ".join(RESOLVED_CASE_KEYS), c))
+        unknown = sorted(set(c) - set(RESOLVED_CASE_KEYS))
+        if unknown:
+            raise ConfigError(option, "%s (%s) has unknown key(s) %s (known: %s)"
+                              % (where, c["case"], ", ".join(unknown), ", ".join(RESOLVED_CASE_KEYS)))
+        if c["case"] in seen:
+            raise ConfigError(option, "%s: case %s is given twice" % (where, c["case"]))
+        seen.add(c["case"])
+        opts, limits = c.get("options"), c.get("thresholds")
+        if not isinstance(opts, dict) or set(opts) - set(CASE_OPTIONS):
+            raise ConfigError(option, "%s (%s).options must be a mapping of %s, got %r"
+                              % (where, c["case"], ", ".join(CASE_OPTIONS), opts))
+        if not isinstance(limits, dict) or set(limits) - set(THRESHOLD_KEYS):
+            raise ConfigError(option, "%s (%s).thresholds must be a mapping of %s, got %r"
+                              % (where, c["case"], ", ".join(THRESHOLD_KEYS), limits))
+        if not isinstance(c.get("report_only", False), bool):
+            raise ConfigError(option, "%s (%s).report_only must be true or false" % (where, c["case"]))
+
+
+def case_configs(common, cases, profile, baseline=None):
+    """Each resolved case's engine configuration (engine.validate: every option checked before
+    the first request), its baseline taken from the profile's record ``baseline``."""
+    check_cases(cases)
+    cfgs = []
+    for i, c in enumerate(cases):
+        opts = dict(common, **dict(c["options"], case=c["case"], **c["thresholds"]))
+        opts["warmup"] = 0  # one warmup for the whole plan, before its first case
+        opts["baseline"] = history.baseline(baseline, c["case"], first=i == 0, profile=profile) \
+            if baseline else None
+        if c.get("report_only") or (baseline and baseline.get("profile") != profile):
+            opts["max_regression_pct"] = None  # reported, not judged
+        cfgs.append(engine.validate(opts))
+    return cfgs
+
+
+def run_cases(common, cases, profile, promise=None, baseline=None, progress=None, fingerprint=None,
+              notes=()):
+    """Run the resolved ``cases`` (resolve's, e.g. the deploy plan's gate.cases) against the server
+    in ``common["url"]``; the plan result.
 
     ``common``: engine options shared by every case (url, api_key, model, api, warmup, timeouts,
     metrics, model_size, hardware, max_regression_pct). ``baseline``: the last passing history
     record of the profile (each case is compared with its own case in it). ``fingerprint``: the
     host's (fingerprint.take), recorded with the prompt set of each case and compared with the
-    baseline's. Raises ConfigError for a bad plan or option and MeasureError when the server
-    cannot be measured at all."""
-    cases = resolve(plan, thresholds, profile, calibrated, names, common.get("confidence") or 0.95)
+    baseline's; ``notes``: the plan's (plan_notes). Raises ConfigError for a bad case or option
+    and MeasureError when the server cannot be measured at all."""
     started = time.perf_counter()
     base = engine.validate(dict(common))
-    cfgs = []  # every case's options are checked before the first request
-    for i, c in enumerate(cases):
-        opts = dict(common, **dict(c["options"], **c["thresholds"]))
-        opts["warmup"] = 0  # one warmup for the whole plan, before its first case
-        opts["baseline"] = history.baseline(baseline, c["case"], first=i == 0, profile=profile) \
-            if baseline else None
-        if c["report_only"] or (baseline and baseline.get("profile") != profile):
-            opts["max_regression_pct"] = None  # reported, not judged
-        cfgs.append(engine.validate(opts))
+    cfgs = case_configs(common, cases, profile, baseline)
     ep = engine.endpoint(base)
     model, server = engine.discover(ep, base["model"])
     engine.check_api(base, server)
-    capacity = check_capacity(server, cases, promise)
-    learn = any(c["options"]["prompts"] == "long_context" for c in cases)
+    capacity = check_capacity(server, [{"case": cfg["case"], "options": cfg} for cfg in cfgs], promise)
+    learn = any(cfg["prompts"] == "long_context" for cfg in cfgs)
     warm, cpt = engine.warm_up(base, ep, model, progress, learn=learn, kind=server["kind"])
     results = []
     for i, (c, cfg) in enumerate(zip(cases, cfgs)):
@@ -438,15 +492,13 @@ def run(common, plan, thresholds, profile, calibrated=None, promise=None, baseli
             r = _unmeasured(cfg, e)
         # the first case's time includes the plan's discovery and warmup
         r["time_to_verdict_s"] = time.perf_counter() - (started if i == 0 else case_started)
-        r["description"] = c["description"]
-        r["threshold_source"] = c["source"]
+        r["description"] = c.get("description") or ""
+        r["threshold_source"] = c.get("source") or {}
         r["prompt_set"] = promptset.set_id(cfg["prompts"])
-        r["report_only"] = c["report_only"]
+        r["report_only"] = c.get("report_only") is True
         results.append(r)
-    unused = unused_thresholds(plan, thresholds, profile)
-    notes = ["thresholds for %s are not used: the plan has no such case" % ", ".join(unused)
-             ] if unused else []
-    out = judge(results, capacity, server, profile, model, ep.url, time.perf_counter() - started, notes)
+    out = judge(results, capacity, server, profile, model, ep.url, time.perf_counter() - started,
+                list(notes or ()))
     if fingerprint is not None:
         fp = dict(fingerprint, prompts={r["case"]: r["prompt_set"] for r in results})
         # what the server says it runs, where the caller did not know (bench gate)

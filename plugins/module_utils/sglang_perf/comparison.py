@@ -1,0 +1,161 @@
+# -*- coding: utf-8 -*-
+"""playbooks/compare.yml's decisions (the sglang_compare_plan action runs ``make`` on the
+controller): which profiles it runs, the plan each is measured with (the gate plan at the context
+depths, or one case per concurrency level), the options the sglang_bench module gets, the
+report's arguments, and every refusal of compare's inputs; ``sweep_rows`` turns the concurrency
+sweep's plan results into the rows ``bench compare-report`` reads. The playbook only orchestrates.
+
+Standard library only."""
+from __future__ import annotations
+
+from . import engine, engines, plan
+from .client import ConfigError
+
+# The settings each engine's sweep runs (-e compare_engines=sglang,vllm): each engine module's
+# compare_profiles (no speculation, then one to five MTP steps). compare_engine_profiles replaces it.
+ENGINE_PROFILES = {e.name: list(e.compare_profiles) for e in engines.every()}
+# The concurrency sweep's profiles (without compare_engines).
+SWEEP_PROFILES = ["no_spec", "nextn_1step", "nextn_3step"]
+# What the module gets besides the cases; the sweep takes the engine's defaults and compare_warmup.
+BENCH_OPTIONS = ("api", "confidence", "warmup", "first_token_timeout", "stall_timeout", "run_timeout")
+
+
+def engine_list(engines):
+    """compare_engines as a list: 'sglang,vllm' or [sglang, vllm]; '' or [] - none."""
+    if engines is None:
+        return []
+    if isinstance(engines, str):
+        return [e.strip() for e in engines.split(",") if e.strip()]
+    return [str(e).strip() for e in engines]
+
+
+def _int_list(values):
+    return isinstance(values, list) and all(
+        isinstance(v, int) and not isinstance(v, bool) or isinstance(v, str) and v.strip().isdigit()
+        for v in values)
+
+
+def sweep_cases(levels, requests, max_tokens):
+    """The concurrency sweep as a plan: case c<C> per level, coding prompts, max(requests, 2 x C)
+    measured requests (at least two full waves), ``max_tokens`` each."""
+    return {"c%d" % int(c): {"description": "coding prompts at %d concurrent stream(s)" % int(c),
+                             "prompts": "coding", "concurrency": int(c),
+                             "requests": max(int(requests), 2 * int(c)), "max_tokens": int(max_tokens)}
+            for c in levels}
+
+
+def measure_only(cases_plan, confidence=0.95):
+    """The resolved cases of ``cases_plan`` with no thresholds: every case measured, none judged
+    (the answer judges on the gate's own thresholds, bench/compare_answer.py)."""
+    return plan.resolve(cases_plan, {"": {c: {} for c in cases_plan}}, "", confidence=confidence)
+
+
+def make(a):
+    """The comparison of one host from its inputs ``a`` (the action's arguments): {"problems":
+    [...]} when it cannot run, else {"problems": [], "by_plan", "engines", "profiles", "plan" (the
+    measured plan, raw, for the report's vars), "cases" (resolved, measure-only), "bench" (the
+    module's other options), "results_file", "report_args"}."""
+    problems = []
+    topo = a.get("topology") or {}
+    host = a.get("host") or "this host"
+    if topo.get("enabled"):
+        problems.append(
+            "%s is node %s of multi-node deployment %s: playbooks/compare.yml switches one host's "
+            "profile at a time, which would break the deployment; compare profiles with deploy.yml "
+            "-e sglang_profile=... and `python -m bench compare` against rank 0 instead"
+            % (host, topo.get("node_rank"), topo.get("group")))
+    table = a.get("engine_profiles") or ENGINE_PROFILES
+    engines = engine_list(a.get("engines"))
+    by_plan = bool(engines)
+    unknown = [e for e in engines if e not in table]
+    if unknown:
+        problems.append("compare_engines (%s) must name engines of compare_engine_profiles (%s)"
+                        % (", ".join(engines), ", ".join(table)))
+    if a.get("deploy_best") and not by_plan:
+        problems.append("compare_deploy_best needs compare_engines (the winner comes from the gate "
+                        "plan's cases)")
+    profiles = a.get("profiles")
+    if profiles is None:
+        profiles = [p for e in engines if e in table for p in table[e]] if by_plan else list(SWEEP_PROFILES)
+    if not isinstance(profiles, list) or not profiles:
+        problems.append("compare_profiles (%r) must be a non-empty list of profiles" % (profiles,))
+        profiles = []
+    known = a.get("known_profiles")
+    missing = [p for p in profiles if known is not None and p not in known]
+    if missing:
+        problems.append("compare_profiles: no such profile %s in sglang_profiles (known: %s)"
+                        % (", ".join(map(str, missing)), ", ".join(known)))
+    out = {"problems": problems, "by_plan": by_plan, "engines": engines, "profiles": profiles}
+    if by_plan:
+        try:
+            measured = plan.context_plan(a.get("gate_plan") or {}, a.get("context_tokens"),
+                                         a.get("context_requests"))
+        except ConfigError as e:
+            problems.append(str(e))
+            return out
+        if not measured:
+            problems.append("sglang_gate_plan: the comparison has no case to measure")
+            return out
+        bench = {k: (a.get("gate") or {}).get(k, engine.DEFAULTS[k]) for k in BENCH_OPTIONS}
+    else:
+        levels, requests, max_tokens = a.get("levels"), a.get("requests"), a.get("max_tokens")
+        if not _int_list(levels) or not levels or any(int(c) < 1 for c in levels):
+            problems.append("compare_levels (%r) must be a non-empty list of concurrency levels, each >= 1"
+                            % (levels,))
+        if not isinstance(requests, int) or requests < 1:
+            problems.append("compare_requests must be an integer >= 1, got %r" % (requests,))
+        if not isinstance(max_tokens, int) or max_tokens < 2:
+            problems.append("compare_max_tokens must be an integer >= 2, got %r" % (max_tokens,))
+        if problems:
+            return out
+        measured = sweep_cases(levels, requests, max_tokens)
+        bench = {k: engine.DEFAULTS[k] for k in BENCH_OPTIONS}
+        bench["warmup"] = a.get("warmup", engine.DEFAULTS["warmup"])
+    try:
+        cases = measure_only(measured, bench["confidence"])
+    except ConfigError as e:
+        problems.append(e.message)
+        return out
+    out_dir, current = a.get("out_dir") or ".", a.get("current")
+    results = "%s/%s" % (out_dir, "results.json" if by_plan else "rows.json")
+    report = (["--plan", results, "--vars", "%s/vars.json" % out_dir]
+              + (["--current", current] if current in profiles else [])) if by_plan else [results]
+    out.update(plan=measured, cases=cases, bench=bench, results_file=results,
+               report_args=report + ["--out", out_dir])
+    return out
+
+
+def _spec_steps(server):
+    server = server or {}
+    return int(server.get("speculative_num_steps") or 0) if server.get("speculative_algorithm") else 0
+
+
+def sweep_rows(results, cases):
+    """The concurrency sweep's rows (bench/compare.py's ROW_KEYS) from one plan result per profile
+    ({profile, url, result, error}, the module's) and its resolved ``cases``: a row per (profile,
+    level), an error row where the profile or the level could not be measured."""
+    rows = []
+    for item in results:
+        result = item.get("result") if isinstance(item.get("result"), dict) else None
+        by_case = {r.get("case"): r for r in (result or {}).get("cases") or []}
+        for c in cases:
+            r = by_case.get(c["case"])
+            row = {"profile": item.get("profile"), "url": item.get("url"),
+                   "concurrency": c["options"]["concurrency"], "requests": None,
+                   "decode_tok_s_median": None, "decode_tok_s_min": None, "decode_tok_s_max": None,
+                   "aggregate_tok_s": None, "accept_len": None, "ttft_p50_s": None, "errors": None,
+                   "spec_steps": _spec_steps((result or {}).get("server")), "accept_by_position": None,
+                   "error": None}
+            if r is None:
+                row["error"] = item.get("error") or "no result"
+            elif r.get("unmeasured"):
+                row.update(requests=r.get("requests"), errors=r.get("errors"), error=r["unmeasured"])
+            else:
+                d = r.get("decode_tok_s") or {}
+                row.update(requests=r.get("requests"), decode_tok_s_median=d.get("median"),
+                           decode_tok_s_min=d.get("min"), decode_tok_s_max=d.get("max"),
+                           aggregate_tok_s=r.get("aggregate_tok_s"), accept_len=r.get("accept_len"),
+                           ttft_p50_s=(r.get("ttft_s") or {}).get("p50"), errors=r.get("errors"),
+                           accept_by_position=r.get("accept_by_position"))
+            rows.append(row)
+    return rows

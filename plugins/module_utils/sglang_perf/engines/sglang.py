@@ -1,0 +1,313 @@
+# -*- coding: utf-8 -*-
+"""SGLang: everything engine-specific in one place - its label, release variable, launchers,
+readiness, flag spellings (settings.SETTINGS), choices and speculative checks, argv, metrics,
+drift (its /server_info) and takeover. Standard library only."""
+from __future__ import annotations
+
+import sys
+
+from ..capacity import SGLANG_SPEC_MAX_RUNNING_REQUESTS
+from . import common
+from .settings import ProfileError, flags as _flags, same, text, version_tuple
+
+name = "sglang"
+label = "SGLang"
+docs = "https://docs.sglang.ai/"
+version_var = "sglang_version"
+oldest = "0.5.10"
+release_prefix = ""  # release directories: <version>-<digest>
+# `python -m <module>` and `<script> serve` command lines that launch it (launchers.py)
+launch_modules = ("sglang.launch_server",)
+scripts = ("sglang",)
+script_args_after = ()  # words between the module and its first argument
+# What answers 200 once the server can serve (roles/sglang/tasks/ready.yml).
+ready_paths = ["/health_generate"]
+# the profiles compare's engine sweep runs (-e compare_engines=sglang): no speculation, NEXTN 1-5
+compare_profiles = ("no_spec", "nextn_1step", "nextn_2step", "nextn_3step", "nextn_4step", "nextn_5step")
+# What the drift check reads (roles/sglang/tasks/drift.yml); its answer holds the API key.
+drift_paths = ["/server_info"]
+drift_answers_secret = True
+multinode = True  # --nnodes/--node-rank/--dist-init-addr
+native_api = True  # /generate
+drafts_one_per_step = False  # draft tokens per step are speculative_num_draft_tokens - 1 chains
+accept_ceiling = "speculative_num_draft_tokens"
+
+flags = _flags(name)
+server_flags = {
+    "model_path": "--model-path",
+    "served_model_name": "--served-model-name",
+    "host": "--host",
+    "port": "--port",
+    "trust_remote_code": "--trust-remote-code",
+    "enable_metrics": "--enable-metrics",
+    "config": "--config",
+    # multi-node deployments only (plugins/filter/sglang_fleet.py sglang_topology)
+    "nnodes": "--nnodes",
+    "node_rank": "--node-rank",
+    "dist_init_addr": "--dist-init-addr",
+}
+model_flag = "--model-path"
+# SGLang's second spellings of flags the records render (server_args.py add_argument aliases).
+aliases = {"--tensor-parallel-size": "--tp-size", "--model": "--model-path"}
+implied = {}  # flags the renderer adds beside a setting: none
+
+# SGLang upper-cases the name (speculative_hook.py handle_speculative_decoding,
+# spec_info.py SpeculativeAlgorithm.from_string): any case is accepted and rendered upper-case.
+SPEC_ALGORITHMS = ("NEXTN", "EAGLE", "EAGLE3", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO")
+MAMBA_STRATEGIES = ("auto", "no_buffer", "extra_buffer", "extra_buffer_lazy")
+MAMBA_TRACK_INTERVAL = 256  # SGLang's default; extra_buffer needs it >= draft tokens
+
+# Settings SGLang's argparse limits to a list: [(first release with this list, choices)], oldest
+# first; a release uses the newest row <= it. Read from each release's parser (server_args.py
+# add_cli_args: "auto" + srt/parser/reasoning_parser_names.py and srt/function_call/parser_names.py
+# in 0.5.23, the parser classes' registries in 0.5.19); tests/test_contract.py holds the rows of
+# SGLANG_VERSION and of the older release against their own parsers. Releases before a setting's
+# first row are only checked for a non-empty name.
+choices = {
+    "reasoning_parser": [
+        ("0.5.19", (
+            "auto", "apertus2509", "deepseek-r1", "deepseek-v3", "deepseek-v4", "dots", "glm45", "ling3",
+            "hunyuan", "gpt-oss", "kimi", "kimi_k2", "kimi_k3", "mimo", "muse", "poolside_v1", "qwen3",
+            "qwen3-thinking", "minimax", "minimax-append-think", "minimax-m3", "step3", "step3p5",
+            "mistral", "nemotron_3", "interns1", "gemma4", "inkling", "cohere_command4")),
+        ("0.5.23", (
+            "auto", "apertus2509", "beam", "deepseek-r1", "deepseek-v3", "deepseek-v4", "deepseek-v41",
+            "dots", "glm45", "ling3", "hunyuan", "gpt-oss", "k2_horizon", "kimi", "kimi_k2", "kimi_k3",
+            "mimo", "muse", "poolside_v1", "qwen3", "qwen3-thinking", "minimax", "minimax-append-think",
+            "minimax-m3", "nanbeige", "step3", "step3p5", "mistral", "nemotron_3",
+            "granite_thinking_parser", "interns1", "gemma4", "inkling", "iquest_q1", "cohere_command4",
+            "gigachat35", "response_template")),
+    ],
+    "tool_call_parser": [
+        ("0.5.19", (
+            "auto", "apertus2509", "cohere_command4", "deepseekv3", "deepseekv31", "deepseekv32",
+            "deepseekv4", "dots", "glm", "glm45", "glm47", "gpt-oss", "kimi_k2", "kimi_k3", "lfm2",
+            "ling3", "llama3", "mimo", "minicpm5", "mistral", "muse", "poolside_v1", "pythonic", "qwen",
+            "qwen25", "qwen3_coder", "spark25", "step3", "step3p5", "minimax-m2", "minimax-m3", "trinity",
+            "interns1", "hermes", "hunyuan", "gigachat3", "gemma4", "inkling")),
+        ("0.5.23", (
+            "auto", "apertus2509", "beam", "cohere_command4", "deepseekv3", "deepseekv31", "deepseekv32",
+            "deepseekv4", "deepseekv41", "dots", "glm", "glm45", "glm47", "gpt-oss", "k2_horizon",
+            "kimi_k2", "kimi_k3", "lfm2", "ling3", "llama3", "mimo", "minicpm5", "mistral", "muse",
+            "poolside_v1", "pythonic", "qwen", "qwen25", "qwen3_coder", "spark25", "step3", "step3p5",
+            "minimax-m2", "minimax-m3", "nanbeige", "trinity", "interns1", "hermes", "hunyuan",
+            "gigachat3", "gigachat35", "gemma4", "inkling", "iquest_q1", "response_template")),
+    ],
+    "mamba_cache_strategy": [("0.5.10", MAMBA_STRATEGIES)],
+}
+
+# --- metrics (/metrics; sglang_perf.metrics reads them) ------------------------------------------
+counters = {
+    "generation_tokens": "sglang:generation_tokens_total",
+    "prompt_tokens": "sglang:prompt_tokens_total",
+    "verify_calls": "sglang:spec_verify_calls_total",
+    "requests": "sglang:num_requests_total",
+}
+gauges = {"running": "sglang:num_running_reqs", "queued": "sglang:num_queue_reqs"}
+other_gauges = ("sglang:spec_accept_length",)
+# One inter-token latency observation covers one token (observe_inter_token_latency spreads an
+# output chunk's interval over the chunk's tokens).
+inter_token_latency = "sglang:inter_token_latency_seconds"
+itl_observes = "token"
+time_per_output_token = None
+# Its prompt and request counters both count a request when it finishes: their ratio is the
+# window's mean prompt (no per-request histogram needed).
+request_prompt_tokens = None
+prompt_depth_from_counters = True
+per_position = None
+info_gauges = ()
+window_accept_len_convention = None  # its own accept length is the window's
+counts_verify_steps = False  # no counter of the measured requests' verify steps to compare
+
+# --- requests (sglang_perf.engine) ----------------------------------------------------------------
+# Where a request's spec figures are: the sglext chunk's spec_tokens_details / meta_info.
+spec_chunk = ("sglext", "spec_tokens_details")
+spec_fields = {"verify_ct": "spec_verify_ct", "histogram": "spec_correct_drafts_histogram"}
+# The capacity check's names of its figures (/server_info keys).
+capacity_labels = {"context_length": "context_length",
+                   "max_total_num_tokens": "KV pool max_total_num_tokens",
+                   "max_running_requests": "effective max_running_requests",
+                   "fewer": "its memory pools hold no more"}
+capacity_figures = ()
+
+
+def request_fields(rid):
+    """What a request carries besides the OpenAI fields: its id and the spec details."""
+    return {"rid": rid, "return_spec_tokens_details": True}
+
+
+def capacity_label(server):
+    return dict(capacity_labels)
+
+
+def no_spec_metrics_note(server):
+    """Why a server running speculation returned no per-request figures (None: the generic note)."""
+    return None
+
+
+def metrics_note(before):
+    """The result's note when the first /metrics scrape gave nothing (metrics: auto)."""
+    return "/metrics not exposed (start SGLang with --enable-metrics for a cross-check)" \
+        if before is None else None
+
+
+# --- profile ---------------------------------------------------------------------------------------
+def normalised(setting, value):
+    """``value`` as SGLang sees it: the speculative algorithm upper-cased."""
+    if setting == "speculative_algorithm" and isinstance(value, str):
+        return value.upper()
+    return value
+
+
+def same_algorithm(want, have):
+    return want.upper() == have.upper()
+
+
+def spec_errors(p, var, algo, steps, topk, draft, strategy):
+    """The speculative settings' problems and the accept length's ceiling (draft tokens)."""
+    errors = []
+    spec_keys = [k for k in ("speculative_num_steps", "speculative_eagle_topk",
+                             "speculative_num_draft_tokens") if p.get(k) is not None]
+    if algo is None:
+        if spec_keys:
+            errors.append("%s sets %s without speculative_algorithm: SGLang ignores them; set "
+                          "speculative_algorithm: NEXTN or remove them" % (var, ", ".join(spec_keys)))
+    elif algo not in SPEC_ALGORITHMS:
+        errors.append("%s.speculative_algorithm must be one of %s, got %r (SGLang fails at start-up "
+                      "with 'Unknown speculative algorithm name')"
+                      % (var, ", ".join(SPEC_ALGORITHMS), algo))
+    else:
+        missing = [k for k in ("speculative_num_steps", "speculative_eagle_topk",
+                               "speculative_num_draft_tokens") if p.get(k) is None]
+        if missing:
+            errors.append("%s: speculative_algorithm %s needs %s too (the original launch with draft "
+                          "tokens but no steps died on SGLang's bare AssertionError; steps without "
+                          "topk is a TypeError)" % (var, algo, ", ".join("%s.%s" % (var, k)
+                                                                         for k in missing)))
+        if steps and topk == 1 and draft and draft != steps + 1:
+            errors.append("%s.speculative_num_draft_tokens must be speculative_num_steps + 1 = %d "
+                          "when speculative_eagle_topk is 1, got %d (SGLang silently overrides it)"
+                          % (var, steps + 1, draft))
+        if draft and strategy in ("extra_buffer", "extra_buffer_lazy") and \
+                draft > MAMBA_TRACK_INTERVAL:
+            errors.append("%s.speculative_num_draft_tokens (%d) must not exceed the mamba track "
+                          "interval (%d) with mamba_cache_strategy %s"
+                          % (var, draft, MAMBA_TRACK_INTERVAL, strategy))
+    return errors, draft
+
+
+def render(profile, version, server):
+    """Profile flags in SETTINGS order, then the server settings; booleans render as bare flags
+    when true and are omitted when false."""
+    argv = []
+    for setting in flags:
+        value = profile.get(setting)
+        if value is None:
+            continue
+        argv += [common.flag_for(_this, setting, version), text(normalised(setting, value))]
+    return argv + common.server_argv(_this, server)
+
+
+# --- takeover --------------------------------------------------------------------------------------
+def read_positional(words, out):
+    return words
+
+
+def read_special(flag, value, unknown):
+    return None
+
+
+# --- drift -----------------------------------------------------------------------------------------
+# How SGLang reports a setting after resolving it (ServerArgs post-init): NEXTN runs as EAGLE.
+SPEC_REPORTED_AS = {"NEXTN": "EAGLE"}
+# Server settings compared by the drift check (never api_key or config: secrets).
+DRIFT_SERVER_SETTINGS = ("model_path", "served_model_name", "port")
+
+
+def _running_field(setting, info, version):
+    """The /server_info key of ``setting``: its spelling in the running version, else any known."""
+    names = []
+    try:
+        names.append(common.flag_for(_this, setting, version))
+    except ProfileError:
+        pass
+    names += [flag for _, flag in reversed(flags[setting])]
+    for flag in names:
+        field = flag.lstrip("-").replace("-", "_")
+        if field in info:
+            return field
+    return names[0].lstrip("-").replace("-", "_")
+
+
+def drift(server_info, profile, version, server=None):
+    """What a running SGLang reports at /server_info against the intended profile and server
+    settings, after SGLang's own normalisation (NEXTN reported as EAGLE; draft tokens = steps + 1
+    and max_running_requests = 48 when speculation leaves them unset). Returns differences (each
+    named, intended vs running), the settings the profile leaves to SGLang with the value it
+    chose, and one readable line per difference."""
+    if not isinstance(server_info, dict):
+        raise ProfileError("sglang_drift: /server_info did not return a JSON object: %r"
+                           % (server_info,))
+    if not isinstance(profile, dict):
+        raise ProfileError("sglang_drift: the profile must be a mapping, got %r" % (profile,))
+    running_version = server_info.get("version") or version
+    try:
+        version_tuple(running_version)
+    except ProfileError:
+        running_version = version
+    algo = normalised("speculative_algorithm", profile.get("speculative_algorithm"))
+    steps, topk = profile.get("speculative_num_steps"), profile.get("speculative_eagle_topk")
+    differences, chosen, checked = [], [], 0
+    for setting in flags:
+        field = _running_field(setting, server_info, running_version)
+        intended, note = normalised(setting, profile.get(setting)), ""
+        running = server_info.get(field)
+        if setting.startswith("speculative_") and setting != "speculative_algorithm" and not algo:
+            continue  # no speculation intended: speculative_algorithm itself says so
+        if setting == "speculative_algorithm":
+            if intended in SPEC_REPORTED_AS:
+                note = "%s is reported as %s" % (intended, SPEC_REPORTED_AS[intended])
+                intended = SPEC_REPORTED_AS[intended]
+            if isinstance(running, str):
+                running = SPEC_REPORTED_AS.get(running.upper(), running.upper())
+        elif intended is None and setting == "speculative_num_draft_tokens" and steps and topk in (None, 1):
+            intended, note = steps + 1, "unset: SGLang uses speculative_num_steps + 1"
+        elif intended is None and setting == "max_running_requests" and algo:
+            intended = SGLANG_SPEC_MAX_RUNNING_REQUESTS
+            note = "unset: SGLang uses %d with speculation" % intended
+        if intended is None and setting != "speculative_algorithm":
+            if field in server_info:
+                chosen.append({"setting": setting, "field": field, "running": running})
+            continue
+        checked += 1
+        if field not in server_info:
+            differences.append({"setting": setting, "field": field, "intended": intended,
+                                "running": None, "note": "not reported by the server"})
+        elif not same(intended, running):
+            differences.append({"setting": setting, "field": field, "intended": intended,
+                                "running": running, "note": note})
+    for key in DRIFT_SERVER_SETTINGS:
+        intended = (server or {}).get(key)
+        if intended is None:
+            continue
+        checked += 1
+        running = server_info.get(key)
+        if key == "port" and running is not None:
+            intended, running = int(intended), int(running)
+        if not same(intended, running):
+            differences.append({"setting": key, "field": key, "intended": intended,
+                                "running": running, "note": ""})
+    lines = ["%s: intended %s, running %s%s" % (
+        d["setting"], "none" if d["intended"] is None else d["intended"],
+        "none" if d["running"] is None else d["running"], " (%s)" % d["note"] if d["note"] else "")
+        for d in differences]
+    return {"differences": differences, "chosen_by_sglang": chosen, "checked": checked,
+            "running_version": server_info.get("version"), "lines": lines}
+
+
+def drift_from(answers, profile, version, server=None):
+    """drift() of the drift_paths' answers (the uri results of roles/sglang/tasks/drift.yml)."""
+    return drift(answers[0].get("json"), profile, version, server)
+
+
+_this = sys.modules[__name__]  # the registry's engine object (engines.get) is this module

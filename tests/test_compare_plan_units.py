@@ -1,0 +1,147 @@
+"""playbooks/compare.yml's decisions as Python calls (sglang_perf/comparison.py, through the
+sglang_compare_plan action): which profiles, the cases each is measured with, the module's
+options, the report's arguments, every refusal of compare's inputs, and the sweep's rows."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import role_defaults
+from plugins.action.sglang_compare_plan import inputs
+from sglang_perf import comparison, plan
+
+GATE = role_defaults("sglang_gate")
+GATE_PLAN = {"coding": {"prompts": "coding", "concurrency": 1, "requests": 6, "max_tokens": 128},
+             "long": {"prompts": "long_context", "prompt_tokens": 8192, "concurrency": 1, "requests": 6,
+                      "max_tokens": 64},
+             "concurrent": {"prompts": "coding", "concurrency": 4, "requests": 8, "max_tokens": 128}}
+SWEEP = {"engines": [], "levels": [1, 4, 16], "requests": 4, "warmup": 2, "max_tokens": 512,
+         "topology": {"enabled": False}, "out_dir": "/out", "current": "nextn_3step"}
+ENGINES = dict(SWEEP, engines="sglang,vllm", gate_plan=GATE_PLAN,
+               gate={"api": "chat", "confidence": 0.9, "warmup": 1, "first_token_timeout": 60,
+                     "stall_timeout": 20, "run_timeout": 900})
+
+
+def make(**kw):
+    return comparison.make(dict(ENGINES, **kw))
+
+
+def test_the_engine_sweep_runs_each_engines_depths_on_the_gate_plan_at_the_context_depths():
+    out = make()
+    assert out["problems"] == [] and out["by_plan"] is True and out["engines"] == ["sglang", "vllm"]
+    assert out["profiles"] == comparison.ENGINE_PROFILES["sglang"] + comparison.ENGINE_PROFILES["vllm"]
+    assert [c["case"] for c in out["cases"]] == ["coding", "context_1k", "context_8k", "context_32k",
+                                                 "concurrent"]
+    assert all(c["thresholds"] == {} and c["source"] == {} for c in out["cases"])  # measured, not judged
+    assert out["plan"] == plan.context_plan(GATE_PLAN)
+    depth = out["cases"][1]["options"]
+    assert (depth["prompt_tokens"], depth["requests"], depth["max_requests"], depth["max_tokens"]) == \
+        (1024, 6, 6, 64)
+    # the gate's level, warmup and timeouts: the answer decides on the intervals the gate would
+    assert out["bench"] == ENGINES["gate"]
+    assert out["report_args"] == ["--plan", "/out/results.json", "--vars", "/out/vars.json",
+                                  "--current", "nextn_3step", "--out", "/out"]
+    assert make(current="vllm_mtp_9")["report_args"] == ["--plan", "/out/results.json", "--vars",
+                                                         "/out/vars.json", "--out", "/out"]
+
+
+def test_the_engine_table_is_replaced_by_compare_engine_profiles_and_the_depths_by_their_own():
+    out = make(engine_profiles={"sglang": ["nextn_1step"], "vllm": ["vllm_mtp_1", "vllm_mtp_3"]},
+               context_tokens=[1024, 4096], context_requests=3, gate_plan={"coding": GATE_PLAN["coding"]})
+    assert out["profiles"] == ["nextn_1step", "vllm_mtp_1", "vllm_mtp_3"]
+    assert [(c["case"], c["options"]["requests"]) for c in out["cases"]] == [
+        ("coding", 6), ("context_1k", 3), ("context_4k", 3)]
+    assert make(engines=["vllm"], profiles=["vllm_mtp_2"])["profiles"] == ["vllm_mtp_2"]
+    assert [c["case"] for c in make(context_tokens=[])["cases"]] == list(GATE_PLAN)
+
+
+@pytest.mark.parametrize("levels, requests, expected", [
+    ([1], 4, [("c1", 1, 4)]),
+    ([1, 6, 1024], 4, [("c1", 1, 4), ("c6", 6, 12), ("c1024", 1024, 2048)]),
+    ([16], 100000, [("c16", 16, 100000)]),
+])
+def test_the_concurrency_sweep_is_one_case_per_level_at_least_two_full_waves(levels, requests, expected):
+    out = comparison.make(dict(SWEEP, levels=levels, requests=requests))
+    assert out["problems"] == [] and out["by_plan"] is False
+    assert out["profiles"] == ["no_spec", "nextn_1step", "nextn_3step"]
+    got = [(c["case"], c["options"]["concurrency"], c["options"]["requests"]) for c in out["cases"]]
+    assert got == expected
+    assert all(c["options"]["max_tokens"] == 512 and c["thresholds"] == {} for c in out["cases"])
+    assert out["bench"]["warmup"] == 2 and out["bench"]["confidence"] == 0.95
+    assert out["report_args"] == ["/out/rows.json", "--out", "/out"]
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"engines": "sglang,tgi"}, "compare_engines (sglang, tgi) must name engines of compare_engine_profiles "
+                                "(sglang, vllm)"),
+    ({"engines": [], "deploy_best": True}, "compare_deploy_best needs compare_engines"),
+    ({"profiles": []}, "compare_profiles ([]) must be a non-empty list of profiles"),
+    ({"known_profiles": ["no_spec"], "engines": "sglang"},
+     "compare_profiles: no such profile nextn_1step, nextn_2step, nextn_3step, nextn_4step, nextn_5step in "
+     "sglang_profiles (known: no_spec)"),
+    ({"engines": [], "levels": []}, "compare_levels ([]) must be a non-empty list of concurrency levels"),
+    ({"engines": [], "levels": [1, 0]}, "compare_levels ([1, 0]) must be"),
+    ({"engines": [], "levels": ["x"]}, "compare_levels (['x']) must be"),
+    ({"engines": [], "requests": 0}, "compare_requests must be an integer >= 1, got 0"),
+    ({"engines": [], "max_tokens": 1}, "compare_max_tokens must be an integer >= 2, got 1"),
+    ({"context_tokens": [512]}, "compare_context_tokens: must be a list of different token counts"),
+    ({"context_requests": 0}, "compare_context_requests: must be an integer >= 1, got 0"),
+    ({"gate_plan": {}, "context_tokens": []}, "sglang_gate_plan: the comparison has no case to measure"),
+    ({"topology": {"enabled": True, "node_rank": 1, "group": "pair"}, "host": "gpu2"},
+     "gpu2 is node 1 of multi-node deployment pair: playbooks/compare.yml switches one host's profile at "
+     "a time, which would break the deployment"),
+])
+def test_compares_inputs_are_refused_naming_the_variable(change, words):
+    out = make(**change)
+    assert any(words in p for p in out["problems"]), out["problems"]
+
+
+def test_the_action_takes_numbers_jinja_rendered_as_text():
+    a = inputs({"levels": ["1", 4], "requests": "4", "max_tokens": "512", "warmup": "2",
+                "gate": {"api": None, "confidence": 0.95}})
+    assert (a["levels"], a["requests"], a["max_tokens"], a["warmup"]) == ([1, 4], 4, 512, 2)
+    assert a["gate"] == {"confidence": 0.95}  # unset gate options: the engine's defaults
+    assert comparison.make(dict(SWEEP, **a))["problems"] == []
+
+
+def test_the_gate_defaults_plan_compares():
+    """The role's own gate plan, as the engine sweep measures it."""
+    out = make(gate_plan=GATE["sglang_gate_plan"], gate={})
+    assert out["problems"] == [] and out["cases"]
+
+
+def case_result(name, tok_s, **kw):
+    decode = {"median": tok_s, "min": tok_s - 1, "max": tok_s + 1}
+    return dict({"case": name, "requests": 8, "decode_tok_s": decode,
+                 "aggregate_tok_s": tok_s * 2, "accept_len": 3.1, "accept_by_position": [0.9, 0.8],
+                 "ttft_s": {"p50": 0.05}, "errors": 0}, **kw)
+
+
+def test_the_sweeps_rows_one_per_profile_and_level_errors_named():
+    cases = comparison.make(dict(SWEEP, levels=[1, 4, 16]))["cases"]
+    server = {"speculative_algorithm": "EAGLE", "speculative_num_steps": 3}
+    results = [
+        {"profile": "nextn_3step", "url": "u", "error": None,
+         "result": {"server": server, "cases": [case_result("c1", 55.0),
+                                                case_result("c4", 0, unmeasured="cannot connect")]}},
+        {"profile": "no_spec", "url": "u", "result": None, "error": "could not measure u: refused"},
+    ]
+    rows = comparison.sweep_rows(results, cases)
+    assert [(r["profile"], r["concurrency"]) for r in rows] == [
+        ("nextn_3step", 1), ("nextn_3step", 4), ("nextn_3step", 16),
+        ("no_spec", 1), ("no_spec", 4), ("no_spec", 16)]
+    ok = rows[0]
+    assert (ok["decode_tok_s_median"], ok["decode_tok_s_min"], ok["aggregate_tok_s"], ok["ttft_p50_s"],
+            ok["spec_steps"], ok["error"], ok["requests"]) == (55.0, 54.0, 110.0, 0.05, 3, None, 8)
+    assert rows[1]["error"] == "cannot connect" and rows[1]["decode_tok_s_median"] is None
+    assert rows[2]["error"] == "no result"
+    assert {r["error"] for r in rows[3:]} == {"could not measure u: refused"}
+    assert rows[3]["spec_steps"] == 0
+    # the row keys bench compare-report reads
+    from bench.compare import ROW_KEYS, load_rows
+    assert all(set(r) == set(ROW_KEYS) for r in rows)
+    import json
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+        json.dump(rows, f)
+        f.flush()
+        assert load_rows(f.name) == rows

@@ -1,0 +1,72 @@
+"""The suite's schedule: scripts/molecule_run.py's start order (the shortest expected wall time for
+the job count) and conftest.py's test order (the long tests first)."""
+from __future__ import annotations
+
+import ast
+
+from conftest import LONG_TESTS, ROOT, run_order
+from scripts import molecule_run as mr
+
+MEASURED = mr.FIRST_RUN_TIMES
+
+
+def test_a_fresh_clone_knows_every_scenarios_time():
+    # without it a scenario missing from the first-run table started last (engine_switch did)
+    assert sorted(MEASURED) == mr.scenario_names()
+
+
+def test_wall_time_of_a_start_order():
+    assert mr.wall_time([5.0], 1) == 5.0
+    assert mr.wall_time([3.0, 2.0, 1.0], 1) == 6.0
+    assert mr.wall_time([3.0, 2.0, 1.0], 6) == 3.0
+    assert mr.wall_time([1.0, 1.0, 2.0], 2) == 3.0  # the 2 s one starts at 1 s
+    assert mr.wall_time([2.0, 1.0, 1.0], 2) == 2.0
+    assert mr.wall_time([1.0] * 1024, 2) == 512.0
+
+
+def test_the_order_beats_slowest_first_on_the_measured_times():
+    names = sorted(MEASURED)
+    best = mr.order(names, 2, MEASURED)
+    assert sorted(best) == names
+    # the last fresh clone's order, slowest first, the best
+    assert mr.wall_time([MEASURED[n] for n in mr.order(names, 1, MEASURED)], 2) == 1116
+    assert mr.wall_time([MEASURED[n] for n in best], 2) == 1052
+    assert mr.wall_time([MEASURED[n] for n in mr.order(names, 3, MEASURED)], 3) == 768  # 226 + 258 + 284
+
+
+def test_edges_one_scenario_many_and_an_unknown_one():
+    assert mr.order(["sglang"], 2, MEASURED) == ["sglang"]
+    assert mr.order([], 2, MEASURED) == []
+    # never measured: counted as the longest, so it starts first
+    assert mr.order(["nvidia_gpu", "new_one", "sglang"], 2, MEASURED)[0] == "new_one"
+    # above EXACT_ORDER_MAX: slowest first, without trying every order
+    many = {"s%02d" % i: float(i) for i in range(mr.EXACT_ORDER_MAX + 2)}
+    assert mr.order(sorted(many), 2, many) == sorted(many, key=lambda n: -many[n])
+
+
+def test_each_long_test_names_a_test_of_the_other_tiers():
+    # a renamed test would silently fall back to collection order
+    for name in LONG_TESTS:
+        path, test = name.split("::")
+        tree = ast.parse((ROOT / "tests" / path).read_text())
+        assert test in {f.name for f in tree.body if isinstance(f, ast.FunctionDef)}, name
+
+
+def test_the_long_tests_run_first_after_the_container_tier():
+    class Item:
+        def __init__(self, name, test, container=False):
+            self.path = ROOT / "tests" / name
+            self.originalname = self.name = test
+            self._container = container
+
+        def get_closest_marker(self, marker):
+            return object() if self._container and marker == "container" else None
+
+    items = [Item("test_a.py", "test_x"),
+             Item("test_playbooks.py", "test_ansible_lint_production_profile_no_skips"),
+             Item("test_secrets.py", "test_secrets_never_leak", True),
+             Item("test_gate_plan.py", "test_the_healthy_3step_server_passes_every_case"),
+             Item("test_unlisted_host.py", "test_y", True)]
+    order = [i.path.name for i in sorted(items, key=run_order)]
+    assert order == ["test_secrets.py", "test_unlisted_host.py", "test_playbooks.py", "test_gate_plan.py",
+                     "test_a.py"]
