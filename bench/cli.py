@@ -134,7 +134,8 @@ DEFAULT_CASE = _case()
 
 
 def add_run_args(p):
-    p.add_argument("--url", required=True, help="base URL, e.g. http://127.0.0.1:30000")
+    from bench import gate
+    p.add_argument("--url", help="base URL, e.g. http://127.0.0.1:30000 (with -i: the host's own)")
     p.add_argument("--api-key", default=os.environ.get("SGLANG_API_KEY"),
                    help="API key (default: $SGLANG_API_KEY; prefer the variable, argv is public)")
     p.add_argument("--model", help="model name (default: the first one at /v1/models)")
@@ -184,20 +185,45 @@ def add_run_args(p):
                    help="every request's record as JSON lines, written after each batch and before any "
                         "figure is computed (default: out/runs/run-<UTC time>-<pid>.jsonl)")
     p.add_argument("--quiet", action="store_true", help="no progress (bar or lines) on stderr")
+    gate.add_inventory_args(p, "with -i: the inventory host to measure (its URL, API key and size "
+                               "figures for the roofline; --url, --api-key and --sizes override them)")
+    p.add_argument("--vars", metavar="FILE", action="append",
+                   help="with -i: a vars file on top of the host's variables (repeatable, as -e @FILE)")
 
 
 RUN_ONLY = ("validate_certs", "model_size", "hardware", "baseline", "chars_per_token", "case")
 
 
+def host_sizes(args):
+    """With -i: the host's variables read as Ansible's (bench/hostvars.py; sets args.url and
+    args.api_key when not given) and its (model, hardware) size figures unless --no-roofline or
+    --sizes; without -i: None."""
+    from bench import gate
+    if not args.inventory:
+        if args.host or args.vars or args.vault_password_file:
+            raise ValueError("--host, --vars and --vault-password-file read an inventory: give -i INVENTORY")
+        return None
+    v = gate.vars_of(args, extra=("sglang_model_size", "sglang_hardware"))
+    if args.no_roofline or args.sizes:
+        return None
+    return sizes.from_vars(v, "host %s of %s" % (args.host, args.inventory))
+
+
 def options_from(args):
-    """Engine options from the arguments; ValueError names a bad sizes or history file."""
+    """Engine options from the arguments; ValueError names a bad sizes or history file, or a host
+    (-i --host) whose variables do not resolve."""
+    host = host_sizes(args)
+    if not args.url:
+        raise ValueError("no server: give --url URL, or -i INVENTORY --host NAME for the host's own")
     if args.requests is None:  # the role's coding case: its first requests, then up to its most
         args.requests = DEFAULT_CASE["requests"]
         if args.max_requests is None:
             args.max_requests = DEFAULT_CASE["max_requests"]
     opts = {k: getattr(args, k) for k in engine.DEFAULTS if k not in RUN_ONLY}
     opts["validate_certs"] = not args.insecure
-    if not args.no_roofline:
+    if host:
+        opts["model_size"], opts["hardware"] = host
+    elif not args.no_roofline:
         try:
             opts["model_size"], opts["hardware"] = sizes.load_sizes(args.sizes or sizes.DEFAULT_SIZE_FILES)
         except sizes.NoYAML:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import itertools
 
 from sglang_perf import engine as gate
-from sglang_perf.deploy_plan import ENGINE_LABELS
+from sglang_perf import engines
 from sglang_perf.stats import min_sample
 
 # What a comparison ranks by: metric -> (row key, words used in the statements); metric_of says
@@ -90,11 +90,12 @@ def _ok(row):
 
 
 def _engine(row):
-    return row.get("engine") or "sglang"
+    return row.get("engine") or engines.DEFAULT
 
 
 def _label(engine):
-    return ENGINE_LABELS.get(engine, engine)
+    eng = engines.find(engine)
+    return eng.label if eng else engine
 
 
 def _f(value, spec=".1f"):

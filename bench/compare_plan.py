@@ -25,7 +25,7 @@ import argparse
 import sys
 
 from bench import compare, compare_answer, gate
-from sglang_perf import plan
+from sglang_perf import engines, plan
 from sglang_perf.client import ConfigError, MeasureError
 
 PLAN_ROW_KEYS = ("profile", "engine", "spec_steps", "case", "url", "concurrency", "requests",
@@ -45,7 +45,7 @@ def profile_facts(v, name):
         raise compare.InputError("--target %s: no such profile in sglang_profiles (known: %s)"
                                  % (name, ", ".join(profiles)))
     p = profiles[name] or {}
-    engine = p.get("engine") or v.get("sglang_engine") or "sglang"
+    engine = p.get("engine") or v.get("sglang_engine") or engines.DEFAULT
     steps = int(p.get("speculative_num_steps") or 0) if p.get("speculative_algorithm") else 0
     return engine, steps
 
@@ -227,7 +227,7 @@ def plot(rows, summary, path):
         metric, key = compare_answer.metric_of(got[0])
         names = [r["profile"] for r in got]
         bars = ax.bar(range(len(got)), [r[key] for r in got],
-                      color=["C0" if (r.get("engine") or "sglang") == "sglang" else "C1" for r in got])
+                      color=["C0" if r.get("engine") in (None, engines.DEFAULT) else "C1" for r in got])
         for b, r in zip(bars, got):
             if r.get("accept_len") is not None:
                 ax.annotate("AL %.2f" % r["accept_len"], (b.get_x() + b.get_width() / 2, b.get_height()),

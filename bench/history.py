@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 from sglang_perf import history as shared
-from sglang_perf import fingerprint, plan
+from sglang_perf import engines, fingerprint, plan
 
 from bench import report
 from bench.common import EXIT_BAD_INPUT, EXIT_OK
@@ -123,7 +123,7 @@ def read(path, warn=None):
             "line": lineno, "time": t, "profile": str(raw.get("profile") or "?"),
             "release": str(raw.get("release") or "-"),
             "version": ("%s %s" % (raw["engine"], raw.get("sglang_version") or "-")) if raw.get("engine")
-            not in (None, "sglang") else str(raw.get("sglang_version") or "-"),
+            not in (None, engines.DEFAULT) else str(raw.get("sglang_version") or "-"),
             "decode": _num(shared.median_of(raw)), "decode_min": _num(decode.get("min")),
             "decode_max": _num(decode.get("max")), "accept_len": _num(raw.get("accept_len")),
             "aggregate": _num(raw.get("aggregate_tok_s")), "share_pct": _num(roof.get("share_pct")),

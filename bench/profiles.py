@@ -12,6 +12,7 @@ from __future__ import annotations
 import yaml
 
 from bench.paths import SGLANG_DEFAULTS
+from sglang_perf import engines
 from sglang_perf.inherit import resolve
 from sglang_perf.profile import profile_engine, sglang_argv
 
@@ -30,7 +31,7 @@ def role_profiles():
     version = defaults["sglang_version"]
     return {name: sglang_argv(profile, version)
             for name, profile in resolve(defaults["sglang_profiles"])[0].items()
-            if profile_engine(profile, defaults["sglang_engine"]) == "sglang"}
+            if profile_engine(profile, defaults["sglang_engine"]) == engines.DEFAULT}
 
 
 PROFILE_ARGS = role_profiles()

@@ -28,6 +28,7 @@ import math
 from pathlib import Path
 
 from bench import compare
+from sglang_perf import engines
 from sglang_perf import history as shared
 from sglang_perf import fingerprint, plan
 from sglang_perf.decision import VERDICTS
@@ -506,7 +507,7 @@ def _verdicts_html(raw):
 
 
 def _engine(raw):
-    return "%s %s" % (raw.get("engine") or "sglang", raw.get("sglang_version") or "-")
+    return "%s %s" % (raw.get("engine") or engines.DEFAULT, raw.get("sglang_version") or "-")
 
 
 def _span(runs):

@@ -96,6 +96,18 @@ def load_file(path):
     return found
 
 
+def from_vars(variables, where):
+    """(model, hardware) from a host's variables (``sglang_model_size``, ``sglang_hardware``, as
+    bench/hostvars.py gives them); ValueError naming ``where`` when one is missing or wrong."""
+    found = []
+    for keys, known in SECTIONS.values():
+        value = variables.get(keys[0])
+        if not value:
+            raise ValueError("%s sets no %s" % (where, keys[0]))
+        found.append(_figures(where, keys[0], value, known))
+    return tuple(found)
+
+
 def load_sizes(paths=None):
     """(model, hardware) from ``paths`` (default DEFAULT_SIZE_FILES), later files overriding
     earlier ones. Raises ValueError naming the file on a missing file, a templated or

@@ -1,7 +1,8 @@
-"""`bench gate`, `bench calibrate` and `bench compare --plan` with `-i INVENTORY --host NAME`: the
-host's variables as ansible-playbook sees them (bench/hostvars.py: role defaults, group_vars,
-host_vars, --vars on top, vaulted files skipped unless --vault-password-file), against a temporary
-copy of inventories/production whose ct129 points at an emulator on loopback."""
+"""`bench gate`, `bench calibrate`, `bench run` and `bench compare --plan` with `-i INVENTORY
+--host NAME`: the host's variables as ansible-playbook sees them (bench/hostvars.py: role
+defaults, group_vars, host_vars, --vars on top, vaulted files skipped unless
+--vault-password-file), against a temporary copy of inventories/production whose ct129 points at
+an emulator on loopback."""
 from __future__ import annotations
 
 import argparse
@@ -86,6 +87,29 @@ def test_gate_judges_with_the_hosts_calibrated_thresholds(emulator, tmp_path):
     # the same server through --url and the default group_vars: no host_vars, it passes
     p = bench("gate", "--url", emu.url, "--vars", small(tmp_path), "--quiet")
     assert p.returncode == 0, p.stderr
+
+
+def test_run_measures_the_host_with_its_own_url_and_size_figures(emulator, tmp_path):
+    emu = emulator("nextn_3step", env=FAST)
+    inv = inventory(tmp_path, emu.port)
+    # the host's own hardware: a quarter of the bandwidth, so the roofline is a quarter as high
+    write(inv / "host_vars" / "ct129" / "hw.yml",
+          {"sglang_hardware": {"gpu_count": 2, "gpu_bandwidth_gbs": 192, "gpu_memory_gib": 48}})
+    out, ref = tmp_path / "r.json", tmp_path / "ref.json"
+    common = ("--requests", "6", "--max-tokens", "32", "--warmup", "1", "--quiet")
+    p = bench("run", "-i", inv, "--host", "ct129", "--json", out, *common)
+    assert p.returncode == 0, p.stderr
+    p = bench("run", "--url", emu.url, "--json", ref, *common)  # the production group_vars' sizes
+    assert p.returncode == 0, p.stderr
+    host, prod = (json.loads(f.read_text())["roofline"]["bandwidth_gbs"] for f in (out, ref))
+    assert (host, prod) == (2 * 192, 2 * 768)
+    # a host without the figures is named; --no-roofline measures it anyway
+    (inv / "host_vars" / "ct129" / "hw.yml").write_text("sglang_hardware: {}\n")
+    p = bench("run", "-i", inv, "--host", "ct129", *common)
+    assert p.returncode == 2 and "host ct129 of %s sets no sglang_hardware" % inv in p.stderr, p.stderr
+    assert bench("run", "-i", inv, "--host", "ct129", "--no-roofline", *common).returncode == 0
+    p = bench("run", "--host", "ct129", *common)
+    assert p.returncode == 2 and "give -i INVENTORY" in p.stderr, p.stderr
 
 
 def test_calibrate_writes_where_the_playbook_does_and_gate_judges_with_it(emulator, tmp_path):

@@ -17,7 +17,6 @@ from . import capacity, engines, exposition, fingerprint, fleet, inherit, measur
 from .client import ConfigError
 
 ROLES = ("nvidia_gpu", "sglang", "sglang_gate", "sglang_watch")
-ENGINE_LABELS = {e.name: e.label for e in engines.every()}  # engine -> label, for bench/compare_answer.py
 # What the unit's ProtectHome=yes hides from the service (templates/sglang.service.j2).
 UNIT_HIDDEN_PATHS = ["/home", "/root", "/run/user"]
 HIDDEN = "(hidden)"

@@ -66,7 +66,7 @@ import re
 import sys
 import time
 
-from . import engine, exposition, measurelock
+from . import engine, engines, exposition, measurelock
 from . import lock as deploylock
 from . import metrics as prom
 from .client import ConfigError, Endpoint, MeasureError, RequestError
@@ -290,23 +290,20 @@ def deploy_lock_held(held, now, max_age_s):
     return True, "a deploy holds the host's lock: %s" % text
 
 
-# The engines whose prompt and request counters both count a request when it finishes (SGLang:
-# observe_one_finished_request), so a window's prompt tokens per finished request is their mean
-# prompt. vLLM counts a prompt at its first token and a request at its end: its per-request
-# histogram (metrics.REQUEST_PROMPT_TOKENS) gives the mean instead.
-PROMPT_DEPTH_ENGINES = ("sglang",)
-
-
 def window_prompt_tokens(before, after):
     """Prompt tokens per request that finished between two scrapes (their mean prompt), or None:
-    no request finished, none counted its prompt, or an engine whose counters do not pair up."""
+    no request finished, none counted its prompt, or an engine whose counters do not pair up. The
+    engine says how: its per-request prompt histogram (vLLM, which counts a prompt at its first
+    token and a request at its end), else its prompt and request counters when both count a
+    request as it finishes (SGLang: prompt_depth_from_counters)."""
     kind = engine_of(after)
-    if engine_of(before) != kind:
+    eng = engines.find(kind)
+    if engine_of(before) != kind or eng is None:
         return None
-    if kind in prom.REQUEST_PROMPT_TOKENS:
-        requests, prompt = _histogram(before, after, prom.REQUEST_PROMPT_TOKENS[kind])
-    elif kind in PROMPT_DEPTH_ENGINES:
-        counters = prom.ENGINE_COUNTERS[kind]
+    if eng.request_prompt_tokens:
+        requests, prompt = _histogram(before, after, eng.request_prompt_tokens)
+    elif eng.prompt_depth_from_counters:
+        counters = eng.counters
         prompt = _delta(before, after, counters["prompt_tokens"])
         requests = _delta(before, after, counters["requests"])
     else:
