@@ -80,6 +80,23 @@ def test_the_release_name_follows_every_input_and_only_them(good):
     assert plan_for({"sglang_api_key": KEY})["release"] == good["release"]
 
 
+def test_the_local_inventorys_wheel_is_named_by_the_releases_engine_and_version(good):
+    """{engine} and {version} in sglang_pip_local_files are the plan's: one inventory line gives
+    each engine its own emulator wheel, and the inputs never name a derived variable."""
+    dist = ROOT / "dist"
+    assert good["release_inputs"]["wheels"][0]["path"] == \
+        str(ROOT / "inventories" / "local" / "../../dist/sglang_emulator-0.5.23-py3-none-any.whl")
+    vllm = plan_for({"sglang_profile": "vllm_mtp_3"})
+    assert vllm["release_inputs"]["wheels"][0]["path"].endswith("/dist/vllm_emulator-0.33.0-py3-none-any.whl")
+    assert vllm["release_inputs"]["wheels"][0]["sha256"] and vllm["release"].startswith("vllm-0.33.0-")
+    bumped = plan_for({"sglang_version": "0.5.24",
+                       "_sglang_cuda_runtime_by_release": {"sglang-0.5.24": "13.0"}})
+    assert bumped["release_inputs"]["wheels"][0]["path"].endswith("sglang_emulator-0.5.24-py3-none-any.whl")
+    gone = plan_for({"sglang_pip_local_files": [str(dist / "{engine}-{version}-missing.whl")]})
+    assert "sglang_pip_local_files: not on the controller: %s/sglang-0.5.23-missing.whl" % dist \
+        in "; ".join(gone["problems"])
+
+
 def test_a_render_without_a_lock_file_names_the_release_unlocked():
     plan = plan_for({"sglang_pip_constraints": "/nonexistent/lock.txt"}, review=True)
     assert plan["problems"] == [] and plan["release"] == "0.5.23-unlocked"

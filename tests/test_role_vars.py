@@ -162,3 +162,15 @@ def test_no_default_references_a_derived_name_or_the_plan(role):
         found = [m.group(0) for expr in re.findall(r"\{\{(.*?)\}\}", text, re.S)
                  for m in re.finditer(r"(?<![\w.])(_\w+|sglang_deploy_plan)\b", expr)]
         assert found == [], "%s/%s references %s" % (role, where, found)
+
+
+@pytest.mark.parametrize("path", ["inventories/local/group_vars/sglang_servers.yml",
+                                  "inventories/production/group_vars/sglang_servers/main.yml",
+                                  ".config/molecule/config.yml"])
+def test_no_inventory_input_references_a_derived_name_or_the_plan(path):
+    """The inventories' inputs (and Molecule's host variables) template only other inputs; a wheel
+    per engine is named with the plan's {engine} and {version} placeholders."""
+    text = (ROOT / path).read_text()
+    found = [m.group(0) for expr in re.findall(r"\{\{(.*?)\}\}", text, re.S)
+             for m in re.finditer(r"(?<![\w.])(_\w+|sglang_deploy_plan)\b", expr)]
+    assert found == [], "%s references %s" % (path, found)

@@ -82,7 +82,6 @@ PLAY_INPUTS = ("sglang_rollout_canary", "sglang_rollout_batch")
 ROLE_DATA = ("_nvidia_gpu_repo_distros", "_sglang_cuda_runtime_by_release", "_sglang_min_driver_by_cuda")
 # What the engine and its version follow: templated first, for inventory inputs that name them
 # (the local inventory's and Molecule's emulator wheel: _sglang_run_engine, _sglang_engine_version).
-FIRST = ("sglang_profiles", "sglang_profile", "sglang_engine", "sglang_version", "sglang_vllm_version")
 
 
 def role_dir(name):
@@ -95,6 +94,9 @@ def role_dir(name):
 
 
 def _sha256(path):
+    """A file's sha256 on the controller, None when it is not there."""
+    if not os.path.isfile(path):
+        return None
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -145,10 +147,6 @@ def inputs(loader, templar, task_vars, roles):
             except AnsibleError as e:
                 problems.append("%s: %s" % (name, e.message))
 
-    if "sglang" in roles:
-        render(FIRST, "sglang")
-        engine, version = deploy_plan.engine_of(values)
-        layers.update({"_sglang_run_engine": engine, "_sglang_engine_version": version})
     for r in roles:
         render(list(specs[r]) + [k for k in ROLE_DATA if k.startswith("_%s_" % r)], r)
     render(PLAY_INPUTS, roles[-1])
@@ -168,13 +166,9 @@ def plan_host(loader, templar, task_vars, roles=deploy_plan.ROLES, review=False)
     host = task_vars.get("inventory_hostname")
     if problems:  # types are wrong: the value checks would only repeat them
         return {"host": host, "problems": problems, "roles": roles}
-    wheels = []
-    if "sglang" in roles:
-        for path in values.get("sglang_pip_local_files") or []:
-            wheels.append((path, _sha256(path) if os.path.isfile(path) else None))
     return deploy_plan.make(values, host, task_vars.get("groups", {}), task_vars.get("hostvars", {}),
                             task_vars.get("ansible_play_hosts_all"), task_vars.get("ansible_facts", {}),
-                            read_lock=_read_lock, wheels=wheels, review=review, roles=roles,
+                            read_lock=_read_lock, wheel_digest=_sha256, review=review, roles=roles,
                             locks_dir=os.path.join(role_dir("sglang"), "files", "locks"))
 
 

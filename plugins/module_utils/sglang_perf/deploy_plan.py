@@ -179,20 +179,20 @@ def _version_var(engine):
     return engines.find(engine, engines.get(engines.DEFAULT)).version_var
 
 
-def engine_of(v):
-    """(engine, version) of the host's profile, before the plan: for inventory inputs that name
-    them (the action plugin's templating of sglang_pip_local_files)."""
-    profiles = inherit.resolve(v.get("sglang_profiles") or {})[0]
-    return _engine(profiles.get(v.get("sglang_profile")) if isinstance(profiles, dict) else None, v)
+def local_wheels(paths, engine, version):
+    """sglang_pip_local_files with ``{engine}`` and ``{version}`` replaced by the release's (an
+    inventory that ships one wheel per engine names it once)."""
+    return [str(p).replace("{engine}", str(engine)).replace("{version}", str(version)) for p in paths or ()]
 
 
 def make(v, host, groups, hostvars, play_hosts=None, facts=None, read_lock=None, locks_dir="",
-         wheels=(), review=False, roles=ROLES):
+         wheel_digest=None, review=False, roles=ROLES):
     """The plan of ``host``. ``v``: the roles' inputs (every variable of their argument specs,
-    type-checked, plus the role data it names); ``wheels``: [(path, sha256 or None when missing)]
-    of sglang_pip_local_files on the controller; ``read_lock(path)``: the lock file's text, None
-    when there is none; ``locks_dir``: the role's lock files (sglang_pip_constraints ''). Returns a
-    dict; its ``problems`` (every refusal) is [] when the deploy can go on."""
+    type-checked, plus the role data it names); ``wheel_digest(path)``: the sha256 of a wheel of
+    sglang_pip_local_files on the controller, None when it is missing; ``read_lock(path)``: the
+    lock file's text, None when there is none; ``locks_dir``: the role's lock files
+    (sglang_pip_constraints ''). Returns a dict; its ``problems`` (every refusal) is [] when the
+    deploy can go on."""
     problems = []
     facts = facts or {}
     out = {"host": host, "problems": problems, "roles": list(roles)}
@@ -260,6 +260,8 @@ def make(v, host, groups, hostvars, play_hosts=None, facts=None, read_lock=None,
     lock_path = v.get("sglang_pip_constraints") or "%s/%s-%s.txt" % (locks_dir, engine, version)
     lock_text = read_lock(lock_path) if read_lock else None
     lock_exists = lock_text is not None
+    wheels = [(path, wheel_digest(path) if wheel_digest else None)
+              for path in local_wheels(v.get("sglang_pip_local_files"), engine, version)]
     missing = [path for path, digest in wheels if digest is None]
     if not lock_exists and not review:
         problems.append("sglang_pip_constraints: no lock file at %s for %s %s (write it with: python "
