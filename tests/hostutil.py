@@ -64,7 +64,10 @@ def flat(text):
 
 
 def ensure_deployed():
-    """The service runs a passing 3-step deploy (deploys it when it does not)."""
-    if on_host("systemctl is-active sglang", check=False) != "active":
+    """The service runs a passing 3-step deploy (deploys it when it does not: a stopped service, or
+    one without a last-known-good record, which a run interrupted before its gate leaves)."""
+    recorded = on_host("sh -c 'test -s /var/lib/sglang/last-known-good/sglang.json && echo yes'",
+                       check=False) == "yes"
+    if on_host("systemctl is-active sglang", check=False) != "active" or not recorded:
         p = play("deploy.yml")
         assert p.returncode == 0, p.stdout[-3000:]

@@ -135,7 +135,7 @@ def test_check_mode_changes_nothing_and_runs_no_benchmark():
     p = play("deploy.yml", "--check", "-e", "sglang_profile=nextn_1step")
     out = flat(p.stdout)
     assert p.returncode == 0, p.stdout[-4000:]
-    assert "check mode: benchmark not run; server ready" in out
+    assert "check mode: benchmark not run; would run the " in out and "; server ready: " in out
     assert "| check mode |" in out
     assert "Check mode: nothing was changed and no gate judged" in out and "Rollout stopped" not in out
     assert on_host("sha256sum /etc/systemd/system/sglang.service") == unit
