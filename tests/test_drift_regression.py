@@ -10,9 +10,8 @@ import pytest
 
 from bench.profiles import HAND_LAUNCH_ARGS
 from conftest import role_defaults
-from sglang_perf import profile as f
 from test_module import FAST, call, gate, patched  # noqa: F401  (patched: autouse fixture)
-from sglang_perf import history
+from sglang_perf import engines, history
 
 DEFAULTS = role_defaults()
 PROFILES = DEFAULTS["sglang_profiles"]
@@ -28,7 +27,7 @@ def server_info(emu):
 
 def test_drift_names_what_the_original_notes_found_by_hand(emulator):
     emu = emulator(HAND_1STEP)
-    d = f.sglang_drift(server_info(emu), PROFILES["nextn_3step"], "0.5.23",
+    d = engines.get("sglang").drift(server_info(emu), PROFILES["nextn_3step"], "0.5.23",
                        {"served_model_name": "Qwen3.6-27B"})
     got = {x["setting"]: (x["intended"], x["running"]) for x in d["differences"]}
     assert got == {
@@ -48,7 +47,7 @@ def test_drift_names_what_the_original_notes_found_by_hand(emulator):
 
 def test_no_drift_when_the_server_runs_the_profile(emulator):
     emu = emulator("nextn_3step")
-    d = f.sglang_drift(server_info(emu), PROFILES["nextn_3step"], "0.5.23",
+    d = engines.get("sglang").drift(server_info(emu), PROFILES["nextn_3step"], "0.5.23",
                        {"served_model_name": "Qwen3.6-27B", "port": emu.port})
     assert d["differences"] == [] and d["checked"] == 14
 
@@ -58,7 +57,7 @@ def test_drift_applies_sglangs_defaults_for_unset_settings(emulator):
                     "--speculative-eagle-topk", "1"])
     profile = {"speculative_algorithm": "NEXTN", "speculative_num_steps": 2,
                "speculative_eagle_topk": 1, "tp_size": 2}
-    d = f.sglang_drift(server_info(emu), profile, "0.5.23")
+    d = engines.get("sglang").drift(server_info(emu), profile, "0.5.23")
     assert d["differences"] == []  # draft tokens = steps + 1 = 3, max running requests = 48
     chosen = {c["setting"]: c["running"] for c in d["chosen_by_sglang"]}
     assert chosen["context_length"] == 262144 and "mem_fraction_static" in chosen
@@ -66,7 +65,7 @@ def test_drift_applies_sglangs_defaults_for_unset_settings(emulator):
 
 def test_drift_when_speculation_is_intended_but_off(emulator):
     emu = emulator("no_spec")
-    d = f.sglang_drift(server_info(emu), PROFILES["nextn_3step"], "0.5.23")
+    d = engines.get("sglang").drift(server_info(emu), PROFILES["nextn_3step"], "0.5.23")
     assert d["differences"][0]["setting"] == "speculative_algorithm"
     assert d["lines"][0] == "speculative_algorithm: intended EAGLE, running none " \
                             "(NEXTN is reported as EAGLE)"

@@ -171,7 +171,7 @@ def test_engine_drift_lets_the_engine_read_its_own_answers():
             "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4, "context_length": 2048,
             "max_running_requests": 48}
     got = profile.engine_drift([{"json": info}], "sglang", p, "0.5.23", {"port": 30000})
-    assert got == profile.sglang_drift(info, p, "0.5.23", {"port": 30000})
+    assert got == engines.get("sglang").drift(info, p, "0.5.23", {"port": 30000})
     assert [d["setting"] for d in got["differences"]] == ["context_length", "port"]
     models = {"data": [{"id": "m", "max_model_len": 4096}]}
     text = 'vllm:cache_config_info{gpu_memory_utilization="0.8",enable_prefix_caching="True"} 1.0\n'
@@ -179,7 +179,7 @@ def test_engine_drift_lets_the_engine_read_its_own_answers():
           "context_length": 4096, "mem_fraction_static": 0.9}
     answers = [{"json": models}, {"content": text}, {"json": {"version": "0.33.0"}}]
     got = profile.engine_drift(answers, "vllm", vp, "0.33.0", {"served_model_name": "m", "port": 8000})
-    assert got == profile.vllm_drift(models, text, vp, "0.33.0", {"served_model_name": "m"})
+    assert got == engines.get("vllm").drift(models, text, vp, "0.33.0", {"served_model_name": "m"})
     assert got["lines"] == ["mem_fraction_static: intended 0.9, running 0.8"]
     assert profile.engine_drift(answers[:2] + [{}], "vllm", vp, "0.33.0")["running_version"] is None
 

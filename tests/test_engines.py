@@ -8,6 +8,7 @@ import json
 import pytest
 
 from conftest import role_defaults
+from sglang_perf import engines
 from sglang_perf import profile as flt
 
 DEFAULTS = role_defaults()
@@ -138,18 +139,18 @@ def test_vllm_drift_reads_what_vllm_exposes_and_names_what_it_does_not():
                'vllm:cache_config_info{block_size="800",enable_prefix_caching="True",engine="0",'
                'gpu_memory_utilization="0.85",num_gpu_blocks="587"} 1.0\n')
     name = {"served_model_name": "Qwen3.6-27B"}
-    d = flt.vllm_drift(models, metrics, PROFILES["vllm_mtp_3"], "0.33.0", name)
+    d = engines.get("vllm").drift(models, metrics, PROFILES["vllm_mtp_3"], "0.33.0", name)
     assert d["lines"] == ["context_length: intended 131072, running 65536",
                           "mem_fraction_static: intended 0.9, running 0.85"]
     assert d["checked"] == 4 and "tp_size" in d["not_exposed"] and "speculative_num_steps" in d["not_exposed"]
-    same = flt.vllm_drift({"data": [{"id": "Qwen3.6-27B", "max_model_len": 131072}]},
+    same = engines.get("vllm").drift({"data": [{"id": "Qwen3.6-27B", "max_model_len": 131072}]},
                           metrics.replace("0.85", "0.9"), PROFILES["vllm_mtp_3"], "0.33.0",
                           {"served_model_name": "Qwen3.6-27B"})
     assert same["differences"] == []
-    gone = flt.vllm_drift(models, "", PROFILES["vllm_mtp_3"], "0.33.0")
+    gone = engines.get("vllm").drift(models, "", PROFILES["vllm_mtp_3"], "0.33.0")
     assert "mem_fraction_static: intended 0.9, running none (not reported by the server)" in gone["lines"]
     with pytest.raises(flt.ProfileError, match="did not return a model list"):
-        flt.vllm_drift({"error": "x"}, metrics, PROFILES["vllm_mtp_3"], "0.33.0")
+        engines.get("vllm").drift({"error": "x"}, metrics, PROFILES["vllm_mtp_3"], "0.33.0")
 
 
 def test_vllm_parser_names_are_checked_against_vllms_registries():

@@ -5,6 +5,7 @@ import copy
 
 import pytest
 
+from sglang_perf import engines
 from sglang_perf import profile as f
 from plugins.filter.systemd_exec_args import systemd_exec_args
 
@@ -185,6 +186,6 @@ def test_the_algorithm_is_accepted_in_any_case_and_rendered_as_sglang_sees_it():
     assert f.sglang_profile_errors(profiles, "nextn_3step", version="0.5.23") == []
     argv = f.sglang_argv(profiles["nextn_3step"], "0.5.23")
     assert argv[:2] == ["--speculative-algorithm", "NEXTN"]
-    drift = f.sglang_drift({"speculative_algorithm": "EAGLE", "speculative_num_steps": 3},
+    drift = engines.get("sglang").drift({"speculative_algorithm": "EAGLE", "speculative_num_steps": 3},
                            {"speculative_algorithm": "nextn", "speculative_num_steps": 3}, "0.5.23")
     assert [d for d in drift["differences"] if d["setting"] == "speculative_algorithm"] == []

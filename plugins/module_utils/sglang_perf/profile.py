@@ -227,15 +227,6 @@ def sglang_argv(profile, version, server=None, engine=None):
     return eng.render(profile, version, dict(server or {}))
 
 
-def sglang_drift(server_info, profile, version, server=None):
-    """What a running SGLang reports at /server_info against the intended profile and server
-    settings (engines/sglang.py drift)."""
-    return engines.get(engines.DEFAULT).drift(server_info, profile, version, server)
-
-
-vllm_drift = engines.vllm.drift  # what a running vLLM tells: /v1/models and /metrics
-
-
 def engine_drift(answers, engine, profile, version, server=None):
     """The drift of a running ``engine`` from its answers to the engine's ``drift_paths`` (the uri
     results of roles/sglang/tasks/drift.yml, in that order), read by the engine module."""

@@ -255,7 +255,7 @@ DRIFT_FROM_CACHE_INFO = {"mem_fraction_static": "gpu_memory_utilization",
 
 
 def drift(models, metrics_text, profile, version, server=None):
-    """sglang_drift's answer for a running vLLM: ``models`` (GET /v1/models), ``metrics_text``
+    """The drift of a running vLLM: ``models`` (GET /v1/models), ``metrics_text``
     (GET /metrics) against the intended profile and server settings. What vLLM does not expose
     over HTTP (tensor parallel size, max_num_seqs, the speculative config) is listed as
     ``not_exposed``, not passed silently; the unit's own command line is what the deploy rendered."""
