@@ -370,6 +370,35 @@ def test_check_mode_writes_nothing_and_says_what_it_would(module, tmp_path):
     assert dict(next(iter(fams["sglang_gate_info"][2]))[1])["action"] == "nothing"
 
 
+def test_a_passing_run_keeps_its_unit_environment_and_record_as_last_known_good(module, tmp_path):
+    """The decision that records also writes the last-known-good copies (one task, not four)."""
+    kind, r = module(tmp_path, "")
+    lkg = tmp_path / "lkg"
+    assert kind == "exit" and r["action"] == "record" and r["lkg_written"] and r["changed"]
+    assert stat.S_IMODE(lkg.stat().st_mode) == 0o750
+    assert sorted(p.name for p in lkg.iterdir()) == ["sglang.env", "sglang.json", "sglang.service"]
+    assert (lkg / "sglang.service").read_text() == "[Service]\n"
+    assert (lkg / "sglang.env").read_text() == "A=1\n"
+    for name in ("sglang.env", "sglang.json", "sglang.service"):
+        assert stat.S_IMODE((lkg / name).stat().st_mode) == 0o644, name
+    assert json.loads((lkg / "sglang.json").read_text()) == r["record"]
+    # the same unit, environment and record again: nothing in lkg_dir changes
+    kind, again = module(tmp_path, "")
+    assert again["action"] == "record" and not again["lkg_written"]
+    (lkg / "sglang.json").write_text("{}\n")
+    kind, again = module(tmp_path, "")
+    assert again["lkg_written"] and json.loads((lkg / "sglang.json").read_text()) == again["record"]
+
+
+def test_check_mode_and_a_failed_gate_keep_no_last_known_good(module, tmp_path):
+    kind, r = module(tmp_path, "", check=True)
+    assert not r["lkg_written"] and not (tmp_path / "lkg").exists()
+    failed = new_result()
+    failed["passed"] = False
+    kind, r = module(tmp_path, "", result=failed)
+    assert r["action"] != "record" and not r["lkg_written"] and not (tmp_path / "lkg").exists()
+
+
 def test_a_follower_node_writes_no_textfile(module, tmp_path):
     prom = tmp_path / "sglang_gate.prom"
     kind, r = module(tmp_path, prom, node_rank=1, multinode=True)

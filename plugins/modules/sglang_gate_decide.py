@@ -19,6 +19,9 @@ description:
     node_exporter's textfile collector (C(plugins/module_utils/sglang_perf/exposition.py)),
     replacing the file atomically. A textfile that cannot be written is a warning and
     RV(textfile_error), never a failure - the history line and the decision stand.
+  - On action C(record) (not in check mode) keeps the deployed unit and environment in O(lkg_dir)
+    as last-known-good (the directory C(0750) root:O(history_group), the files C(0644) root), with
+    the run's record beside them as C(<service_name>.json).
 version_added: "1.1.0"
 author: "sglang-deploy maintainers"
 options:
@@ -167,6 +170,11 @@ lkg_exists:
   description: Whether a last-known-good unit exists.
   returned: always
   type: bool
+lkg_written:
+  description: Whether a passing gate's unit, environment and record (C(<service>.json)) changed
+    in O(lkg_dir) (action C(record), not in check mode).
+  returned: always
+  type: bool
 history_written:
   description: Whether the record was appended to O(history_path).
   returned: always
@@ -217,6 +225,39 @@ def _textfile(module, path, rec, write):
                                  "not affected" % (path, e))
         module.warn(out["textfile_error"])
     return out
+
+
+def _write(module, path, data, mode, group=None):
+    """``data`` (bytes) at ``path`` (replaced atomically when it differs), root-owned; whether it changed."""
+    changed = not (os.path.isfile(path) and open(path, "rb").read() == data)
+    if changed:
+        tmp = path + ".tmp"
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+        module.atomic_move(tmp, path)
+    changed = module.set_mode_if_different(path, mode, changed)
+    changed = module.set_owner_if_different(path, "root", changed)
+    return module.set_group_if_different(path, group or "root", changed)
+
+
+def _record_lkg(module, p, rec):
+    """A passing gate's unit and environment kept as last-known-good in lkg_dir, with the run's
+    record beside them (<service>.json); whether anything changed."""
+    d, base = p["lkg_dir"], os.path.join(p["lkg_dir"], p["service_name"])
+    changed = not os.path.isdir(d)
+    os.makedirs(d, exist_ok=True)
+    changed = module.set_mode_if_different(d, "0750", changed)
+    changed = module.set_owner_if_different(d, "root", changed)
+    changed = module.set_group_if_different(d, p["history_group"] or "root", changed)
+    for src, dest in ((p["unit_path"], base + ".service"), (p["env_path"], base + ".env")):
+        if os.path.isfile(src):
+            with open(src, "rb") as fh:
+                changed = _write(module, dest, fh.read(), "0644") or changed
+        elif os.path.lexists(dest):  # none deployed: no older copy stays beside the new one
+            os.remove(dest)
+            changed = True
+    text = json.dumps(rec, indent=4, sort_keys=True, separators=(",", ": ")) + "\n"
+    return _write(module, base + ".json", text.encode("utf-8"), "0644") or changed
 
 
 def main():
@@ -276,8 +317,10 @@ def main():
     textfile = {"textfile_written": ""}
     if p["textfile_path"] and int(p["node_rank"] or 0) == 0:
         textfile.update(_textfile(module, p["textfile_path"], rec, d["write_history"]))
-    module.exit_json(changed=written or bool(textfile["textfile_written"]), record=rec,
-                     lkg_exists=lkg is not None, history_written=written, **textfile, **d)
+    lkg_written = d["action"] == "record" and not module.check_mode and _record_lkg(module, p, rec)
+    module.exit_json(changed=written or bool(textfile["textfile_written"]) or lkg_written, record=rec,
+                     lkg_exists=lkg is not None, history_written=written, lkg_written=lkg_written,
+                     **textfile, **d)
 
 
 if __name__ == "__main__":
