@@ -90,7 +90,7 @@ CASES = [
     ("version with unknown CUDA runtime",
      {"sglang_version": "0.5.99",
       "sglang_pip_local_files": [str(ROOT / "dist" / "sglang_emulator-0.5.23-py3-none-any.whl")]},
-     ["sglang-0.5.99 is not in _sglang_cuda_runtime_by_release"]),
+     ["sglang 0.5.99: its CUDA runtime is unknown (engines/sglang.py cuda_runtime lists 0.5.23)"]),
     ("driver too old for the CUDA runtime", {"nvidia_gpu_driver_branch": "570"},
      ["needs NVIDIA driver >= 580.65.06; nvidia_gpu_driver_branch is 570"]),
     ("API key too short", {"sglang_api_key": "abc"},

@@ -188,8 +188,8 @@ def test_a_failed_release_install_leaves_the_running_release_serving():
     unit = on_host("cat /etc/systemd/system/sglang.service")
     before = len(on_host("cat /var/lib/sglang/gate-history.jsonl").splitlines())
     bump = {"sglang_version": "0.5.24", "sglang_pip_extra_args": "--no-index",
-            # the role's table of CUDA runtimes lists released SGLang versions only
-            "_sglang_cuda_runtime_by_release": {"sglang-0.5.23": "13.0", "sglang-0.5.24": "13.0"}}
+            # the engine module's CUDA runtimes list released SGLang versions only
+            "sglang_cuda_runtime": "13.0"}
     p = play("deploy.yml", "-e", json.dumps(bump))
     out = flat(p.stdout + p.stderr)
     assert p.returncode == 2, out[-3000:]

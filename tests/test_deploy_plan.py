@@ -90,7 +90,7 @@ def test_the_local_inventorys_wheel_is_named_by_the_releases_engine_and_version(
     assert vllm["release_inputs"]["wheels"][0]["path"].endswith("/dist/vllm_emulator-0.33.0-py3-none-any.whl")
     assert vllm["release_inputs"]["wheels"][0]["sha256"] and vllm["release"].startswith("vllm-0.33.0-")
     bumped = plan_for({"sglang_version": "0.5.24",
-                       "_sglang_cuda_runtime_by_release": {"sglang-0.5.24": "13.0"}})
+                       "sglang_cuda_runtime": "13.0"})
     assert bumped["release_inputs"]["wheels"][0]["path"].endswith("sglang_emulator-0.5.24-py3-none-any.whl")
     gone = plan_for({"sglang_pip_local_files": [str(dist / "{engine}-{version}-missing.whl")]})
     assert "sglang_pip_local_files: not on the controller: %s/sglang-0.5.23-missing.whl" % dist \

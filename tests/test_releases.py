@@ -3,11 +3,10 @@ and the lock files the role installs releases with (scripts/lock_release.py)."""
 from __future__ import annotations
 
 import pytest
-import yaml
-
 from conftest import ROOT
 from plugins.modules import sglang_releases as releases
 from scripts import lock_release
+from sglang_perf import engines
 
 
 @pytest.mark.parametrize("entries, keep, protect, kept, removed", [
@@ -40,14 +39,12 @@ def test_lock_files_pin_every_requirement(path):
 @pytest.mark.parametrize("engine, version, torch", [("sglang", "0.5.23", "2.14.1"),
                                                    ("vllm", "0.33.0", "2.14.0")])
 def test_each_engine_lock_pins_the_torch_the_cuda_check_reads(engine, version, torch):
-    # roles/sglang/vars/main.yml _sglang_cuda_runtime_by_release: both run on CUDA 13.0 (their torch)
+    # the engine modules' cuda_runtime: both run on CUDA 13.0 (their torch)
     _, pins = lock_release.read(ROOT / ("roles/sglang/files/locks/%s-%s.txt" % (engine, version)))
     assert pins[engine] == version and pins["torch"] == torch
     assert pins["cuda-toolkit"].startswith("13.0.")
     assert len(pins) > 150
-    role_vars = yaml.safe_load((ROOT / "roles/sglang/vars/main.yml").read_text())
-    cuda = role_vars["_sglang_cuda_runtime_by_release"]
-    assert cuda["%s-%s" % (engine, version)] == "13.0"
+    assert engines.get(engine).cuda_runtime[version] == "13.0"
 
 
 def test_a_lock_file_without_its_requirements_line_is_refused(tmp_path):

@@ -79,7 +79,7 @@ ansible_facts:
 PLAY_INPUTS = ("sglang_rollout_canary", "sglang_rollout_batch")
 # Role data the plan reads besides the argument specs' options (roles/*/vars/main.yml; the rest
 # of those files is there for the defaults that derive from it).
-ROLE_DATA = ("_nvidia_gpu_repo_distros", "_sglang_cuda_runtime_by_release", "_sglang_min_driver_by_cuda")
+ROLE_DATA = ("_nvidia_gpu_repo_distros", "_sglang_min_driver_by_cuda")
 # What the engine and its version follow: templated first, for inventory inputs that name them
 # (the local inventory's and Molecule's emulator wheel: _sglang_run_engine, _sglang_engine_version).
 

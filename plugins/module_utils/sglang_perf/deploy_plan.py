@@ -271,13 +271,13 @@ def make(v, host, groups, hostvars, play_hosts=None, facts=None, read_lock=None,
         problems.append("sglang_pip_local_files: not on the controller: %s" % ", ".join(missing))
     # the driver the engine release's CUDA runtime needs (a unit rendered for review: not installed)
     if engine_ok and not review:
-        release_key = "%s-%s" % (engine, version)
-        cuda = (v.get("_sglang_cuda_runtime_by_release") or {}).get(release_key)
+        cuda = v.get("sglang_cuda_runtime") or engines.get(engine).cuda_runtime.get(version)
         branch = v.get("nvidia_gpu_driver_branch")
         if cuda is None:
-            problems.append("%s is not in _sglang_cuda_runtime_by_release (roles/sglang/vars/main.yml): "
-                            "read the CUDA runtime of the torch it pins from the wheels and add it, so the "
-                            "driver check below can run" % release_key)
+            problems.append("%s %s: its CUDA runtime is unknown (engines/%s.py cuda_runtime lists %s): "
+                            "read the CUDA runtime of the torch it pins from the wheels and set "
+                            "sglang_cuda_runtime, so the driver check can run"
+                            % (engine, version, engine, ", ".join(sorted(engines.get(engine).cuda_runtime))))
         else:
             need = (v.get("_sglang_min_driver_by_cuda") or {}).get(cuda, "0")
             if branch is not None and _version_key("%s.999.99" % branch) < _version_key(need):

@@ -31,6 +31,10 @@ multinode = True  # --nnodes/--node-rank/--dist-init-addr
 native_api = True  # /generate
 drafts_one_per_step = False  # draft tokens per step are speculative_num_draft_tokens - 1 chains
 accept_ceiling = "speculative_num_draft_tokens"
+# The CUDA runtime each release runs on, through the torch it pins (the wheels' metadata:
+# sglang 0.5.23 Requires-Dist torch==2.14.1; torch 2.14.1 Requires-Dist cuda-toolkit==13.0.3).
+# The preflight refuses a release missing here unless sglang_cuda_runtime names its runtime.
+cuda_runtime = {"0.5.23": "13.0"}
 
 flags = _flags(name)
 server_flags = {

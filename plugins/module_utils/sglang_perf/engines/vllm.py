@@ -31,6 +31,9 @@ multinode = False
 native_api = False  # no /generate
 drafts_one_per_step = True  # MTP drafts one token per step: num_speculative_tokens is the steps
 accept_ceiling = "speculative_num_steps + 1"
+# The CUDA runtime each release runs on, through the torch it pins (vllm 0.33.0 Requires-Dist
+# torch==2.14.0, whose lock pins cuda-toolkit==13.0.3); sglang_cuda_runtime names any other.
+cuda_runtime = {"0.33.0": "13.0"}
 
 flags = _flags(name)
 # The argv order of the profile's flags (the speculative pair is one --speculative-config).
