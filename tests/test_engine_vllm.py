@@ -46,7 +46,7 @@ def test_discover_recognises_vllm_and_reads_what_it_exposes(vllm):
     assert server["mamba_cache_mode"] == "align" and server["gpu_memory_utilization"] == 0.9
     # speculation: the spec-decode counters say it runs, their positions how many draft tokens
     assert server["num_speculative_tokens"] == 3 and server["speculative_num_steps"] == 3
-    assert server["speculative_algorithm"] == engine.UNREPORTED
+    assert server["speculative_algorithm"] == engines.common.UNREPORTED
     assert server["speculative_method"] is None and server["max_running_requests"] is None
     assert sorted(server["not_exposed"]) == ["max_running_requests", "speculative_algorithm"]
     assert "max_num_seqs" in server["not_exposed"]["max_running_requests"]
@@ -68,7 +68,7 @@ def test_without_metrics_the_kv_capacity_and_speculation_are_said_to_be_unknown(
                                              "speculative_algorithm"]
     # the responses then say that speculation runs, and with how many draft tokens
     r = engine.run(opts(s.url, requests=1, warmup=0))
-    assert r["server"]["speculative_algorithm"] == engine.UNREPORTED
+    assert r["server"]["speculative_algorithm"] == engines.common.UNREPORTED
     assert r["server"]["speculative_num_steps"] == 3 and r["accept_len"] is not None
     assert any("/metrics not reachable" in n for n in r["notes"])
 
@@ -273,7 +273,7 @@ def test_one_parser_reads_vllm_counters_positions_and_the_cache_info():
     assert got["vllm:generation_tokens_total"] == 120.0          # summed over engines
     assert got["vllm:request_success_total"] == 7.0              # over finish reasons
     assert got[engines.vllm.per_position] == {"0": 30.0, "1": 20.0}
-    assert metrics.positions(got[engines.vllm.per_position]) == [30.0, 20.0]
+    assert engines.common.positions(got[engines.vllm.per_position]) == [30.0, 20.0]
     info = got["vllm:cache_config_info"]
     assert info == {"block_size": "1056", "kv_cache_dtype_skip_layers": "[]", "odd": 'a{b}, c="d"',
                     "engine": "0"}                               # engine 0's, braces and quotes kept
@@ -347,7 +347,7 @@ def _vllm_server(**kw):
     server = {"kind": "vllm", "context_length": 131072, "max_total_num_tokens": 221760,
               "kv_cache_tokens_from": "kv_cache_size_tokens", "kv_cache_max_concurrency": 1.69,
               "max_running_requests": None,
-              "not_exposed": {"max_running_requests": engine.VLLM_NOT_EXPOSED["max_running_requests"]}}
+              "not_exposed": {"max_running_requests": engines.vllm.not_exposed["max_running_requests"]}}
     server.update(kw)
     return server
 
@@ -358,7 +358,7 @@ def test_capacity_with_vllm_figures_passes_and_names_what_it_could_not_verify():
     assert cap["figures"]["kv_cache_tokens_from"] == "kv_cache_size_tokens"
     assert cap["unverified"] == [{"what": "running requests",
                                   "needed_by": ["case concurrent runs 4", "the profile asks for 8"],
-                                  "why": engine.VLLM_NOT_EXPOSED["max_running_requests"]}]
+                                  "why": engines.vllm.not_exposed["max_running_requests"]}]
     assert cap["notes"][0].startswith("not verified: running requests (case concurrent runs 4, the "
                                       "profile asks for 8): vLLM exposes max_num_seqs nowhere but")
 
@@ -383,7 +383,7 @@ def test_capacity_with_dev_mode_max_num_seqs_judges_running_requests():
 
 
 def test_capacity_without_the_kv_figure_says_so():
-    hidden = dict(engine.VLLM_NOT_EXPOSED)
+    hidden = dict(engines.vllm.not_exposed)
     cap = plan.check_capacity(_vllm_server(max_total_num_tokens=None, not_exposed=hidden), CASES,
                               PROMISE)
     assert cap["passed"] and [u["what"] for u in cap["unverified"]] == ["running requests",

@@ -15,12 +15,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from conftest import ROOT, role_defaults
 from planutil import plan_for
 from plugins.filter import sglang_watch_program as flt
-from sglang_perf import deploy_plan, metrics, watch
+from sglang_perf import deploy_plan, engines, metrics, watch
 
-GEN, VERIFY, REQS = (metrics.ENGINE_COUNTERS["sglang"][k] for k in ("generation_tokens", "verify_calls",
+GEN, VERIFY, REQS = (engines.sglang.counters[k] for k in ("generation_tokens", "verify_calls",
                                                                      "requests"))
-RUNNING, QUEUED = metrics.ENGINE_GAUGES["sglang"]["running"], metrics.ENGINE_GAUGES["sglang"]["queued"]
-ITL = metrics.INTER_TOKEN_LATENCY["sglang"]
+RUNNING, QUEUED = engines.sglang.gauges["running"], engines.sglang.gauges["queued"]
+ITL = engines.sglang.inter_token_latency
 SETTINGS = {"labels": {"profile": "nextn_3step", "release": "0.5.23-abcdef0123", "engine": "sglang"},
             "decode_threshold": 45, "interval_s": 900.0}
 
@@ -94,7 +94,7 @@ def test_no_token_generated_in_the_window_is_idle_and_due_a_probe(before, after)
     (sglang(gen=500, verify=160, requests=3, itl=(9.0, 500)),
      sglang(gen=500, verify=160, requests=3, itl=(1.0, 60))),
     (None, sglang(gen=96, verify=30, requests=1)),  # came up in the window
-    ({metrics.ENGINE_COUNTERS["vllm"]["generation_tokens"]: 10.0}, sglang(gen=96, verify=30, requests=1)),
+    ({engines.vllm.counters["generation_tokens"]: 10.0}, sglang(gen=96, verify=30, requests=1)),
 ])
 def test_counters_that_went_back_or_a_new_server_give_no_figures_and_no_probe(before, after):
     obs = watch.observe_window(before, after, 10.0)
@@ -130,14 +130,14 @@ def vllm(gen=None, drafts=None, requests=None, running=0, waiting=0, itl=None, a
     """A parsed vLLM scrape. vLLM observes its inter-token latency once per engine step of a request
     (v1/metrics/stats.py), however many tokens the step emitted: itl = (seconds, steps); its
     time per output token once per finished request: tpot = (seconds, requests)."""
-    c, g = metrics.ENGINE_COUNTERS["vllm"], metrics.ENGINE_GAUGES["vllm"]
+    c, g = engines.vllm.counters, engines.vllm.gauges
     out = {g["running"]: float(running), g["queued"]: float(waiting)}
     for name, value in ((c["generation_tokens"], gen), (c["verify_calls"], drafts),
                         (c["accepted_tokens"], accepted), (c["requests"], requests)):
         if value is not None:
             out[name] = float(value)
-    for name, hist in ((metrics.INTER_TOKEN_LATENCY["vllm"], itl),
-                       (metrics.TIME_PER_OUTPUT_TOKEN["vllm"], tpot)):
+    for name, hist in ((engines.vllm.inter_token_latency, itl),
+                       (engines.vllm.time_per_output_token, tpot)):
         if hist is not None:
             out[name + "_sum"], out[name + "_count"] = float(hist[0]), float(hist[1])
     return out

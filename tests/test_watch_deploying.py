@@ -20,7 +20,7 @@ from ansible.module_utils.sglang_perf.client import MeasureError
 from conftest import ROOT
 from planutil import plan_for
 from plugins.filter.sglang_watch_program import sglang_watch_program
-from sglang_perf import deploy_plan, measurelock, metrics, watch
+from sglang_perf import deploy_plan, engines, measurelock, watch
 from test_module import call, gate, patched  # noqa: F401 (autouse: the module exits by exception)
 from test_watch import LABELS, SETTINGS, families, inputs, sglang
 from test_watch_emulator import HOST_PYTHON, METRICS, run, settings_file
@@ -334,7 +334,7 @@ def test_without_a_passive_bar_a_window_is_not_judged():
     assert watch.decode_bar(dict(SETTINGS, passive=None), window(20.0, 180)) is None
 
 
-PROMPT = metrics.ENGINE_COUNTERS["sglang"]["prompt_tokens"]
+PROMPT = engines.sglang.counters["prompt_tokens"]
 
 
 def prompted(scrape, prompt_tokens):
@@ -365,7 +365,7 @@ def test_vllms_mean_prompt_is_its_per_request_histogram(finished, prompt_sum, me
     """vLLM counts a prompt at its first token and a request at its end, so its counters do not
     describe the same requests in a window; its per-request histogram vllm:request_prompt_tokens
     (observed when a request finishes) does. The counters here say 1,180 / 1: not what is read."""
-    c, hist = metrics.ENGINE_COUNTERS["vllm"], metrics.REQUEST_PROMPT_TOKENS["vllm"]
+    c, hist = engines.vllm.counters, engines.vllm.request_prompt_tokens
     before = {c["generation_tokens"]: 100.0, c["prompt_tokens"]: 1000.0, c["requests"]: 1.0,
               hist + "_sum": 1000.0, hist + "_count": 1.0}
     after = {c["generation_tokens"]: 200.0, c["prompt_tokens"]: 2180.0, c["requests"]: 2.0,
@@ -374,7 +374,7 @@ def test_vllms_mean_prompt_is_its_per_request_histogram(finished, prompt_sum, me
 
 
 def test_vllm_without_the_histogram_is_not_judged_passively():
-    c = metrics.ENGINE_COUNTERS["vllm"]
+    c = engines.vllm.counters
     before = {c["generation_tokens"]: 100.0, c["prompt_tokens"]: 1000.0, c["requests"]: 1.0}
     after = {c["generation_tokens"]: 200.0, c["prompt_tokens"]: 1180.0, c["requests"]: 2.0}
     assert watch.window_prompt_tokens(before, after) is None

@@ -12,6 +12,7 @@ import uuid
 from collections import Counter, deque
 
 from . import attribution, capacity, engines, history
+from .engines import common
 from .decision import FAIL, INCONCLUSIVE_VERDICT, PASS
 from . import metrics as prom
 from .client import ConfigError, Endpoint, MeasureError, RequestError, SSEStream
@@ -477,110 +478,20 @@ def _get_json(endpoint, path):
         return None, None
 
 
-def _figure(labels, key, kind):
-    """A vllm:cache_config_info label as a number or bool (str(None) is 'None'), else None."""
-    value = labels.get(key)
-    if kind is bool:
-        return {"True": True, "False": False}.get(value)
-    try:
-        return kind(value)
-    except (TypeError, ValueError):
-        return None
-
-
-VLLM = engines.vllm  # the engine _vllm_server reads
-# What vLLM 0.33 does not expose (outside VLLM_SERVER_DEV_MODE, whose /server_info dumps the whole
-# VllmConfig): server[key] stays None and server["not_exposed"][key] says why.
-VLLM_NOT_EXPOSED = {
-    "max_running_requests": "vLLM exposes max_num_seqs nowhere but /server_info, which it serves only "
-                            "under VLLM_SERVER_DEV_MODE (not in /v1/models, /version, /metrics)",
-    "speculative_algorithm": "vLLM names its speculative method nowhere but the dev-mode /server_info: "
-                             "/metrics shows only that speculation runs (vllm:spec_decode_* counters) "
-                             "and with how many draft positions",
-    "max_total_num_tokens": "no vllm:cache_config_info in /metrics (unreachable, or vLLM runs with "
-                            "--disable-log-stats, which drops its vllm:* metrics): the KV capacity is "
-                            "unknown",
-}
-# Shown as the method when speculation runs but vLLM does not say which.
-UNREPORTED = "unreported"
-
-
-def _vllm_server(endpoint, card, version, server_info):
-    """What a vLLM 0.33 server exposes: /version, the model card's max_model_len (its context),
-    /metrics (vllm:cache_config_info: the KV capacity; the spec-decode counters: speculation and
-    its draft positions) and, under VLLM_SERVER_DEV_MODE only, /server_info's VllmConfig."""
-    server = {"kind": VLLM.name, "version": version, "speculative_algorithm": None,
-              "speculative_method": None, "num_speculative_tokens": None,
-              "speculative_num_steps": None, "tp_size": None,
-              "context_length": card.get("max_model_len"), "max_total_num_tokens": None,
-              "kv_cache_tokens_from": None, "num_gpu_blocks": None, "block_size": None,
-              "kv_cache_max_concurrency": None, "gpu_memory_utilization": None,
-              "enable_prefix_caching": None, "mamba_cache_mode": None,
-              "max_running_requests": None, "metrics_exposed": False, "not_exposed": {}}
-    scrape = _scrape(endpoint, True)
-    if prom.kind_of(scrape) != VLLM.name:
-        scrape = None  # no vllm:* metrics (--disable-log-stats): nothing to learn, not "spec off"
-    if scrape is not None:
-        server["metrics_exposed"] = True
-        info = scrape.get("vllm:cache_config_info")
-        if isinstance(info, dict):
-            blocks, size = _figure(info, "num_gpu_blocks", int), _figure(info, "block_size", int)
-            tokens = _figure(info, "kv_cache_size_tokens", int)
-            server.update(num_gpu_blocks=blocks, block_size=size,
-                          kv_cache_max_concurrency=_figure(info, "kv_cache_max_concurrency", float),
-                          gpu_memory_utilization=_figure(info, "gpu_memory_utilization", float),
-                          enable_prefix_caching=_figure(info, "enable_prefix_caching", bool),
-                          mamba_cache_mode=info.get("mamba_cache_mode"))
-            # vLLM's own group-aware capacity (CacheConfig.kv_cache_size_tokens: "num_gpu_blocks *
-            # block_size can be wrong for hybrid models"), else blocks x block size
-            if tokens:
-                server.update(max_total_num_tokens=tokens, kv_cache_tokens_from="kv_cache_size_tokens")
-            elif blocks and size:
-                server.update(max_total_num_tokens=blocks * size,
-                              kv_cache_tokens_from="num_gpu_blocks x block_size")
-        if VLLM.counters["verify_calls"] in scrape:
-            server["speculative_algorithm"] = UNREPORTED
-            per_pos = prom.positions(scrape.get(VLLM.per_position))
-            if per_pos:
-                server["num_speculative_tokens"] = len(per_pos)
-    if isinstance(server_info, dict) and "vllm_config" in server_info:
-        _, dev = _get_json(endpoint, "/server_info?config_format=json")
-        config = dev.get("vllm_config") if isinstance(dev, dict) else None
-        if isinstance(config, dict):
-            sched = config.get("scheduler_config") or {}
-            spec = config.get("speculative_config") or {}
-            par = config.get("parallel_config") or {}
-            server["max_running_requests"] = sched.get("max_num_seqs")
-            server["tp_size"] = par.get("tensor_parallel_size")
-            if isinstance(spec, dict) and spec.get("method"):
-                server.update(speculative_method=spec["method"], speculative_algorithm=spec["method"],
-                              num_speculative_tokens=spec.get("num_speculative_tokens"))
-    vllm_spec_steps(server, server["num_speculative_tokens"])
-    for key, why in VLLM_NOT_EXPOSED.items():
-        # speculative_algorithm None with /metrics read: no spec-decode counters, speculation is off
-        if server[key] == UNREPORTED or (server[key] is None and (
-                key != "speculative_algorithm" or scrape is None)):
-            server["not_exposed"][key] = why
-    return server
-
-
 def vllm_spec_steps(server, spec_tokens):
-    """vLLM's MTP drafts one token per step: num_speculative_tokens is the draft steps (the roofline's
-    ``spec_steps``). ``spec_tokens`` (a request's num_spec_tokens) fills what discovery lacked."""
-    if not getattr(engines.find(server.get("kind")), "drafts_one_per_step", False) or not spec_tokens:
+    """An engine that drafts one token per step (vLLM's MTP): num_speculative_tokens is the draft
+    steps (the roofline's ``spec_steps``). ``spec_tokens`` (a request's num_spec_tokens) fills what
+    discovery lacked."""
+    eng = engines.find(server.get("kind"))
+    if not getattr(eng, "drafts_one_per_step", False) or not spec_tokens:
         return
-    if not server.get("num_speculative_tokens"):
-        server["num_speculative_tokens"] = spec_tokens
-    server["speculative_num_steps"] = server["num_speculative_tokens"]
-    if not server.get("speculative_algorithm"):
-        server["speculative_algorithm"] = UNREPORTED
-        server.setdefault("not_exposed", {})["speculative_algorithm"] = \
-            VLLM_NOT_EXPOSED["speculative_algorithm"]
+    common.fill_spec_steps(eng, server, spec_tokens)
 
 
 def discover(endpoint, model=None):
     """Model name from /v1/models (checking ``model`` is served) and what the engine says about
-    itself: SGLang's /server_info, or vLLM's /version, model card and /metrics (_vllm_server).
+    itself: each engine module's ``discover`` in turn (SGLang's /server_info; vLLM's /version,
+    model card and /metrics), the first that recognises the server.
 
     Raises MeasureError with a one-line reason when the server cannot be used at all."""
     try:
@@ -602,31 +513,22 @@ def discover(endpoint, model=None):
     elif model not in served:
         raise MeasureError("model %r is not served at %s; the server offers: %s"
                            % (model, endpoint.url, ", ".join(served)))
-    server = {"kind": "unknown", "version": None, "speculative_algorithm": None}
-    status, info = _get_json(endpoint, "/server_info")
-    if not (status == 200 and isinstance(info, dict) and "version" in info):
-        # not SGLang: vLLM answers GET /version {"version": ...} (and /server_info only in dev mode)
-        vstatus, version = _get_json(endpoint, "/version")
-        if vstatus == 200 and isinstance(version, dict) and version.get("version"):
-            return model, _vllm_server(endpoint, cards[model], version["version"],
-                                       info if status == 200 else None)
-    if status == 200 and isinstance(info, dict) and "version" in info:
-        server["kind"] = "sglang"
-        for key in ("version", "speculative_algorithm", "speculative_num_steps",
-                    "speculative_eagle_topk", "speculative_num_draft_tokens", "tp_size",
-                    "max_running_requests", "context_length", "mem_fraction_static",
-                    "max_total_num_tokens", "max_req_input_len", "max_mamba_cache_size",
-                    "mamba_full_memory_ratio"):
-            server[key] = info.get(key)
-        states = info.get("internal_states") or [{}]
-        state = states[0] if isinstance(states, list) and isinstance(states[0], dict) else {}
-        server["cumulative_accept_len"] = state.get("avg_spec_accept_length")
-        # what the scheduler runs at once, after its memory pools capped the configured figure
-        server["effective_max_running_requests"] = state.get("effective_max_running_requests_per_dp")
-        # the mamba state pool of a hybrid model: the scheduler's own override, seen only here
-        if state.get("max_mamba_cache_size") is not None:
-            server["max_mamba_cache_size"] = state["max_mamba_cache_size"]
-    return model, server
+    answers = {}
+
+    def get_json(path):
+        # (status, JSON) of GET path, (None, None) when the server did not answer; once per path
+        if path not in answers:
+            try:
+                answers[path] = endpoint.get_json(path)
+            except RequestError:
+                answers[path] = (None, None)
+        return answers[path]
+
+    for eng in engines.every():
+        server = eng.discover(cards[model], get_json, lambda: _scrape(endpoint, True))
+        if server is not None:
+            return model, server
+    return model, {"kind": "unknown", "version": None, "speculative_algorithm": None}
 
 
 def probe(options):

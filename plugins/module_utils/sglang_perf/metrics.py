@@ -6,25 +6,18 @@ from __future__ import annotations
 import re
 
 from . import engines
+from .engines import common
 
-# Each engine's names (engines/<engine>.py: counters, gauges, histograms, what an inter-token
-# latency observation covers), gathered for the parser and for readers keyed by a scrape's kind.
-ENGINE_COUNTERS = {e.name: e.counters for e in engines.every()}
-ENGINE_GAUGES = {e.name: e.gauges for e in engines.every()}
-INTER_TOKEN_LATENCY = {e.name: e.inter_token_latency for e in engines.every()}
-ITL_OBSERVES = {e.name: e.itl_observes for e in engines.every()}
-TIME_PER_OUTPUT_TOKEN = {e.name: e.time_per_output_token for e in engines.every() if e.time_per_output_token}
-REQUEST_PROMPT_TOKENS = {e.name: e.request_prompt_tokens for e in engines.every() if e.request_prompt_tokens}
+# Every engine's names (engines/<engine>.py: counters, gauges, histograms), gathered for the parser.
 # Counters kept per value of one label (vLLM's acceptance per draft position).
 BY_LABEL = {e.per_position: e.per_position_label for e in engines.every() if e.per_position}
 # Info gauges (value 1): their labels are the figures (vLLM's CacheConfig as strings).
 INFO = tuple(name for e in engines.every() for name in e.info_gauges)
-COUNTERS = tuple(name for table in ENGINE_COUNTERS.values() for name in table.values())
-GAUGES = tuple(name for e in engines.every() for name in e.other_gauges) + \
-    tuple(name for table in ENGINE_GAUGES.values() for name in table.values())
-HISTOGRAM_TOTALS = tuple(name + part for table in (INTER_TOKEN_LATENCY, TIME_PER_OUTPUT_TOKEN,
-                                                   REQUEST_PROMPT_TOKENS)
-                         for name in table.values() for part in ("_sum", "_count"))
+COUNTERS = tuple(name for e in engines.every() for name in e.counters.values())
+GAUGES = tuple(name for e in engines.every() for name in e.other_gauges + tuple(e.gauges.values()))
+HISTOGRAM_TOTALS = tuple(name + part for e in engines.every()
+                         for name in (e.inter_token_latency, e.time_per_output_token, e.request_prompt_tokens)
+                         if name for part in ("_sum", "_count"))
 
 # Both engines' accept length in the window: generated tokens / verify steps (the prefill's token
 # of each request included), as the per-request figure; vLLM's own is 1 + accepted / drafts.
@@ -90,17 +83,6 @@ def kind_of(scrape):
     return eng.name if eng else None
 
 
-def positions(per_pos):
-    """A BY_LABEL position counter as a list by position (0, 1, ...), or None."""
-    if not isinstance(per_pos, dict) or not per_pos:
-        return None
-    try:
-        keys = sorted(int(k) for k in per_pos)
-    except (TypeError, ValueError):
-        return None
-    return [per_pos.get(str(k), 0.0) for k in range(keys[-1] + 1)] if keys[0] >= 0 else None
-
-
 def window(before, after, client_tokens, client_verify_steps=None):
     """Counter deltas between two scrapes and the accept length they imply.
 
@@ -120,8 +102,8 @@ def window(before, after, client_tokens, client_verify_steps=None):
     accepted = delta.get("accepted_tokens")
     drafts = delta.get("draft_tokens")
     by_position = None
-    pos_before = positions(before.get(eng.per_position)) if eng.per_position else None
-    pos_after = positions(after.get(eng.per_position)) if eng.per_position else None
+    pos_before = common.positions(before.get(eng.per_position)) if eng.per_position else None
+    pos_after = common.positions(after.get(eng.per_position)) if eng.per_position else None
     if verify and pos_after and pos_before and len(pos_before) == len(pos_after):
         # per_pos[i] / drafts: the share of verify steps that accepted at least i + 1 drafts
         by_position = [(a - b) / verify for a, b in zip(pos_after, pos_before)]

@@ -158,7 +158,7 @@ def engine_of(scrape):
     labelled counter has no sample yet) its gauges; None."""
     kind = prom.kind_of(scrape)
     if kind is None:
-        kind = next((k for k, g in prom.ENGINE_GAUGES.items() if g["running"] in (scrape or {})), None)
+        kind = next((e.name for e in engines.every() if e.gauges["running"] in (scrape or {})), None)
     return kind
 
 
@@ -178,7 +178,7 @@ def _histogram(before, after, name):
 def decode_tok_s(observes, itl, tpot, steps, accepted):
     """One stream's decode tok/s in a window as the engine counted it, or None. ``itl``: the
     inter-token latency histogram's (observations, seconds), each observation a token or an
-    engine step of one request (``observes``, metrics.ITL_OBSERVES); a step's tokens are 1 +
+    engine step of one request (``observes``, the engine's itl_observes); a step's tokens are 1 +
     ``accepted`` / ``steps`` (the spec-decode counters' window), 1 without them. A window where
     it counted nothing (no such histogram): ``tpot``, its finished requests' time per output
     token, the same way."""
@@ -206,25 +206,26 @@ def observe_window(before, after, elapsed_s):
                                                 "SGLang with --enable-metrics): no figures, and no probe")
     if before is None or engine_of(before) != kind:
         return dict(obs, state=RESTARTED, note="the server came up or changed engine during the window")
-    counters = prom.ENGINE_COUNTERS[kind]
+    eng = engines.get(kind)
+    counters = eng.counters
     gen = _delta(before, after, counters["generation_tokens"])
     verify = _delta(before, after, counters["verify_calls"])
     requests = _delta(before, after, counters["requests"])
     accepted = _delta(before, after, counters["accepted_tokens"]) if "accepted_tokens" in counters else None
-    itl = _histogram(before, after, prom.INTER_TOKEN_LATENCY[kind])
-    tpot = _histogram(before, after, prom.TIME_PER_OUTPUT_TOKEN.get(kind))
+    itl = _histogram(before, after, eng.inter_token_latency)
+    tpot = _histogram(before, after, eng.time_per_output_token)
     if any(d is not None and d < 0 for d in (gen, verify, requests, accepted) + itl + tpot):
         return dict(obs, state=RESTARTED,
                     note="counters went backwards: the server restarted during the window")
     if not any(d for d in (gen, requests, itl[0])):
         return dict(obs, state=IDLE, source=None)
     obs.update(state=BUSY, source="metrics", requests=requests,
-               running=_most((before, after), prom.ENGINE_GAUGES[kind]["running"]))
+               running=_most((before, after), eng.gauges["running"]))
     if gen and verify:
         obs["accept_len"] = gen / verify
     if gen and elapsed_s > 0:
         obs["generation_tok_s"] = gen / elapsed_s
-    obs["decode_tok_s"] = decode_tok_s(prom.ITL_OBSERVES[kind], itl, tpot, verify, accepted)
+    obs["decode_tok_s"] = decode_tok_s(eng.itl_observes, itl, tpot, verify, accepted)
     return obs
 
 

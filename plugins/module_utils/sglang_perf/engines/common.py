@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from .settings import ProfileError, of, text, typed, version_tuple
 
+# Shown as the method when speculation runs but the engine does not say which.
+UNREPORTED = "unreported"
+
 
 def flag_for(eng, setting, version):
     """The spelling of ``setting`` in ``eng``'s ``version`` (the record's newest entry <= version)."""
@@ -120,3 +123,26 @@ def read_command(eng, words):
         else:
             out[where][setting] = typed(setting, value) if where == "profile" else value
     return out
+
+
+def positions(per_pos):
+    """A BY_LABEL position counter as a list by position (0, 1, ...), or None."""
+    if not isinstance(per_pos, dict) or not per_pos:
+        return None
+    try:
+        keys = sorted(int(k) for k in per_pos)
+    except (TypeError, ValueError):
+        return None
+    return [per_pos.get(str(k), 0.0) for k in range(keys[-1] + 1)] if keys[0] >= 0 else None
+
+
+def fill_spec_steps(eng, server, spec_tokens):
+    """For an engine drafting one token per step: num_speculative_tokens (``spec_tokens`` where
+    discovery lacked it) is the draft steps; a method the server does not name is UNREPORTED."""
+    if not server.get("num_speculative_tokens"):
+        server["num_speculative_tokens"] = spec_tokens
+    server["speculative_num_steps"] = server["num_speculative_tokens"]
+    if not server.get("speculative_algorithm"):
+        server["speculative_algorithm"] = UNREPORTED
+        server.setdefault("not_exposed", {})["speculative_algorithm"] = \
+            eng.not_exposed["speculative_algorithm"]

@@ -135,6 +135,34 @@ capacity_labels = {"context_length": "context_length",
 capacity_figures = ()
 
 
+# What SGLang's /server_info says of the server, read into discovery's record.
+SERVER_INFO_KEYS = ("version", "speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
+                    "speculative_num_draft_tokens", "tp_size", "max_running_requests", "context_length",
+                    "mem_fraction_static", "max_total_num_tokens", "max_req_input_len",
+                    "max_mamba_cache_size", "mamba_full_memory_ratio")
+not_exposed = {}  # /server_info says all discovery reads
+
+
+def discover(card, get_json, scrape):
+    """What the server says of itself when it is SGLang (its /server_info answers with a version),
+    else None. ``get_json(path)`` is (status, JSON); ``scrape()`` the parsed /metrics (unused)."""
+    status, info = get_json("/server_info")
+    if not (status == 200 and isinstance(info, dict) and "version" in info):
+        return None
+    server = {"kind": name}
+    for key in SERVER_INFO_KEYS:
+        server[key] = info.get(key)
+    states = info.get("internal_states") or [{}]
+    state = states[0] if isinstance(states, list) and isinstance(states[0], dict) else {}
+    server["cumulative_accept_len"] = state.get("avg_spec_accept_length")
+    # what the scheduler runs at once, after its memory pools capped the configured figure
+    server["effective_max_running_requests"] = state.get("effective_max_running_requests_per_dp")
+    # the mamba state pool of a hybrid model: the scheduler's own override, seen only here
+    if state.get("max_mamba_cache_size") is not None:
+        server["max_mamba_cache_size"] = state["max_mamba_cache_size"]
+    return server
+
+
 def request_fields(rid):
     """What a request carries besides the OpenAI fields: its id and the spec details."""
     return {"rid": rid, "return_spec_tokens_details": True}

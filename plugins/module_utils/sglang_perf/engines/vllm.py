@@ -130,6 +130,102 @@ capacity_labels = {"context_length": "max_model_len", "max_running_requests": "m
 capacity_figures = ("kv_cache_tokens_from", "kv_cache_max_concurrency")
 
 
+# --- discovery (sglang_perf.engine.discover) ----------------------------------------------------------
+# What vLLM 0.33 does not expose (outside VLLM_SERVER_DEV_MODE, whose /server_info dumps the whole
+# VllmConfig): server[key] stays None and server["not_exposed"][key] says why.
+not_exposed = {
+    "max_running_requests": "vLLM exposes max_num_seqs nowhere but /server_info, which it serves only "
+                            "under VLLM_SERVER_DEV_MODE (not in /v1/models, /version, /metrics)",
+    "speculative_algorithm": "vLLM names its speculative method nowhere but the dev-mode /server_info: "
+                             "/metrics shows only that speculation runs (vllm:spec_decode_* counters) "
+                             "and with how many draft positions",
+    "max_total_num_tokens": "no vllm:cache_config_info in /metrics (unreachable, or vLLM runs with "
+                            "--disable-log-stats, which drops its vllm:* metrics): the KV capacity is "
+                            "unknown",
+}
+
+
+def _figure(labels, key, kind):
+    """A vllm:cache_config_info label as a number or bool (str(None) is 'None'), else None."""
+    value = labels.get(key)
+    if kind is bool:
+        return {"True": True, "False": False}.get(value)
+    try:
+        return kind(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _cache_config(server, info):
+    """vllm:cache_config_info's labels: the KV capacity, its pool and the memory share."""
+    blocks, size = _figure(info, "num_gpu_blocks", int), _figure(info, "block_size", int)
+    tokens = _figure(info, "kv_cache_size_tokens", int)
+    server.update(num_gpu_blocks=blocks, block_size=size,
+                  kv_cache_max_concurrency=_figure(info, "kv_cache_max_concurrency", float),
+                  gpu_memory_utilization=_figure(info, "gpu_memory_utilization", float),
+                  enable_prefix_caching=_figure(info, "enable_prefix_caching", bool),
+                  mamba_cache_mode=info.get("mamba_cache_mode"))
+    # vLLM's own group-aware capacity (CacheConfig.kv_cache_size_tokens: "num_gpu_blocks *
+    # block_size can be wrong for hybrid models"), else blocks x block size
+    if tokens:
+        server.update(max_total_num_tokens=tokens, kv_cache_tokens_from="kv_cache_size_tokens")
+    elif blocks and size:
+        server.update(max_total_num_tokens=blocks * size,
+                      kv_cache_tokens_from="num_gpu_blocks x block_size")
+
+
+def discover(card, get_json, scrape):
+    """What a vLLM 0.33 server exposes, or None when GET /version does not answer as vLLM's: the
+    model card's max_model_len (its context), /metrics (vllm:cache_config_info: the KV capacity;
+    the spec-decode counters: speculation and its draft positions) and, under
+    VLLM_SERVER_DEV_MODE only, /server_info's VllmConfig. ``get_json(path)`` is (status, JSON);
+    ``scrape()`` the parsed /metrics or None."""
+    status, version = get_json("/version")
+    if not (status == 200 and isinstance(version, dict) and version.get("version")):
+        return None
+    server = {"kind": name, "version": version["version"], "speculative_algorithm": None,
+              "speculative_method": None, "num_speculative_tokens": None,
+              "speculative_num_steps": None, "tp_size": None,
+              "context_length": card.get("max_model_len"), "max_total_num_tokens": None,
+              "kv_cache_tokens_from": None, "num_gpu_blocks": None, "block_size": None,
+              "kv_cache_max_concurrency": None, "gpu_memory_utilization": None,
+              "enable_prefix_caching": None, "mamba_cache_mode": None,
+              "max_running_requests": None, "metrics_exposed": False, "not_exposed": {}}
+    metrics = scrape()
+    if counters["generation_tokens"] not in (metrics or {}):
+        metrics = None  # no vllm:* metrics (--disable-log-stats): nothing to learn, not "spec off"
+    if metrics is not None:
+        server["metrics_exposed"] = True
+        if isinstance(metrics.get("vllm:cache_config_info"), dict):
+            _cache_config(server, metrics["vllm:cache_config_info"])
+        if counters["verify_calls"] in metrics:
+            server["speculative_algorithm"] = common.UNREPORTED
+            per_pos = common.positions(metrics.get(per_position))
+            if per_pos:
+                server["num_speculative_tokens"] = len(per_pos)
+    status, info = get_json("/server_info")
+    if status == 200 and isinstance(info, dict) and "vllm_config" in info:
+        _, dev = get_json("/server_info?config_format=json")
+        config = dev.get("vllm_config") if isinstance(dev, dict) else None
+        if isinstance(config, dict):
+            sched = config.get("scheduler_config") or {}
+            spec = config.get("speculative_config") or {}
+            par = config.get("parallel_config") or {}
+            server["max_running_requests"] = sched.get("max_num_seqs")
+            server["tp_size"] = par.get("tensor_parallel_size")
+            if isinstance(spec, dict) and spec.get("method"):
+                server.update(speculative_method=spec["method"], speculative_algorithm=spec["method"],
+                              num_speculative_tokens=spec.get("num_speculative_tokens"))
+    if server["num_speculative_tokens"]:
+        common.fill_spec_steps(_this, server, server["num_speculative_tokens"])
+    for key, why in not_exposed.items():
+        # speculative_algorithm None with /metrics read: no spec-decode counters, speculation is off
+        if server[key] == common.UNREPORTED or (server[key] is None and (
+                key != "speculative_algorithm" or metrics is None)):
+            server["not_exposed"][key] = why
+    return server
+
+
 def request_fields(rid):
     """ChatCompletionRequest / CompletionRequest ``request_id`` (its logs' chatcmpl-<id>); its
     per-request spec figures need no field (--per-request-spec-decode-metrics)."""
