@@ -25,7 +25,7 @@ import argparse
 import sys
 
 from bench import compare, compare_answer, gate
-from sglang_perf import engines, plan
+from sglang_perf import comparison, engines, plan
 from sglang_perf.client import ConfigError, MeasureError
 
 PLAN_ROW_KEYS = ("profile", "engine", "spec_steps", "case", "url", "concurrency", "requests",
@@ -56,12 +56,10 @@ def measured_plan(v):
     return v.get("compare_plan") or v.get("sglang_gate_plan") or {}
 
 
-def measure_only(v, name):
-    """The vars whose plan is the measured plan, with thresholds of {} for every case: the plan
+def measure_only(v):
+    """The measured plan's resolved cases with no thresholds (comparison.measure_only): the plan
     measures, never fails (the gate's verdict is the answer's, on the gate's own thresholds)."""
-    cases = measured_plan(v)
-    return dict(v, sglang_gate_plan=cases, sglang_gate_thresholds={name: {c: {} for c in cases}},
-                sglang_gate_calibrated=None)
+    return comparison.measure_only(measured_plan(v), v.get("sglang_gate_confidence", 0.95))
 
 
 def gate_view(v, name):
@@ -145,7 +143,7 @@ def sweep_plan(targets, v, api_key=None, model=None, quiet=False, progress=None)
         ns = argparse.Namespace(url=url, api_key=api_key, model=model, quiet=quiet)
         error = None
         try:
-            result = gate.run_plan(ns, measure_only(v, name), name)
+            result = gate.run_plan(ns, v, name, cases=measure_only(v))
         except ConfigError as e:
             result, error = None, "invalid %s: %s" % (e.option, e.message)
         except MeasureError as e:
@@ -285,10 +283,10 @@ def cmd_compare_plan(args):
         if args.current is not None and args.current not in dict(targets):
             raise compare.InputError("--current %s is not one of the targets (%s)"
                                      % (args.current, ", ".join(n for n, _ in targets)))
-        first = measure_only(v, targets[0][0])
-        problems = plan.problems(first["sglang_gate_plan"], first["sglang_gate_thresholds"], targets[0][0])
-        if problems:
-            raise compare.InputError("; ".join(problems))
+        try:
+            measure_only(v)
+        except ConfigError as e:
+            raise compare.InputError(e.message)
         model, hardware = compare._sizes(args)
         compare._need_matplotlib()
 

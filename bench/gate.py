@@ -224,13 +224,17 @@ def host_fingerprint(args, v, profile):
                             missing="%s: not found (no GPU figures)" % name if name else None)
 
 
-def run_plan(args, v, profile, **kw):
-    """The plan of vars ``v`` against ``args.url``, progress lines on stderr unless --quiet."""
+def run_plan(args, v, profile, cases=None, **kw):
+    """The plan of vars ``v`` (or its resolved ``cases``, plan.resolve's) against ``args.url``,
+    progress lines on stderr unless --quiet."""
     progress = None if args.quiet else progress_printer(sys.stderr)
+    common = common_options(v, args.url, args.api_key, args.model)
+    extra = dict(promise=promise_of(v, profile), progress=progress,
+                 fingerprint=host_fingerprint(args, v, profile), **kw)
     try:
-        return plan.run(common_options(v, args.url, args.api_key, args.model), v.get("sglang_gate_plan"),
-                        v.get("sglang_gate_thresholds"), profile, promise=promise_of(v, profile),
-                        progress=progress, fingerprint=host_fingerprint(args, v, profile), **kw)
+        if cases is not None:
+            return plan.run_cases(common, cases, profile, **extra)
+        return plan.run(common, v.get("sglang_gate_plan"), v.get("sglang_gate_thresholds"), profile, **extra)
     finally:
         if progress is not None:
             progress.close()

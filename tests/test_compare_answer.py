@@ -379,16 +379,17 @@ def test_compare_report_plan_builds_the_answer_from_a_playbooks_plan_results(tmp
 
 def test_the_comparison_measures_and_judges_at_the_gates_confidence(tmp_path):
     """sglang_gate_confidence from the vars reaches the plan's measurement (bench compare --plan
-    runs gate.run_plan on measure_only's vars) and the thresholds' resolution (gate_view)."""
+    runs gate.run_plan on measure_only's cases) and the thresholds' resolution (gate_view)."""
     from bench import gate
     f = tmp_path / "v.yml"
     f.write_text("sglang_gate_confidence: 0.9\n")
     v, _ = gate.load_vars([f])
-    assert gate.common_options(compare_plan.measure_only(v, "nextn_3step"), "http://h", None, None)[
-        "confidence"] == 0.9
+    assert gate.common_options(v, "http://h", None, None)["confidence"] == 0.9
     # at 90% five requests bound a median: a judged case of five is no problem for the gate
     five = {"coding": dict(GATE_PLAN["coding"], requests=5)}
     v = dict(v, sglang_gate_plan=five, sglang_gate_thresholds={"nextn_3step": {"coding": {"min_tok_s": 45}}})
+    measured = compare_plan.measure_only(v)
+    assert [(c["case"], c["thresholds"]) for c in measured] == [("coding", {})]
     assert compare_plan.gate_view(v, "nextn_3step") == ({"coding": {"min_tok_s": 45}}, None)
     assert "cannot bound a median at 95%" in compare_plan.gate_view(
         dict(v, sglang_gate_confidence=0.95), "nextn_3step")[1]
