@@ -43,6 +43,38 @@ CASES = [
      ["sglang_profiles.mine.speculative_num_draft_tokens must be speculative_num_steps + 1 = 4"]),
     ("unknown algorithm", profile(speculative_algorithm="MTP"),
      ["sglang_profiles.mine.speculative_algorithm must be one of NEXTN"]),
+    ("DFLASH with NEXTN's steps", profile(speculative_algorithm="DFLASH", speculative_num_draft_tokens=16,
+                                          speculative_draft_model_path="/srv/models/Qwen3.6-27B-DFlash"),
+     ["sglang_profiles.mine.speculative_num_steps must be 1 (or unset) with DFLASH, got 3 (SGLang "
+      "overrides it to 1 with a warning)"]),
+    ("DFLASH without a drafter", profile(speculative_algorithm="DFLASH", speculative_num_steps=None,
+                                         speculative_eagle_topk=None, speculative_num_draft_tokens=16),
+     ["speculative_algorithm DFLASH needs sglang_profiles.mine.speculative_draft_model_path"]),
+    ("DFLASH without its block size", profile(speculative_algorithm="DFLASH", speculative_num_steps=None,
+                                              speculative_eagle_topk=None, speculative_num_draft_tokens=None,
+                                              speculative_draft_model_path="/srv/models/d"),
+     ["DFLASH needs sglang_profiles.mine.speculative_num_draft_tokens, the block size"]),
+    ("adaptive speculation with DFLASH", profile(speculative_algorithm="DFLASH", speculative_num_steps=None,
+                                                 speculative_eagle_topk=None, speculative_num_draft_tokens=16,
+                                                 speculative_draft_model_path="/srv/models/d",
+                                                 speculative_adaptive=True),
+     ["sglang_profiles.mine.speculative_adaptive needs speculative_algorithm NEXTN or EAGLE or EAGLE3, "
+      "got DFLASH (SGLang switches adaptive speculation off with a warning)"]),
+    ("adaptive speculation with tree drafts", profile(speculative_eagle_topk=4, speculative_adaptive=True),
+     ["sglang_profiles.mine.speculative_adaptive needs speculative_eagle_topk 1, got 4"]),
+    ("drafter as a relative path", profile(speculative_algorithm="EAGLE3",
+                                           speculative_draft_model_path="models/eagle3"),
+     ["sglang_profiles.mine.speculative_draft_model_path must be an absolute path on the host"]),
+    ("adaptive speculation on vLLM", {"sglang_profiles": {"mine": {
+        "engine": "vllm", "speculative_algorithm": "MTP", "speculative_num_steps": 3, "tp_size": 2,
+        "speculative_adaptive": True}}, "sglang_profile": "mine"},
+     ["sglang_profiles.mine.speculative_adaptive has no counterpart in vLLM: vLLM 0.33 adapts no draft "
+      "length to acceptance"]),
+    ("vLLM DFlash without a drafter", {"sglang_profiles": {"mine": {
+        "engine": "vllm", "speculative_algorithm": "DFLASH", "speculative_num_steps": 15, "tp_size": 2}},
+        "sglang_profile": "mine"},
+     ["speculative_algorithm DFLASH needs sglang_profiles.mine.speculative_draft_model_path (vLLM's "
+      "--speculative-config \"model\""]),
     ("tp larger than the GPUs", profile(tp_size=4),
      ["sglang_profiles.mine.tp_size (4) exceeds the GPUs the host is expected to have "
       "(sglang_hardware.gpu_count = 2)"]),

@@ -38,7 +38,8 @@ SAMPLES = {"speculative_algorithm": {"sglang": "NEXTN", "vllm": "MTP"}, "specula
            "mem_fraction_static": 0.8, "context_length": 4096, "max_running_requests": 8,
            "mamba_full_memory_ratio": 0.5, "mamba_cache_strategy": "extra_buffer",
            "reasoning_parser": "qwen3", "tool_call_parser": "qwen3_coder",
-           "enable_prefix_caching": True, "language_model_only": True}
+           "enable_prefix_caching": True, "language_model_only": True,
+           "speculative_draft_model_path": "/srv/models/Qwen3.6-27B-DFlash", "speculative_adaptive": True}
 SERVER = {"model_path": "/models/m", "served_model_name": "m", "host": "127.0.0.1", "port": 30000,
           "trust_remote_code": True, "enable_metrics": True}
 

@@ -95,7 +95,8 @@ def test_the_host_engine_applies_to_profiles_without_their_own():
 
 @pytest.mark.parametrize("change, message", [
     ({"engine": "tgi"}, "sglang_profiles.p.engine (or sglang_engine) must be one of sglang, vllm, got 'tgi'"),
-    ({"speculative_algorithm": "EAGLE3"}, "speculative_algorithm must be one of MTP, NEXTN for vLLM"),
+    ({"speculative_algorithm": "NGRAM"},
+     "speculative_algorithm must be one of MTP, NEXTN, DFLASH, EAGLE3 for vLLM"),
     ({"speculative_num_steps": None},
      "speculative_algorithm MTP needs sglang_profiles.p.speculative_num_steps"),
     ({"speculative_algorithm": None}, "sets speculative_num_steps without speculative_algorithm"),

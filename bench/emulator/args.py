@@ -44,7 +44,9 @@ MAMBA_RADIX_CACHE_STRATEGIES = ["auto", "no_buffer", "extra_buffer", "extra_buff
 # srt/speculative/spec_info.py SpeculativeAlgorithm members (+ NEXTN alias, DFLASH registered).
 KNOWN_SPEC_ALGORITHMS = {"UNO", "DSPARK", "EAGLE", "EAGLE3", "FROZEN_KV_MTP", "STANDALONE",
                          "NGRAM", "NONE", "NEXTN", "DFLASH"}
-EMULATED_SPEC_ALGORITHMS = {"EAGLE", "EAGLE3"}
+# The target's own MTP head (NEXTN, aliased to EAGLE). A separate drafter (EAGLE3, DFLASH, any
+# --speculative-draft-model-path) is not emulated: it would answer with the MTP head's figures.
+EMULATED_SPEC_ALGORITHMS = {"EAGLE"}
 
 # srt/arg_groups/overrides.py _MAMBA_EXTRA_BUFFER_ARCHS (the hybrid ones we may meet).
 MAMBA_EXTRA_BUFFER_ARCHS = {
@@ -112,6 +114,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--speculative-num-steps", type=int, default=None)
     p.add_argument("--speculative-eagle-topk", type=int, default=None)
     p.add_argument("--speculative-num-draft-tokens", type=int, default=None)
+    p.add_argument("--speculative-draft-model-path", "--speculative-draft-model", type=str,
+                   default=None, dest="speculative_draft_model_path")
+    p.add_argument("--speculative-draft-model-revision", type=str, default=None)
+    p.add_argument("--speculative-adaptive", action="store_true", default=False)
+    p.add_argument("--speculative-adaptive-config", type=str, default=None)
     p.add_argument("--reasoning-parser", type=str, default=None,
                    choices=["auto"] + REASONING_PARSER_NAMES)
     p.add_argument("--tool-call-parser", type=str, default=None,
@@ -209,10 +216,30 @@ def resolve(ns: argparse.Namespace, architecture_fallback: str,
         if algo not in KNOWN_SPEC_ALGORITHMS:
             # SpeculativeAlgorithm.from_string
             raise ValueError(f"Unknown speculative algorithm name: {algo}")
+    # ---- _maybe_disable_adaptive (adaptive_spec_params.py adaptive_unsupported_reason), after
+    # the alias above and before the algorithm's own handler
+    if args["speculative_adaptive"]:
+        reason = None
+        if algo not in ("EAGLE", "EAGLE3"):
+            reason = f"speculative_algorithm={algo} (only EAGLE/EAGLE3 are supported)"
+        elif args["speculative_eagle_topk"] is not None and args["speculative_eagle_topk"] != 1:
+            reason = f"speculative_eagle_topk={args['speculative_eagle_topk']} (only topk=1 is supported)"
+        if reason is not None:
+            logger.warning(f"speculative_adaptive disabled: {reason}. "
+                           "Falling back to static speculative params.")
+            args["speculative_adaptive"] = False
+        else:
+            raise NotImplementedError("sglang emulator: --speculative-adaptive is valid for SGLang "
+                                      "0.5.23 but its run-time draft steps are not emulated")
+    if algo is not None:
         if algo not in EMULATED_SPEC_ALGORITHMS:
             raise NotImplementedError(
                 f"sglang emulator: --speculative-algorithm {algo} is a valid SGLang 0.5.23 "
-                "algorithm but is not emulated (only NEXTN / EAGLE / EAGLE3)")
+                "algorithm but is not emulated (only NEXTN / EAGLE, the target's MTP head)")
+        if args["speculative_draft_model_path"] is not None:
+            raise NotImplementedError(
+                "sglang emulator: --speculative-draft-model-path (a separate drafter) is not "
+                "emulated: only the target's own MTP head")
         # ---- _handle_eagle_family
         if args["max_running_requests"] is None:
             args["max_running_requests"] = 48

@@ -121,7 +121,7 @@ def sglang_profile_errors(profiles, name, gpu_count=None, min_accept_len=None,
 
 
 # A record's check (settings.Setting.check) -> its rule, in the order the preflight reports them.
-CHECK_ORDER = ("int", "tokens", "fraction", "name", "choice", "bool")
+CHECK_ORDER = ("int", "tokens", "fraction", "name", "choice", "bool", "path")
 
 
 def _record_errors(p, var, eng, version):
@@ -155,8 +155,24 @@ def _record_errors(p, var, eng, version):
                                      "; did you mean %s?" % near[0] if near else ""))
             elif check == "bool" and key in eng.flags and not isinstance(value, bool):
                 errors.append("%s.%s must be true or false, got %r" % (var, key, value))
+            elif check == "path" and (not isinstance(value, str) or not value.startswith("/")
+                                      or any(c.isspace() for c in value)):
+                errors.append("%s.%s must be an absolute path on the host without white space (the "
+                              "unit loads it from disk), got %r" % (var, key, value))
+            if key in eng.flags and _too_old(eng, key, version):
+                errors.append("%s.%s needs %s >= %s (%s is %s)"
+                              % (var, key, eng.label, eng.flags[key][0][0], eng.version_var, version))
             valid[key] = value
     return dict(valid, errors=errors)
+
+
+def _too_old(eng, setting, version):
+    """Whether ``version`` (a release; None or unreadable: not judged here) predates ``setting``'s
+    first flag in ``eng``."""
+    try:
+        return version is not None and common.flag_for(eng, setting, version) is None
+    except ProfileError:
+        return False
 
 
 LOOPBACK_NAMES = ("localhost",)

@@ -16,9 +16,10 @@ class Setting(object):
     """``type``: int, float, bool or str (what takeover reads a flag's value as). ``check``: the
     preflight's rule - "int" (an integer >= ``minimum``), "tokens" (a positive integer), "fraction"
     (strictly between 0 and 1), "name" and "choice" (one of the engine's choices for the release),
-    "bool", or None (the engine's own speculative checks). ``flags``: engine -> [(first release
-    with this spelling, flag)], oldest first. ``absent``: engine -> why it has no counterpart.
-    ``drift``: "number" (within 1e-9) or "upper" (case-insensitive name)."""
+    "bool", "path" (an absolute path on the host), or None (the engine's own speculative
+    checks). ``flags``: engine -> [(first release with this spelling, flag)], oldest first.
+    ``absent``: engine -> why it has no counterpart. ``drift``: "number" (within 1e-9) or
+    "upper" (case-insensitive name)."""
 
     def __init__(self, name, type, check, flags, absent=None, minimum=None, drift="number"):
         self.name, self.type, self.check, self.minimum = name, type, check, minimum
@@ -48,6 +49,16 @@ SETTINGS = (
             flags={"sglang": [("0.5.10", "--speculative-num-draft-tokens")]},
             absent={"vllm": "vLLM drafts speculative_num_steps tokens per step "
                             "(num_speculative_tokens); remove it"}),
+    # The drafter a DFLASH or EAGLE3 profile loads (an absolute directory on the host); vLLM takes
+    # it as --speculative-config's "model". SGLang 0.5.13's server_args.py has both flags below.
+    Setting("speculative_draft_model_path", "str", "path",
+            flags={"sglang": [("0.5.13", "--speculative-draft-model-path")],
+                   "vllm": [("0.33.0", "--speculative-config")]}),
+    # SGLang's adaptive speculation: draft steps follow a smoothed acceptance at run time.
+    Setting("speculative_adaptive", "bool", "bool",
+            flags={"sglang": [("0.5.13", "--speculative-adaptive")]},
+            absent={"vllm": "vLLM 0.33 adapts no draft length to acceptance (its "
+                            "num_speculative_tokens_per_batch_size follows the batch size); remove it"}),
     Setting("tp_size", "int", "int", minimum=1,
             flags={"sglang": [("0.5.10", "--tp-size")],
                    "vllm": [("0.33.0", "--tensor-parallel-size")]}),

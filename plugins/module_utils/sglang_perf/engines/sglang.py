@@ -195,19 +195,37 @@ def same_algorithm(want, have):
     return want.upper() == have.upper()
 
 
+# Algorithms that load a drafter of their own (--speculative-draft-model-path): SGLang refuses
+# DFLASH without one (_handle_dflash); EAGLE3 has no head in the target to fall back on.
+NEEDS_DRAFTER = ("DFLASH", "EAGLE3")
+# Where adaptive speculation runs (adaptive_spec_params.py adaptive_unsupported_reason: EAGLE and
+# EAGLE3 after NEXTN's alias to EAGLE, topk 1); elsewhere SGLang switches it off with a warning.
+ADAPTIVE_ALGORITHMS = ("NEXTN", "EAGLE", "EAGLE3")
+
+
 def spec_errors(p, var, algo, steps, topk, draft, strategy):
-    """The speculative settings' problems and the accept length's ceiling (draft tokens)."""
+    """The speculative settings' problems and the accept length's ceiling (draft tokens): what
+    SGLang would refuse at start-up, and what it would silently override (named here instead)."""
     errors = []
     spec_keys = [k for k in ("speculative_num_steps", "speculative_eagle_topk",
-                             "speculative_num_draft_tokens") if p.get(k) is not None]
+                             "speculative_num_draft_tokens", "speculative_draft_model_path",
+                             "speculative_adaptive") if p.get(k) is not None]
     if algo is None:
         if spec_keys:
             errors.append("%s sets %s without speculative_algorithm: SGLang ignores them; set "
                           "speculative_algorithm: NEXTN or remove them" % (var, ", ".join(spec_keys)))
-    elif algo not in SPEC_ALGORITHMS:
+        return errors, draft
+    if algo not in SPEC_ALGORITHMS:
         errors.append("%s.speculative_algorithm must be one of %s, got %r (SGLang fails at start-up "
                       "with 'Unknown speculative algorithm name')"
                       % (var, ", ".join(SPEC_ALGORITHMS), algo))
+        return errors, draft
+    if algo in NEEDS_DRAFTER and not p.get("speculative_draft_model_path"):
+        errors.append("%s: speculative_algorithm %s needs %s.speculative_draft_model_path (the "
+                      "drafter's weights; SGLang refuses %s without --speculative-draft-model-path)"
+                      % (var, algo, var, algo))
+    if algo == "DFLASH":
+        errors += _dflash_errors(p, var, steps, topk, draft)
     else:
         missing = [k for k in ("speculative_num_steps", "speculative_eagle_topk",
                                "speculative_num_draft_tokens") if p.get(k) is None]
@@ -220,12 +238,35 @@ def spec_errors(p, var, algo, steps, topk, draft, strategy):
             errors.append("%s.speculative_num_draft_tokens must be speculative_num_steps + 1 = %d "
                           "when speculative_eagle_topk is 1, got %d (SGLang silently overrides it)"
                           % (var, steps + 1, draft))
-        if draft and strategy in ("extra_buffer", "extra_buffer_lazy") and \
-                draft > MAMBA_TRACK_INTERVAL:
-            errors.append("%s.speculative_num_draft_tokens (%d) must not exceed the mamba track "
-                          "interval (%d) with mamba_cache_strategy %s"
-                          % (var, draft, MAMBA_TRACK_INTERVAL, strategy))
+    if p.get("speculative_adaptive") is True:
+        if algo not in ADAPTIVE_ALGORITHMS:
+            errors.append("%s.speculative_adaptive needs speculative_algorithm %s, got %s (SGLang "
+                          "switches adaptive speculation off with a warning)"
+                          % (var, " or ".join(ADAPTIVE_ALGORITHMS), algo))
+        elif topk is not None and topk != 1:
+            errors.append("%s.speculative_adaptive needs speculative_eagle_topk 1, got %d (SGLang "
+                          "switches adaptive speculation off with a warning)" % (var, topk))
+    if draft and strategy in ("extra_buffer", "extra_buffer_lazy") and draft > MAMBA_TRACK_INTERVAL:
+        errors.append("%s.speculative_num_draft_tokens (%d) must not exceed the mamba track "
+                      "interval (%d) with mamba_cache_strategy %s"
+                      % (var, draft, MAMBA_TRACK_INTERVAL, strategy))
     return errors, draft
+
+
+def _dflash_errors(p, var, steps, topk, draft):
+    """DFLASH (speculative_hook.py _handle_dflash): one step of one block, the block size being
+    the draft tokens. Steps or topk other than 1 are overridden with a warning; a block size left
+    to the drafter's config is stated here so that the gate's ceiling and the unit agree."""
+    errors = []
+    for key, value in (("speculative_num_steps", steps), ("speculative_eagle_topk", topk)):
+        if value is not None and value != 1:
+            errors.append("%s.%s must be 1 (or unset) with DFLASH, got %d (SGLang overrides it to 1 "
+                          "with a warning)" % (var, key, value))
+    if p.get("speculative_num_draft_tokens") is None:
+        errors.append("%s: speculative_algorithm DFLASH needs %s.speculative_num_draft_tokens, the "
+                      "block size (the drafter's config.json block_size; unset, SGLang reads it "
+                      "from there or falls back to 16)" % (var, var))
+    return errors
 
 
 def render(profile, version, server):
@@ -234,9 +275,10 @@ def render(profile, version, server):
     argv = []
     for setting in flags:
         value = profile.get(setting)
-        if value is None:
+        if value is None or value is False:
             continue
-        argv += [common.flag_for(_this, setting, version), text(normalised(setting, value))]
+        flag = common.flag_for(_this, setting, version)
+        argv += [flag] if value is True else [flag, text(normalised(setting, value))]
     return argv + common.server_argv(_this, server)
 
 

@@ -38,11 +38,17 @@ cuda_runtime = {"0.33.0": "13.0"}
 flags = _flags(name)
 # The argv order of the profile's flags (the speculative pair is one --speculative-config).
 RENDER_ORDER = ("tp_size", "mem_fraction_static", "context_length", "max_running_requests",
-                "speculative_algorithm", "speculative_num_steps", "enable_prefix_caching",
+                "speculative_algorithm", "speculative_num_steps", "speculative_draft_model_path",
+                "enable_prefix_caching",
                 "reasoning_parser", "tool_call_parser", "language_model_only")
 # The profile's algorithm name -> vLLM's method. NEXTN is SGLang's name for the model's own MTP
-# head, which vLLM calls mtp (the older qwen3_next_mtp / qwen3_5_mtp are aliases it rewrites).
-SPEC_METHODS = {"MTP": "mtp", "NEXTN": "mtp"}
+# head, which vLLM calls mtp (the older qwen3_next_mtp / qwen3_5_mtp are aliases it rewrites);
+# dflash and eagle3 load a drafter ("model"). config/speculative.py SpeculativeMethod.
+SPEC_METHODS = {"MTP": "mtp", "NEXTN": "mtp", "DFLASH": "dflash", "EAGLE3": "eagle3"}
+NEEDS_DRAFTER = ("dflash", "eagle3")
+# --speculative-config keys a profile's settings fill: method, its draft tokens, the drafter.
+SPEC_CONFIG = {"method": "speculative_algorithm", "num_speculative_tokens": "speculative_num_steps",
+               "model": "speculative_draft_model_path"}
 MTP_ALIASES = ("mtp", "qwen3_next_mtp", "qwen3_5_mtp")
 server_flags = {
     "served_model_name": "--served-model-name",
@@ -269,11 +275,18 @@ def spec_errors(p, var, algo, steps, topk, draft, strategy):
         errors.append("%s sets speculative_num_steps without speculative_algorithm: set "
                       "speculative_algorithm: MTP or remove it" % var)
     elif algo is not None and algo not in SPEC_METHODS:
-        errors.append("%s.speculative_algorithm must be one of %s for vLLM (its mtp method), got "
+        errors.append("%s.speculative_algorithm must be one of %s for vLLM (mtp, dflash, eagle3), got "
                       "%r" % (var, ", ".join(SPEC_METHODS), algo))
     elif algo is not None and p.get("speculative_num_steps") is None:
         errors.append("%s: speculative_algorithm %s needs %s.speculative_num_steps (vLLM's "
                       "num_speculative_tokens)" % (var, algo, var))
+    if algo in SPEC_METHODS and SPEC_METHODS[algo] in NEEDS_DRAFTER and \
+            not p.get("speculative_draft_model_path"):
+        errors.append("%s: speculative_algorithm %s needs %s.speculative_draft_model_path (vLLM's "
+                      "--speculative-config \"model\": the drafter's weights)" % (var, algo, var))
+    elif algo is None and p.get("speculative_draft_model_path"):
+        errors.append("%s sets speculative_draft_model_path without speculative_algorithm: set "
+                      "speculative_algorithm: DFLASH or EAGLE3, or remove it" % var)
     return errors, draft
 
 
@@ -292,16 +305,17 @@ def render(profile, version, server):
     algo = normalised("speculative_algorithm", profile.get("speculative_algorithm"))
     for setting in RENDER_ORDER:
         value = profile.get(setting)
-        if setting == "speculative_num_steps" or value is None:
+        if setting in ("speculative_num_steps", "speculative_draft_model_path") or value is None:
             continue
         flag = common.flag_for(_this, setting, version)
         if setting == "speculative_algorithm":
             if algo not in SPEC_METHODS or not is_int(profile.get("speculative_num_steps")):
-                raise ProfileError("sglang_argv: vLLM needs speculative_algorithm MTP and an "
+                raise ProfileError("sglang_argv: vLLM needs speculative_algorithm %s and an "
                                    "integer speculative_num_steps, got %r / %r"
-                                   % (value, profile.get("speculative_num_steps")))
-            argv += [flag, json.dumps({"method": SPEC_METHODS[algo],
-                                       "num_speculative_tokens": profile["speculative_num_steps"]})]
+                                   % (" or ".join(SPEC_METHODS), value, profile.get("speculative_num_steps")))
+            spec = {key: profile.get(setting) for key, setting in SPEC_CONFIG.items()
+                    if profile.get(setting) is not None}
+            argv += [flag, json.dumps(dict(spec, method=SPEC_METHODS[algo]))]
         elif BY_NAME[setting].type == "bool":
             argv.append(flag if value else "--no-" + flag[2:])
         elif setting == "tool_call_parser":
@@ -326,8 +340,8 @@ def read_positional(words, out):
 
 
 def read_special(flag, value, unknown):
-    """--speculative-config's JSON -> {speculative_algorithm, speculative_num_steps}; what it
-    holds beyond method and num_speculative_tokens goes to ``unknown``."""
+    """--speculative-config's JSON -> {speculative_algorithm, speculative_num_steps,
+    speculative_draft_model_path}; what it holds beyond SPEC_CONFIG's keys goes to ``unknown``."""
     if flag != "--speculative-config":
         return None
     try:
@@ -339,9 +353,10 @@ def read_special(flag, value, unknown):
         unknown.append("--speculative-config %s" % value)
         return {}
     method = str(spec.get("method") or "")
-    out = {"speculative_algorithm": "MTP" if method in MTP_ALIASES else method or None,
-           "speculative_num_steps": typed("speculative_num_steps", spec.get("num_speculative_tokens"))}
-    rest = {k: v for k, v in spec.items() if k not in ("method", "num_speculative_tokens")}
+    out = {"speculative_algorithm": "MTP" if method in MTP_ALIASES else method.upper() or None,
+           "speculative_num_steps": typed("speculative_num_steps", spec.get("num_speculative_tokens")),
+           "speculative_draft_model_path": spec.get("model")}
+    rest = {k: v for k, v in spec.items() if k not in SPEC_CONFIG}
     if rest:
         unknown.append("--speculative-config %s" % json.dumps(rest, sort_keys=True))
     return {k: v for k, v in out.items() if v is not None}
