@@ -197,7 +197,7 @@ def same_algorithm(want, have):
 
 # Algorithms that load a drafter of their own (--speculative-draft-model-path): SGLang refuses
 # DFLASH without one (_handle_dflash); EAGLE3 has no head in the target to fall back on.
-NEEDS_DRAFTER = ("DFLASH", "EAGLE3")
+DRAFTER_ALGORITHMS = ("DFLASH", "EAGLE3")
 # Where adaptive speculation runs (adaptive_spec_params.py adaptive_unsupported_reason: EAGLE and
 # EAGLE3 after NEXTN's alias to EAGLE, topk 1); elsewhere SGLang switches it off with a warning.
 ADAPTIVE_ALGORITHMS = ("NEXTN", "EAGLE", "EAGLE3")
@@ -220,7 +220,7 @@ def spec_errors(p, var, algo, steps, topk, draft, strategy):
                       "with 'Unknown speculative algorithm name')"
                       % (var, ", ".join(SPEC_ALGORITHMS), algo))
         return errors, draft
-    if algo in NEEDS_DRAFTER and not p.get("speculative_draft_model_path"):
+    if algo in DRAFTER_ALGORITHMS and not p.get("speculative_draft_model_path"):
         errors.append("%s: speculative_algorithm %s needs %s.speculative_draft_model_path (the "
                       "drafter's weights; SGLang refuses %s without --speculative-draft-model-path)"
                       % (var, algo, var, algo))

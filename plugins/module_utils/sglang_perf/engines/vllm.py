@@ -45,7 +45,7 @@ RENDER_ORDER = ("tp_size", "mem_fraction_static", "context_length", "max_running
 # head, which vLLM calls mtp (the older qwen3_next_mtp / qwen3_5_mtp are aliases it rewrites);
 # dflash and eagle3 load a drafter ("model"). config/speculative.py SpeculativeMethod.
 SPEC_METHODS = {"MTP": "mtp", "NEXTN": "mtp", "DFLASH": "dflash", "EAGLE3": "eagle3"}
-NEEDS_DRAFTER = ("dflash", "eagle3")
+DRAFTER_METHODS = ("dflash", "eagle3")
 # --speculative-config keys a profile's settings fill: method, its draft tokens, the drafter.
 SPEC_CONFIG = {"method": "speculative_algorithm", "num_speculative_tokens": "speculative_num_steps",
                "model": "speculative_draft_model_path"}
@@ -280,7 +280,7 @@ def spec_errors(p, var, algo, steps, topk, draft, strategy):
     elif algo is not None and p.get("speculative_num_steps") is None:
         errors.append("%s: speculative_algorithm %s needs %s.speculative_num_steps (vLLM's "
                       "num_speculative_tokens)" % (var, algo, var))
-    if algo in SPEC_METHODS and SPEC_METHODS[algo] in NEEDS_DRAFTER and \
+    if algo in SPEC_METHODS and SPEC_METHODS[algo] in DRAFTER_METHODS and \
             not p.get("speculative_draft_model_path"):
         errors.append("%s: speculative_algorithm %s needs %s.speculative_draft_model_path (vLLM's "
                       "--speculative-config \"model\": the drafter's weights)" % (var, algo, var))
