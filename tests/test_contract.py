@@ -354,3 +354,36 @@ def test_the_flag_tables_oldest_rows_match_the_013_source(contract):
     assert "--mamba-radix-cache-strategy" not in source
     for setting in SGLANG.flags:
         assert '"%s"' % flt.flag_for(setting, "0.5.13") in source, setting
+
+
+# Drafter and adaptive profiles (tests/test_drafters.py holds their preflight): the argv the
+# records render for them is what each release's parser takes, landing in the fields named.
+DRAFTER_PROFILES = {
+    "dflash": {"speculative_algorithm": "DFLASH", "speculative_num_draft_tokens": 16,
+               "speculative_draft_model_path": "/srv/models/Qwen3.6-27B-DFlash"},
+    "eagle3": {"speculative_algorithm": "EAGLE3", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+               "speculative_num_draft_tokens": 4, "speculative_draft_model_path": "/srv/models/eagle3"},
+    "nextn_adaptive": {"speculative_algorithm": "NEXTN", "speculative_num_steps": 3,
+                       "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4,
+                       "speculative_adaptive": True},
+}
+
+
+@pytest.mark.parametrize("old", [False, True], ids=["SGLANG_VERSION", "SGLANG_OLD_VERSION"])
+def test_drafter_and_adaptive_units_are_what_sglangs_parser_takes(contract, old):
+    version = OLD_VERSION if old else VERSION
+    names = sorted(DRAFTER_PROFILES)
+    for n in names:
+        assert flt.sglang_profile_errors(DRAFTER_PROFILES, n, version=version) == [], n
+    argvs = [MODEL_ARGS + flt.sglang_argv(DRAFTER_PROFILES[n], version) for n in names]
+    # the older release through its parser alone, as its other profiles (its start-up checks
+    # resolve NEXTN before from_string, which the stand-in above calls directly)
+    results = sglang_parse(contract, argvs, old=old, startup=not old)
+    rejected = ["%s: %s" % (n, r["error"]) for n, r in zip(names, results) if not r["ok"]]
+    assert not rejected, "SGLang %s rejects:\n" % version + "\n".join(rejected)
+    for n, r in zip(names, results):
+        p = DRAFTER_PROFILES[n]
+        for key in ("speculative_algorithm", "speculative_num_steps", "speculative_num_draft_tokens",
+                    "speculative_draft_model_path"):
+            assert r["fields"][key] == p.get(key), (n, key)
+        assert r["fields"]["speculative_adaptive"] is bool(p.get("speculative_adaptive")), n

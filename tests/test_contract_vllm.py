@@ -259,3 +259,25 @@ def test_what_the_filter_refuses_vllm_refuses_too(vllm):
         assert not r["ok"], "vLLM accepts %s: %s" % (name, r)
     # and the filter never renders per-request metrics without speculation
     assert "--per-request-spec-decode-metrics" not in NO_SPEC
+
+
+# The drafter methods (tests/test_drafters.py holds their preflight): what the records render is
+# what vLLM's parser and serve checks take, the drafter inside --speculative-config. Its
+# engine_config stage would load the drafter's config.json, which no stand-in here provides.
+DRAFTERS = {"dflash": ("DFLASH", 15), "eagle3": ("EAGLE3", 3)}
+
+
+def test_drafter_units_are_what_vllms_parser_takes(vllm_python):
+    argvs = {}
+    for method, (algo, tokens) in DRAFTERS.items():
+        p = {"engine": "vllm", "tp_size": 2, "speculative_algorithm": algo, "speculative_num_steps": tokens,
+             "speculative_draft_model_path": "/srv/models/%s-drafter" % method}
+        assert flt.sglang_profile_errors({method: p}, method, version=VERSION) == [], method
+        argvs[method] = flt.sglang_argv(p, VERSION, dict(SERVER))
+    results = dict(zip(argvs, vllm_run(vllm_python, {"argvs": list(argvs.values())})["results"]))
+    for method, (algo, tokens) in DRAFTERS.items():
+        r = results[method]
+        assert r["ok"], (method, r)
+        assert r["fields"]["args"]["speculative_config"] == {
+            "method": method, "num_speculative_tokens": tokens,
+            "model": "/srv/models/%s-drafter" % method}, r["fields"]["args"]

@@ -90,7 +90,8 @@ def parse(argv, startup=False):
     fields = {}
     for key in (all_fields(args) if os.environ.get("SGLANG_PARSE_ALL_FIELDS") else
                 ("speculative_algorithm", "speculative_num_steps", "speculative_num_draft_tokens",
-                 "speculative_eagle_topk", "tp_size", "api_key", "port", "context_length",
+                 "speculative_eagle_topk", "speculative_draft_model_path", "speculative_adaptive",
+                 "tp_size", "api_key", "port", "context_length",
                  "nnodes", "node_rank", "dist_init_addr")):
         value = getattr(args, key, None)
         fields[key] = value if value is None or isinstance(value, (int, float, str, bool)) else str(value)
