@@ -360,9 +360,11 @@ def test_the_flag_tables_oldest_rows_match_the_013_source(contract):
 # records render for them is what each release's parser takes, landing in the fields named.
 DRAFTER_PROFILES = {
     "dflash": {"speculative_algorithm": "DFLASH", "speculative_num_draft_tokens": 16,
-               "speculative_draft_model_path": "/srv/models/Qwen3.6-27B-DFlash"},
+               "speculative_draft_model_path": "/srv/models/Qwen3.6-27B-DFlash",
+               "draft_model_size": {"params_b": 1.7, "kv_bytes_per_token": 10240}},
     "eagle3": {"speculative_algorithm": "EAGLE3", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
-               "speculative_num_draft_tokens": 4, "speculative_draft_model_path": "/srv/models/eagle3"},
+               "speculative_num_draft_tokens": 4, "speculative_draft_model_path": "/srv/models/eagle3",
+               "draft_model_size": {"params_b": 1.7, "kv_bytes_per_token": 10240}},
     "nextn_adaptive": {"speculative_algorithm": "NEXTN", "speculative_num_steps": 3,
                        "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4,
                        "speculative_adaptive": True},

@@ -271,11 +271,12 @@ def test_drafter_units_are_what_vllms_parser_takes(vllm_python):
     argvs = {}
     for method, (algo, tokens) in DRAFTERS.items():
         p = {"engine": "vllm", "tp_size": 2, "speculative_algorithm": algo, "speculative_num_steps": tokens,
-             "speculative_draft_model_path": "/srv/models/%s-drafter" % method}
+             "speculative_draft_model_path": "/srv/models/%s-drafter" % method,
+             "draft_model_size": {"params_b": 1.7, "kv_bytes_per_token": 10240}}
         assert flt.sglang_profile_errors({method: p}, method, version=VERSION) == [], method
         argvs[method] = flt.sglang_argv(p, VERSION, dict(SERVER))
     results = dict(zip(argvs, vllm_run(vllm_python, {"argvs": list(argvs.values())})["results"]))
-    for method, (algo, tokens) in DRAFTERS.items():
+    for method, (_algo, tokens) in DRAFTERS.items():
         r = results[method]
         assert r["ok"], (method, r)
         assert r["fields"]["args"]["speculative_config"] == {

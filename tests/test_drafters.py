@@ -10,12 +10,15 @@ import pytest
 from sglang_perf import profile as flt
 
 DRAFTER = "/srv/models/Qwen3.6-27B-DFlash"
+# a stand-in drafter's size (the memory preflight's figures; not the published drafter's)
+SIZE = {"params_b": 1.7, "kv_bytes_per_token": 10240}
 SERVER = {"model_path": "/srv/models/Qwen3.6-27B", "served_model_name": "Qwen3.6-27B", "port": 30000}
 BASE = {"tp_size": 2, "mem_fraction_static": 0.88, "context_length": 131072, "max_running_requests": 16}
 DFLASH = dict(BASE, speculative_algorithm="DFLASH", speculative_num_draft_tokens=16,
-              speculative_draft_model_path=DRAFTER)
+              speculative_draft_model_path=DRAFTER, draft_model_size=SIZE)
 EAGLE3 = dict(BASE, speculative_algorithm="EAGLE3", speculative_num_steps=3, speculative_eagle_topk=1,
-              speculative_num_draft_tokens=4, speculative_draft_model_path="/srv/models/eagle3")
+              speculative_num_draft_tokens=4, speculative_draft_model_path="/srv/models/eagle3",
+              draft_model_size=SIZE)
 ADAPTIVE = dict(BASE, speculative_algorithm="NEXTN", speculative_num_steps=3, speculative_eagle_topk=1,
                 speculative_num_draft_tokens=4, speculative_adaptive=True)
 
@@ -102,7 +105,7 @@ def test_the_drafter_must_be_an_absolute_path(path):
 @pytest.mark.parametrize("algo, method, tokens", [("DFLASH", "dflash", 15), ("EAGLE3", "eagle3", 3)])
 def test_vllm_takes_the_drafter_in_its_speculative_config_and_takeover_reads_it_back(algo, method, tokens):
     p = dict(BASE, engine="vllm", speculative_algorithm=algo, speculative_num_steps=tokens,
-             speculative_draft_model_path=DRAFTER)
+             speculative_draft_model_path=DRAFTER, draft_model_size=SIZE)
     assert errors(p, version="0.33.0") == []
     argv = flt.sglang_argv(p, "0.33.0", dict(SERVER))
     assert json.loads(argv[argv.index("--speculative-config") + 1]) == {
@@ -113,7 +116,7 @@ def test_vllm_takes_the_drafter_in_its_speculative_config_and_takeover_reads_it_
 
 
 def test_vllm_refuses_a_drafter_without_an_algorithm():
-    p = dict(BASE, engine="vllm", speculative_draft_model_path=DRAFTER)
+    p = dict(BASE, engine="vllm", speculative_draft_model_path=DRAFTER, draft_model_size=SIZE)
     assert errors(p) == ["sglang_profiles.p sets speculative_draft_model_path without speculative_algorithm: "
                          "set speculative_algorithm: DFLASH or EAGLE3, or remove it"]
 
@@ -145,3 +148,49 @@ def test_the_emulator_switches_adaptive_off_where_sglang_does(caplog):
                  "--speculative-adaptive"])
     assert "speculative_adaptive disabled: speculative_algorithm=DFLASH (only EAGLE/EAGLE3 are supported)" \
         in caplog.text
+
+
+# --- the memory preflight counts the drafter --------------------------------------------------
+
+
+def test_a_drafter_without_its_size_is_refused_and_a_size_without_a_drafter_too():
+    assert errors({k: v for k, v in DFLASH.items() if k != "draft_model_size"}) == [
+        "sglang_profiles.p: speculative_draft_model_path needs sglang_profiles.p.draft_model_size "
+        "{params_b, kv_bytes_per_token}: the drafter's weights and its cache per token, which the memory "
+        "preflight counts"]
+    assert errors(dict(ADAPTIVE, draft_model_size=SIZE)) == [
+        "sglang_profiles.p.draft_model_size is set without speculative_draft_model_path: remove it"]
+
+
+@pytest.mark.parametrize("size, words", [
+    ({"params_b": 0, "kv_bytes_per_token": 1}, "draft_model_size.params_b must be the drafter's parameters"),
+    ({"params_b": 1.7, "kv_bytes_per_token": -1}, "draft_model_size.kv_bytes_per_token must be the bytes"),
+    ({"params_b": "2B", "kv_bytes_per_token": 0}, "params_b must be the drafter's parameters in billions"),
+    ({"params": 1.7}, "draft_model_size must be a mapping of params_b and kv_bytes_per_token"),
+    ([1.7], "draft_model_size must be a mapping"),
+])
+def test_bad_drafter_sizes_are_named(size, words):
+    assert any(words in e for e in errors(dict(DFLASH, draft_model_size=size))), errors(
+        dict(DFLASH, draft_model_size=size))
+
+
+def test_the_drafters_weights_replace_the_mtp_modules_and_its_cache_shares_each_token():
+    from conftest import role_defaults
+    from sglang_perf import capacity
+    model = role_defaults()["sglang_model_size"]
+    hardware = {"gpu_count": 2, "gpu_memory_gib": 48}
+    p = dict(DFLASH, mamba_full_memory_ratio=0.5)
+    assert errors(p) == []
+    with_drafter = capacity.profile_memory_budget(p, model, hardware)
+    gib = 1024 ** 3
+    assert with_drafter["mtp_gib"] == pytest.approx(1.7e9 * 2 / 2 / gib)
+    assert "drafter weights %.2f GiB = 1.7 B params x 2 bytes / tp 2" % with_drafter["mtp_gib"] in \
+        with_drafter["lines"]
+    # the KV share over target + drafter bytes per token: (65536 + 10240) / 2 per GPU
+    assert with_drafter["kv_tokens"] == int(with_drafter["kv_share_gib"] * gib // ((65536 + 10240) / 2))
+    # the same drafter with no cache of its own holds more tokens; a larger one fewer
+    lean = capacity.profile_memory_budget(dict(p, draft_model_size=dict(SIZE, kv_bytes_per_token=0)),
+                                          model, hardware)
+    assert lean["kv_tokens"] > with_drafter["kv_tokens"]
+    huge = capacity.profile_memory_budget(dict(p, draft_model_size=dict(SIZE, params_b=20)), model, hardware)
+    assert not huge["fits"] and "incl. 18.63 GiB drafter" in huge["problems"][0]

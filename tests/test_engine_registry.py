@@ -108,7 +108,8 @@ def test_the_vllm_render_order_holds_exactly_its_records():
 
 @pytest.mark.parametrize("name", ["sglang", "vllm"])
 def test_each_engine_renders_every_record_it_has_and_the_preflight_passes_it(name):
-    p = dict(full_profile(name), engine=name)
+    # the drafter's size: a profile key the memory preflight reads, no engine setting
+    p = dict(full_profile(name), engine=name, draft_model_size={"params_b": 1.7, "kv_bytes_per_token": 0})
     assert profile.sglang_profile_errors({"p": p}, "p", version=EMULATED[name]) == []
     argv = profile.sglang_argv(p, EMULATED[name], SERVER)
     for s in settings.of(name):

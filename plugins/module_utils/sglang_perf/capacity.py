@@ -122,9 +122,12 @@ def roofline_line(r):
 
 def memory_budget(model, hardware, tp_size=None, mem_fraction_static=None, context_length=None,
                   max_running_requests=None, mamba_full_memory_ratio=None, spec_draft_tokens=0,
-                  kv_full_context_requests=1, default_mem_fraction=0.88):
+                  kv_full_context_requests=1, default_mem_fraction=0.88, drafter=None):
     """Per-GPU estimate of what the profile asks SGLang to hold; ``fits`` and ``problems`` say
-    whether it can start. All sizes GiB per GPU."""
+    whether it can start. All sizes GiB per GPU. ``drafter``: a separate drafter's size
+    ({params_b, kv_bytes_per_token}), whose weights stand in for the MTP module's and whose cache
+    takes a slot per target token beside the target's (SGLang's draft pool shares the target's
+    slot index space: --speculative-draft-kv-cache-dtype's help)."""
     m = _figures(model, MODEL_KEYS, "model", ("params_b", "dtype_bytes", "kv_bytes_per_token"))
     h = _figures(hardware, HARDWARE_KEYS, "hardware", ("gpu_count", "gpu_memory_gib"))
     tp = int(tp_size or h["gpu_count"])
@@ -139,15 +142,17 @@ def memory_budget(model, hardware, tp_size=None, mem_fraction_static=None, conte
 
     budget = h["gpu_memory_gib"] * fraction
     weights = m["params_b"] * 1e9 * m["dtype_bytes"] / tp / GIB
-    mtp = m.get("mtp_params_b", 0.0) * 1e9 * m["dtype_bytes"] / tp / GIB if draft else 0.0
+    draft_params = (drafter or {}).get("params_b") if drafter else m.get("mtp_params_b", 0.0)
+    mtp = draft_params * 1e9 * m["dtype_bytes"] / tp / GIB if draft else 0.0
     rest = budget - weights - mtp
+    what = "drafter" if drafter else "MTP"
     state = m.get("mamba_state_bytes_per_request", 0.0) / tp / GIB
     hybrid = state > 0
     mamba_share = rest * ratio / (1 + ratio) if hybrid and rest > 0 else 0.0
     kv_share = max(rest - mamba_share, 0.0)
     per_request_state = state * (1 + draft)  # own state + one intermediate per draft token
     mamba_requests = int(mamba_share // per_request_state) if hybrid else None
-    kv_token_bytes = m["kv_bytes_per_token"] / tp
+    kv_token_bytes = (m["kv_bytes_per_token"] + (drafter or {}).get("kv_bytes_per_token", 0)) / tp
     kv_tokens = int(kv_share * GIB // kv_token_bytes)
     kv_needed = context * int(kv_full_context_requests)
     effective = running if not hybrid else min(running, mamba_requests)
@@ -155,7 +160,7 @@ def memory_budget(model, hardware, tp_size=None, mem_fraction_static=None, conte
     problems = []
     if rest <= 0:
         problems.append("the weights (%.2f GiB%s) do not fit in %.2f GiB (%g GiB x mem fraction %.2f)"
-                        % (weights + mtp, " incl. %.2f GiB MTP" % mtp if mtp else "", budget,
+                        % (weights + mtp, " incl. %.2f GiB %s" % (mtp, what) if mtp else "", budget,
                            h["gpu_memory_gib"], fraction))
     else:
         if hybrid and mamba_requests < 1:
@@ -173,8 +178,8 @@ def memory_budget(model, hardware, tp_size=None, mem_fraction_static=None, conte
                                                               m["dtype_bytes"], tp),
     ]
     if mtp:
-        lines.append("MTP weights %.2f GiB = %g B params x %g bytes / tp %d"
-                     % (mtp, m["mtp_params_b"], m["dtype_bytes"], tp))
+        lines.append("%s weights %.2f GiB = %g B params x %g bytes / tp %d"
+                     % (what, mtp, draft_params, m["dtype_bytes"], tp))
     lines.append("left for caches %.2f GiB" % rest)
     if hybrid:
         lines.append("mamba share %.2f GiB = left x %.2f / (1 + %.2f): %.3f GiB per request "
@@ -182,8 +187,9 @@ def memory_budget(model, hardware, tp_size=None, mem_fraction_static=None, conte
                      % (mamba_share, ratio, ratio, per_request_state, draft, mamba_requests,
                         "" if mamba_requests >= running
                         else " (fewer than max running requests %d)" % running))
-    lines.append("KV share %.2f GiB / %d bytes per token -> %d tokens = %.2f x context %d"
-                 % (kv_share, kv_token_bytes, kv_tokens, kv_tokens / float(context), context))
+    lines.append("KV share %.2f GiB / %d bytes per token%s -> %d tokens = %.2f x context %d"
+                 % (kv_share, kv_token_bytes, " (the drafter's cache included)" if drafter else "",
+                    kv_tokens, kv_tokens / float(context), context))
     return {
         "tp_size": tp,
         "budget_gib": budget,
@@ -220,7 +226,8 @@ def profile_memory_budget(profile, model, hardware, full_context_requests=1, def
         spec_draft_tokens=profile.get("speculative_num_draft_tokens")
         if profile.get("speculative_algorithm") else 0,
         kv_full_context_requests=full_context_requests,
-        default_mem_fraction=default_fraction)
+        default_mem_fraction=default_fraction,
+        drafter=profile.get("draft_model_size") if profile.get("speculative_draft_model_path") else None)
 
 
 def reach_errors(cases, profile, profile_name, model, hardware):

@@ -91,6 +91,7 @@ def sglang_profile_errors(profiles, name, gpu_count=None, min_accept_len=None,
                                                    "speculative_num_draft_tokens", "tp_size"))
     spec, draft = eng.spec_errors(p, var, algo, steps, topk, draft, p.get("mamba_cache_strategy"))
     errors.extend(spec)
+    errors.extend(_draft_size_errors(p, var))
     nodes = nnodes if _is_int(nnodes) and nnodes > 1 else 1
     if nodes > 1 and not eng.multinode:
         errors.append("%s runs on %s: multi-node deployment %s (%d nodes) is rendered for SGLang "
@@ -118,6 +119,29 @@ def sglang_profile_errors(profiles, name, gpu_count=None, min_accept_len=None,
                                     eng.accept_ceiling if algo else
                                     "no speculative decoding"))
     return errors
+
+
+def _draft_size_errors(p, var):
+    """A drafter's size figures (draft_model_size), which the memory preflight counts: given with
+    a drafter and only then; params_b > 0, kv_bytes_per_token >= 0 (its cache per target token)."""
+    size, drafter = p.get("draft_model_size"), p.get("speculative_draft_model_path")
+    if size is None:
+        return ["%s: speculative_draft_model_path needs %s.draft_model_size {params_b, "
+                "kv_bytes_per_token}: the drafter's weights and its cache per token, which the "
+                "memory preflight counts" % (var, var)] if drafter else []
+    if not drafter:
+        return ["%s.draft_model_size is set without speculative_draft_model_path: remove it" % var]
+    if not isinstance(size, dict) or set(size) - {"params_b", "kv_bytes_per_token"}:
+        return ["%s.draft_model_size must be a mapping of params_b and kv_bytes_per_token, got %r"
+                % (var, size)]
+    problems = []
+    if not _is_num(size.get("params_b")) or size["params_b"] <= 0:
+        problems.append("%s.draft_model_size.params_b must be the drafter's parameters in billions "
+                        "(> 0), got %r" % (var, size.get("params_b")))
+    if not _is_num(size.get("kv_bytes_per_token")) or size["kv_bytes_per_token"] < 0:
+        problems.append("%s.draft_model_size.kv_bytes_per_token must be the bytes its cache takes per "
+                        "target token (>= 0), got %r" % (var, size.get("kv_bytes_per_token")))
+    return problems
 
 
 # A record's check (settings.Setting.check) -> its rule, in the order the preflight reports them.

@@ -93,7 +93,9 @@ SETTINGS = (
             absent={"sglang": "SGLang 0.5.23 has no --language-model-only; remove it"}),
 )
 BY_NAME = {s.name: s for s in SETTINGS}
-PROFILE_KEYS = ("engine",)  # profile keys that are no engine setting
+# Profile keys that are no engine setting: the engine, and the drafter's size figures the memory
+# preflight counts (capacity.memory_budget: params_b, kv_bytes_per_token).
+PROFILE_KEYS = ("engine", "draft_model_size")
 
 
 def of(engine):
