@@ -100,7 +100,7 @@ test:
 # promtool; the emulator's wheels, make dist, which the local inventory names and
 # playbooks/render.yml checks). Its time: docs/testing.md.
 # `pytest -m "not container and not contract"` selects the same set. 8 workers on 2 cores: most
-# of these tests wait on an emulator's real-time tokens (105-153 s here, 151-153 s with 6).
+# of these tests wait on an emulator's real-time tokens.
 CHECK_JOBS ?= 8
 check: venv chromium promtool dist
 	$(PY) -m pytest -p no:cacheprovider -n $(CHECK_JOBS) --no-skips -m "not container and not contract" tests
