@@ -9,6 +9,9 @@ from conftest import ROOT
 P3 = {"speculative_algorithm": "NEXTN", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
       "speculative_num_draft_tokens": 4, "tp_size": 2, "mamba_cache_strategy": "extra_buffer",
       "context_length": 131072}
+# a drafter as a profile names it (tests/test_drafters.py)
+DRAFT = {"repo": "z-lab/Qwen3.6-27B-DFlash", "revision": "main", "params_b": 1.73,
+         "kv_bytes_per_token": 10240}
 
 
 def profile(**changes):
@@ -44,27 +47,47 @@ CASES = [
     ("unknown algorithm", profile(speculative_algorithm="MTP"),
      ["sglang_profiles.mine.speculative_algorithm must be one of NEXTN"]),
     ("DFLASH with NEXTN's steps", profile(speculative_algorithm="DFLASH", speculative_num_draft_tokens=16,
-                                          speculative_draft_model_path="/srv/models/Qwen3.6-27B-DFlash"),
+                                          draft_model=DRAFT),
      ["sglang_profiles.mine.speculative_num_steps must be 1 (or unset) with DFLASH, got 3 (SGLang "
       "overrides it to 1 with a warning)"]),
     ("DFLASH without a drafter", profile(speculative_algorithm="DFLASH", speculative_num_steps=None,
                                          speculative_eagle_topk=None, speculative_num_draft_tokens=16),
-     ["speculative_algorithm DFLASH needs sglang_profiles.mine.speculative_draft_model_path"]),
+     ["speculative_algorithm DFLASH needs sglang_profiles.mine.draft_model {repo, revision, params_b, "
+      "kv_bytes_per_token}"]),
     ("DFLASH without its block size", profile(speculative_algorithm="DFLASH", speculative_num_steps=None,
                                               speculative_eagle_topk=None, speculative_num_draft_tokens=None,
-                                              speculative_draft_model_path="/srv/models/d"),
+                                              draft_model=DRAFT),
      ["DFLASH needs sglang_profiles.mine.speculative_num_draft_tokens, the block size"]),
     ("adaptive speculation with DFLASH", profile(speculative_algorithm="DFLASH", speculative_num_steps=None,
                                                  speculative_eagle_topk=None, speculative_num_draft_tokens=16,
-                                                 speculative_draft_model_path="/srv/models/d",
+                                                 draft_model=DRAFT,
                                                  speculative_adaptive=True),
      ["sglang_profiles.mine.speculative_adaptive needs speculative_algorithm NEXTN or EAGLE or EAGLE3, "
       "got DFLASH (SGLang switches adaptive speculation off with a warning)"]),
     ("adaptive speculation with tree drafts", profile(speculative_eagle_topk=4, speculative_adaptive=True),
      ["sglang_profiles.mine.speculative_adaptive needs speculative_eagle_topk 1, got 4"]),
     ("drafter as a relative path", profile(speculative_algorithm="EAGLE3",
-                                           speculative_draft_model_path="models/eagle3"),
-     ["sglang_profiles.mine.speculative_draft_model_path must be an absolute path on the host"]),
+                                           draft_model=dict(DRAFT, path="models/eagle3")),
+     ["sglang_profiles.mine.draft_model.path must be an absolute directory on the host"]),
+    ("drafter path set by hand", profile(speculative_algorithm="EAGLE3",
+                                         speculative_draft_model_path="/srv/models/eagle3"),
+     ["sglang_profiles.mine.speculative_draft_model_path is derived from draft_model"]),
+    ("drafter without its size", profile(speculative_algorithm="EAGLE3",
+                                         draft_model={"repo": "z-lab/Qwen3.6-27B-DFlash"}),
+     ["sglang_profiles.mine.draft_model.params_b must be its weights in billions of parameters"]),
+    ("DFLASH with pipeline parallelism", profile(speculative_algorithm="DFLASH", speculative_num_steps=None,
+                                                 speculative_eagle_topk=None, speculative_num_draft_tokens=16,
+                                                 draft_model=DRAFT, pp_size=2),
+     ["sglang_profiles.mine.pp_size must be 1 with DFLASH, got 2"]),
+    ("DFLASH with a window smaller than its block",
+     profile(speculative_algorithm="DFLASH", speculative_num_steps=None, speculative_eagle_topk=None,
+             speculative_num_draft_tokens=16, draft_model=DRAFT, speculative_draft_window_size=8),
+     ["sglang_profiles.mine.speculative_draft_window_size (8) must hold a whole block"]),
+    ("a Hopper draft attention backend on Ampere",
+     profile(speculative_algorithm="DFLASH", speculative_num_steps=None, speculative_eagle_topk=None,
+             speculative_num_draft_tokens=16, draft_model=DRAFT, speculative_draft_attention_backend="fa4"),
+     ["sglang_profiles.mine.speculative_draft_attention_backend fa4 runs on SM 9.0 and later; the host's "
+      "GPUs are SM 8.6 (sglang_hardware.compute_capability)"]),
     ("adaptive speculation on vLLM", {"sglang_profiles": {"mine": {
         "engine": "vllm", "speculative_algorithm": "MTP", "speculative_num_steps": 3, "tp_size": 2,
         "speculative_adaptive": True}}, "sglang_profile": "mine"},
@@ -73,8 +96,8 @@ CASES = [
     ("vLLM DFlash without a drafter", {"sglang_profiles": {"mine": {
         "engine": "vllm", "speculative_algorithm": "DFLASH", "speculative_num_steps": 15, "tp_size": 2}},
         "sglang_profile": "mine"},
-     ["speculative_algorithm DFLASH needs sglang_profiles.mine.speculative_draft_model_path (vLLM's "
-      "--speculative-config \"model\""]),
+     ["speculative_algorithm DFLASH needs sglang_profiles.mine.draft_model {repo, revision, params_b, "
+      "kv_bytes_per_token} (vLLM's --speculative-config \"model\""]),
     ("tp larger than the GPUs", profile(tp_size=4),
      ["sglang_profiles.mine.tp_size (4) exceeds the GPUs the host is expected to have "
       "(sglang_hardware.gpu_count = 2)"]),

@@ -18,7 +18,8 @@ GIB = 2 ** 30
 
 
 def test_the_inventories_carry_the_a6000_and_qwen_figures():
-    assert A6000x2 == {"gpu_count": 2, "gpu_bandwidth_gbs": 768, "gpu_memory_gib": 48}
+    assert A6000x2 == {"gpu_count": 2, "gpu_bandwidth_gbs": 768, "gpu_memory_gib": 48,
+                       "compute_capability": 8.6}
     assert MODEL["params_b"] == 27.78 and MODEL["dtype_bytes"] == 2
     local = yaml.safe_load((ROOT / "inventories/local/group_vars/sglang_servers.yml").read_text())
     assert local["sglang_hardware"] == A6000x2

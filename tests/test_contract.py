@@ -356,15 +356,16 @@ def test_the_flag_tables_oldest_rows_match_the_013_source(contract):
         assert '"%s"' % flt.flag_for(setting, "0.5.13") in source, setting
 
 
+DRAFT_MODEL = {"repo": "z-lab/Qwen3.6-27B-DFlash", "params_b": 1.7, "kv_bytes_per_token": 10240}
 # Drafter and adaptive profiles (tests/test_drafters.py holds their preflight): the argv the
 # records render for them is what each release's parser takes, landing in the fields named.
 DRAFTER_PROFILES = {
     "dflash": {"speculative_algorithm": "DFLASH", "speculative_num_draft_tokens": 16,
                "speculative_draft_model_path": "/srv/models/Qwen3.6-27B-DFlash",
-               "draft_model_size": {"params_b": 1.7, "kv_bytes_per_token": 10240}},
+               "draft_model": DRAFT_MODEL},
     "eagle3": {"speculative_algorithm": "EAGLE3", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
                "speculative_num_draft_tokens": 4, "speculative_draft_model_path": "/srv/models/eagle3",
-               "draft_model_size": {"params_b": 1.7, "kv_bytes_per_token": 10240}},
+               "draft_model": DRAFT_MODEL},
     "nextn_adaptive": {"speculative_algorithm": "NEXTN", "speculative_num_steps": 3,
                        "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4,
                        "speculative_adaptive": True},

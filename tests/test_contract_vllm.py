@@ -264,6 +264,7 @@ def test_what_the_filter_refuses_vllm_refuses_too(vllm):
 # The drafter methods (tests/test_drafters.py holds their preflight): what the records render is
 # what vLLM's parser and serve checks take, the drafter inside --speculative-config. Its
 # engine_config stage would load the drafter's config.json, which no stand-in here provides.
+DRAFT_MODEL = {"repo": "z-lab/Qwen3.6-27B-DFlash", "params_b": 1.7, "kv_bytes_per_token": 10240}
 DRAFTERS = {"dflash": ("DFLASH", 15), "eagle3": ("EAGLE3", 3)}
 
 
@@ -272,7 +273,7 @@ def test_drafter_units_are_what_vllms_parser_takes(vllm_python):
     for method, (algo, tokens) in DRAFTERS.items():
         p = {"engine": "vllm", "tp_size": 2, "speculative_algorithm": algo, "speculative_num_steps": tokens,
              "speculative_draft_model_path": "/srv/models/%s-drafter" % method,
-             "draft_model_size": {"params_b": 1.7, "kv_bytes_per_token": 10240}}
+             "draft_model": DRAFT_MODEL}
         assert flt.sglang_profile_errors({method: p}, method, version=VERSION) == [], method
         argvs[method] = flt.sglang_argv(p, VERSION, dict(SERVER))
     results = dict(zip(argvs, vllm_run(vllm_python, {"argvs": list(argvs.values())})["results"]))

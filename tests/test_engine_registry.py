@@ -28,7 +28,8 @@ INTERFACE = ("name", "label", "docs", "compare_profiles", "version_var", "oldest
              "request_prompt_tokens", "per_position", "info_gauges", "window_accept_len_convention",
              "counts_verify_steps", "spec_chunk", "spec_fields", "capacity_labels", "capacity_figures",
              "request_fields", "capacity_label", "no_spec_metrics_note", "metrics_note", "normalised",
-             "same_algorithm", "spec_errors", "render", "read_positional", "read_special", "drift",
+             "same_algorithm", "spec_errors", "hardware_errors", "render", "read_positional",
+             "read_special", "drift",
              "drift_from")
 # The release each emulator stands in for.
 EMULATED = {"sglang": sglang_emu.SGLANG_VERSION, "vllm": vllm_emu.VLLM_VERSION}
@@ -39,7 +40,9 @@ SAMPLES = {"speculative_algorithm": {"sglang": "NEXTN", "vllm": "MTP"}, "specula
            "mamba_full_memory_ratio": 0.5, "mamba_cache_strategy": "extra_buffer",
            "reasoning_parser": "qwen3", "tool_call_parser": "qwen3_coder",
            "enable_prefix_caching": True, "language_model_only": True,
-           "speculative_draft_model_path": "/srv/models/Qwen3.6-27B-DFlash", "speculative_adaptive": True}
+           "speculative_draft_model_path": "/srv/models/Qwen3.6-27B-DFlash", "speculative_adaptive": True,
+           "speculative_draft_window_size": 2048, "speculative_draft_attention_backend": "flashinfer",
+           "speculative_adaptive_config": "/etc/sglang/adaptive.json", "pp_size": 1}
 SERVER = {"model_path": "/models/m", "served_model_name": "m", "host": "127.0.0.1", "port": 30000,
           "trust_remote_code": True, "enable_metrics": True}
 
@@ -109,7 +112,8 @@ def test_the_vllm_render_order_holds_exactly_its_records():
 @pytest.mark.parametrize("name", ["sglang", "vllm"])
 def test_each_engine_renders_every_record_it_has_and_the_preflight_passes_it(name):
     # the drafter's size: a profile key the memory preflight reads, no engine setting
-    p = dict(full_profile(name), engine=name, draft_model_size={"params_b": 1.7, "kv_bytes_per_token": 0})
+    p = dict(full_profile(name), engine=name,
+             draft_model={"repo": "z-lab/Qwen3.6-27B-DFlash", "params_b": 1.7, "kv_bytes_per_token": 0})
     assert profile.sglang_profile_errors({"p": p}, "p", version=EMULATED[name]) == []
     argv = profile.sglang_argv(p, EMULATED[name], SERVER)
     for s in settings.of(name):

@@ -105,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--nnodes", type=int, default=1)
     p.add_argument("--node-rank", type=int, default=0)
     p.add_argument("--tp-size", "--tensor-parallel-size", type=int, default=1, dest="tp_size")
+    p.add_argument("--pp-size", "--pipeline-parallel-size", type=int, default=1, dest="pp_size")
     p.add_argument("--log-level", type=str, default="info")
     p.add_argument("--enable-metrics", action="store_true", default=False)
     p.add_argument("--decode-log-interval", type=int, default=40)
@@ -117,6 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--speculative-draft-model-path", "--speculative-draft-model", type=str,
                    default=None, dest="speculative_draft_model_path")
     p.add_argument("--speculative-draft-model-revision", type=str, default=None)
+    p.add_argument("--speculative-draft-window-size", type=int, default=None)
+    p.add_argument("--speculative-draft-attention-backend", type=str, default=None)
     p.add_argument("--speculative-adaptive", action="store_true", default=False)
     p.add_argument("--speculative-adaptive-config", type=str, default=None)
     p.add_argument("--reasoning-parser", type=str, default=None,

@@ -218,6 +218,7 @@ def build_parser():
                    default=False)
     # ParallelConfig
     p.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
+    p.add_argument("--pipeline-parallel-size", "-pp", type=int, default=1)
     # CacheConfig
     p.add_argument("--gpu-memory-utilization", type=float, default=0.92)
     p.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction,

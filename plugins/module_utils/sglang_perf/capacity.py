@@ -40,6 +40,7 @@ HARDWARE_KEYS = {
     "gpu_count": "GPUs serving the model (tensor parallel)",
     "gpu_bandwidth_gbs": "memory bandwidth per GPU, GB/s (10**9 bytes)",
     "gpu_memory_gib": "memory per GPU, GiB",
+    "compute_capability": "the GPUs' CUDA compute capability (RTX A6000: 8.6), what their kernels can run",
 }
 # When the profile leaves them to SGLang (its own defaults, server_args.py).
 SGLANG_MAMBA_FULL_MEMORY_RATIO = 0.9
@@ -227,7 +228,7 @@ def profile_memory_budget(profile, model, hardware, full_context_requests=1, def
         if profile.get("speculative_algorithm") else 0,
         kv_full_context_requests=full_context_requests,
         default_mem_fraction=default_fraction,
-        drafter=profile.get("draft_model_size") if profile.get("speculative_draft_model_path") else None)
+        drafter=profile.get("draft_model") if profile.get("speculative_algorithm") else None)
 
 
 def reach_errors(cases, profile, profile_name, model, hardware):

@@ -13,7 +13,8 @@ import hashlib
 import json
 import re
 
-from . import capacity, engines, exposition, fingerprint, fleet, inherit, measurelock, plan, profile, watch
+from . import (capacity, drafter, engines, exposition, fingerprint, fleet, inherit, measurelock, plan,
+               profile, watch)
 from .client import ConfigError
 
 ROLES = ("nvidia_gpu", "sglang", "sglang_gate", "sglang_watch")
@@ -215,6 +216,9 @@ def make(v, host, groups, hostvars, play_hosts=None, facts=None, read_lock=None,
     profiles, thresholds, inherit_problems = inherit.resolve(v.get("sglang_profiles") or {},
                                                              v.get("sglang_gate_thresholds"))
     problems.extend(inherit_problems)
+    # drafters named as artifacts: the engine's path to each derived once, beside the target
+    profiles, drafter_problems = drafter.place(profiles, v.get("sglang_model_dir"))
+    problems.extend(drafter_problems)
     chosen = profiles.get(name) if isinstance(profiles, dict) else None
     engine, version = _engine(chosen, v)
     engine_ok = engines.find(engine) is not None
@@ -227,7 +231,7 @@ def make(v, host, groups, hostvars, play_hosts=None, facts=None, read_lock=None,
     try:
         profile_problems = profile.sglang_profile_errors(
             profiles, name, (hardware or {}).get("gpu_count"), nnodes=topo["nnodes"], group=topo["group"],
-            version=version, engine=v.get("sglang_engine"))
+            version=version, engine=v.get("sglang_engine"), hardware=hardware)
     except ValueError as e:  # a version the flag tables cannot read (the value check named it)
         profile_problems = [str(e)]
     if profile_problems:
@@ -318,6 +322,7 @@ def make(v, host, groups, hostvars, play_hosts=None, facts=None, read_lock=None,
         "env_path": "%s/%s.env" % (config_dir, service),
         "secrets_path": "%s/%s-secrets.yaml" % (config_dir, service),
         "model_load_path": snapshot or v.get("sglang_model_path"),
+        "models": _models(v, snapshot, chosen if valid_profile else None),
         "launch_module": (v.get("sglang_launch_modules") or {}).get(engine) if engine_ok else None,
         "ready_paths": list(getattr(engines.find(engine), "ready_paths", [])),
         "drift_paths": list(getattr(engines.find(engine), "drift_paths", [])),
@@ -363,6 +368,20 @@ def make(v, host, groups, hostvars, play_hosts=None, facts=None, read_lock=None,
     if "sglang_watch" in roles:
         out["watch"] = _watch(v, problems, out)
     return out
+
+
+def _models(v, snapshot, chosen):
+    """What the role fetches and checks before the unit (tasks/model.yml), in that order: the
+    target, then the profile's drafter (drafter.artifact). ``in_place``: used as it is, never
+    downloaded into (sglang_model_snapshot_path, draft_model.path)."""
+    download = bool(v.get("sglang_model_download"))
+    models = [{"role": "model", "repo": v.get("sglang_model_repo"),
+               "revision": v.get("sglang_model_revision") or "main",
+               "path": snapshot or v.get("sglang_model_path"),
+               "download": download and not snapshot, "in_place": bool(snapshot)}]
+    if chosen and isinstance(chosen.get("draft_model"), dict) and chosen.get(drafter.SETTING):
+        models.append(drafter.artifact(chosen["draft_model"], v.get("sglang_model_dir"), download))
+    return models
 
 
 def _watch(v, problems, out):

@@ -18,7 +18,7 @@ import difflib
 import ipaddress
 import re
 
-from . import engines
+from . import drafter, engines
 from .engines import common, settings
 from .engines.settings import PROFILE_KEYS, ProfileError, is_int as _is_int, is_num as _is_num
 from .engines.settings import same as _same, text as _text
@@ -56,12 +56,13 @@ def sglang_profile_errors(profiles, name, gpu_count=None, min_accept_len=None,
                           profiles_var="sglang_profiles", name_var="sglang_profile",
                           gpu_var="sglang_hardware.gpu_count",
                           accept_var="sglang_gate_thresholds", nnodes=1, group=None,
-                          version=None, engine=None):
+                          version=None, engine=None, hardware=None):
     """Every problem of profile ``name`` in ``profiles``, each naming its variable. [] = valid.
     ``nnodes`` > 1: the profile serves one model over that many hosts (tensor parallel across
     them, ``group`` naming the deployment). ``version``: the engine release whose choices
     (the engine module's choices) the parser and strategy names are checked against (None: the newest row).
-    ``engine``: the host's engine (sglang_engine) for a profile without its own ``engine`` key."""
+    ``engine``: the host's engine (sglang_engine) for a profile without its own ``engine`` key.
+    ``hardware``: sglang_hardware (its compute_capability: what the GPUs can run)."""
     if not isinstance(profiles, dict) or not profiles:
         return ["%s must be a non-empty mapping of profile name -> settings" % profiles_var]
     if name not in profiles:
@@ -91,7 +92,8 @@ def sglang_profile_errors(profiles, name, gpu_count=None, min_accept_len=None,
                                                    "speculative_num_draft_tokens", "tp_size"))
     spec, draft = eng.spec_errors(p, var, algo, steps, topk, draft, p.get("mamba_cache_strategy"))
     errors.extend(spec)
-    errors.extend(_draft_size_errors(p, var))
+    errors.extend(drafter.errors(p, var))
+    errors.extend(eng.hardware_errors(p, var, hardware))
     nodes = nnodes if _is_int(nnodes) and nnodes > 1 else 1
     if nodes > 1 and not eng.multinode:
         errors.append("%s runs on %s: multi-node deployment %s (%d nodes) is rendered for SGLang "
@@ -119,29 +121,6 @@ def sglang_profile_errors(profiles, name, gpu_count=None, min_accept_len=None,
                                     eng.accept_ceiling if algo else
                                     "no speculative decoding"))
     return errors
-
-
-def _draft_size_errors(p, var):
-    """A drafter's size figures (draft_model_size), which the memory preflight counts: given with
-    a drafter and only then; params_b > 0, kv_bytes_per_token >= 0 (its cache per target token)."""
-    size, drafter = p.get("draft_model_size"), p.get("speculative_draft_model_path")
-    if size is None:
-        return ["%s: speculative_draft_model_path needs %s.draft_model_size {params_b, "
-                "kv_bytes_per_token}: the drafter's weights and its cache per token, which the "
-                "memory preflight counts" % (var, var)] if drafter else []
-    if not drafter:
-        return ["%s.draft_model_size is set without speculative_draft_model_path: remove it" % var]
-    if not isinstance(size, dict) or set(size) - {"params_b", "kv_bytes_per_token"}:
-        return ["%s.draft_model_size must be a mapping of params_b and kv_bytes_per_token, got %r"
-                % (var, size)]
-    problems = []
-    if not _is_num(size.get("params_b")) or size["params_b"] <= 0:
-        problems.append("%s.draft_model_size.params_b must be the drafter's parameters in billions "
-                        "(> 0), got %r" % (var, size.get("params_b")))
-    if not _is_num(size.get("kv_bytes_per_token")) or size["kv_bytes_per_token"] < 0:
-        problems.append("%s.draft_model_size.kv_bytes_per_token must be the bytes its cache takes per "
-                        "target token (>= 0), got %r" % (var, size.get("kv_bytes_per_token")))
-    return problems
 
 
 # A record's check (settings.Setting.check) -> its rule, in the order the preflight reports them.

@@ -49,19 +49,38 @@ SETTINGS = (
             flags={"sglang": [("0.5.10", "--speculative-num-draft-tokens")]},
             absent={"vllm": "vLLM drafts speculative_num_steps tokens per step "
                             "(num_speculative_tokens); remove it"}),
-    # The drafter a DFLASH or EAGLE3 profile loads (an absolute directory on the host); vLLM takes
-    # it as --speculative-config's "model". SGLang 0.5.13's server_args.py has both flags below.
+    # The drafter a DFLASH or EAGLE3 profile loads (an absolute directory on the host), derived
+    # from the profile's draft_model (sglang_perf.drafter); vLLM takes it as --speculative-config's
+    # "model". SGLang 0.5.13's server_args.py has the flags below.
     Setting("speculative_draft_model_path", "str", "path",
             flags={"sglang": [("0.5.13", "--speculative-draft-model-path")],
                    "vllm": [("0.33.0", "--speculative-config")]}),
-    # SGLang's adaptive speculation: draft steps follow a smoothed acceptance at run time.
+    # The drafter's sliding window (SGLang: DFLASH keeps this many recent target tokens in its
+    # cache; it must hold a whole block) and its attention backend (_handle_dflash falls back to
+    # flashinfer with a warning for one it does not support).
+    Setting("speculative_draft_window_size", "int", "int", minimum=1,
+            flags={"sglang": [("0.5.13", "--speculative-draft-window-size")]},
+            absent={"vllm": "vLLM 0.33's --speculative-config has no draft window; remove it"}),
+    Setting("speculative_draft_attention_backend", "str", "choice",
+            flags={"sglang": [("0.5.13", "--speculative-draft-attention-backend")]},
+            absent={"vllm": "vLLM names its backends otherwise (--speculative-config "
+                            "attention_backend, AttentionBackendEnum), which this role does not "
+                            "render; remove it"}),
+    # SGLang's adaptive speculation: draft steps follow a smoothed acceptance at run time; the
+    # config (a JSON file on the host) sets its candidate steps per batch size.
     Setting("speculative_adaptive", "bool", "bool",
             flags={"sglang": [("0.5.13", "--speculative-adaptive")]},
             absent={"vllm": "vLLM 0.33 adapts no draft length to acceptance (its "
                             "num_speculative_tokens_per_batch_size follows the batch size); remove it"}),
+    Setting("speculative_adaptive_config", "str", "path",
+            flags={"sglang": [("0.5.13", "--speculative-adaptive-config")]},
+            absent={"vllm": "vLLM 0.33 has no adaptive speculation; remove it"}),
     Setting("tp_size", "int", "int", minimum=1,
             flags={"sglang": [("0.5.10", "--tp-size")],
                    "vllm": [("0.33.0", "--tensor-parallel-size")]}),
+    Setting("pp_size", "int", "int", minimum=1,
+            flags={"sglang": [("0.5.10", "--pp-size")],
+                   "vllm": [("0.33.0", "--pipeline-parallel-size")]}),
     Setting("mem_fraction_static", "float", "fraction",
             flags={"sglang": [("0.5.10", "--mem-fraction-static")],
                    "vllm": [("0.33.0", "--gpu-memory-utilization")]}),
@@ -93,9 +112,10 @@ SETTINGS = (
             absent={"sglang": "SGLang 0.5.23 has no --language-model-only; remove it"}),
 )
 BY_NAME = {s.name: s for s in SETTINGS}
-# Profile keys that are no engine setting: the engine, and the drafter's size figures the memory
-# preflight counts (capacity.memory_budget: params_b, kv_bytes_per_token).
-PROFILE_KEYS = ("engine", "draft_model_size")
+# Profile keys that are no engine setting: the engine, and the drafter as an artifact
+# (sglang_perf.drafter: its repository, revision, where it is loaded from, and the size figures the
+# memory preflight counts), from which speculative_draft_model_path is derived.
+PROFILE_KEYS = ("engine", "draft_model")
 
 
 def of(engine):

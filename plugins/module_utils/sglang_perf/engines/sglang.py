@@ -8,7 +8,7 @@ import sys
 
 from ..capacity import SGLANG_SPEC_MAX_RUNNING_REQUESTS
 from . import common
-from .settings import ProfileError, flags as _flags, same, text, version_tuple
+from .settings import ProfileError, flags as _flags, is_int as settings_is_int, same, text, version_tuple
 
 name = "sglang"
 label = "SGLang"
@@ -98,6 +98,23 @@ choices = {
             "gigachat3", "gigachat35", "gemma4", "inkling", "iquest_q1", "response_template")),
     ],
     "mamba_cache_strategy": [("0.5.10", MAMBA_STRATEGIES)],
+    # DRAFT_ATTENTION_BACKEND_CHOICES (server_args.py in 0.5.19, arg_groups/choices.py in 0.5.23):
+    # the flag takes any name, but _handle_dflash falls back to flashinfer, with a warning only,
+    # for a name outside this list.
+    "speculative_draft_attention_backend": [
+        ("0.5.19", ("flashinfer", "fa3", "fa4", "triton", "ascend", "trtllm_mha")),
+        ("0.5.23", ("flashinfer", "fa3", "fa4", "triton", "ascend", "trtllm_mha", "intel_xpu")),
+    ],
+}
+# The CUDA compute capabilities (major, minor) each draft attention backend's kernels run on, as
+# SGLang 0.5.23 asserts them: fa3 on SM 8.x or 9.0 (attention_registry.py "FlashAttention v3
+# Backend requires SM>=80 and SM<=90"), trtllm_mha on Hopper (SM90), Blackwell (SM100) or SM120
+# (attention_hook.py), fa4 on flash_attn.cute's Hopper and Blackwell kernels (SM 9.0 and later);
+# ascend and intel_xpu are no CUDA backends. The drafters' published recipes name fa3, fa4 and
+# trtllm_mha; an RTX A6000 is SM 8.6.
+DRAFT_BACKEND_CAPABILITY = {
+    "flashinfer": ((7, 5), None), "triton": ((7, 0), None), "fa3": ((8, 0), (9, 0)),
+    "fa4": ((9, 0), None), "trtllm_mha": ((9, 0), None), "ascend": None, "intel_xpu": None,
 }
 
 # --- metrics (/metrics; sglang_perf.metrics reads them) ------------------------------------------
@@ -212,18 +229,22 @@ def spec_errors(p, var, algo, steps, topk, draft, strategy):
                              "speculative_adaptive") if p.get(k) is not None]
     if algo is None:
         if spec_keys:
+            shown = ["draft_model" if k == "speculative_draft_model_path" else k for k in spec_keys]
             errors.append("%s sets %s without speculative_algorithm: SGLang ignores them; set "
-                          "speculative_algorithm: NEXTN or remove them" % (var, ", ".join(spec_keys)))
+                          "speculative_algorithm: NEXTN or remove them" % (var, ", ".join(shown)))
         return errors, draft
+    if p.get("speculative_adaptive_config") is not None and p.get("speculative_adaptive") is not True:
+        errors.append("%s.speculative_adaptive_config is read only with speculative_adaptive: true "
+                      "(SGLang ignores it otherwise): set both or remove it" % var)
     if algo not in SPEC_ALGORITHMS:
         errors.append("%s.speculative_algorithm must be one of %s, got %r (SGLang fails at start-up "
                       "with 'Unknown speculative algorithm name')"
                       % (var, ", ".join(SPEC_ALGORITHMS), algo))
         return errors, draft
     if algo in DRAFTER_ALGORITHMS and not p.get("speculative_draft_model_path"):
-        errors.append("%s: speculative_algorithm %s needs %s.speculative_draft_model_path (the "
-                      "drafter's weights; SGLang refuses %s without --speculative-draft-model-path)"
-                      % (var, algo, var, algo))
+        errors.append("%s: speculative_algorithm %s needs %s.draft_model {repo, revision, params_b, "
+                      "kv_bytes_per_token} (the drafter's weights; SGLang refuses %s without "
+                      "--speculative-draft-model-path)" % (var, algo, var, algo))
     if algo == "DFLASH":
         errors += _dflash_errors(p, var, steps, topk, draft)
     else:
@@ -266,7 +287,41 @@ def _dflash_errors(p, var, steps, topk, draft):
         errors.append("%s: speculative_algorithm DFLASH needs %s.speculative_num_draft_tokens, the "
                       "block size (the drafter's config.json block_size; unset, SGLang reads it "
                       "from there or falls back to 16)" % (var, var))
+    pp = p.get("pp_size")
+    if settings_is_int(pp) and pp != 1:
+        errors.append("%s.pp_size must be 1 with DFLASH, got %d (SGLang: 'Currently DFLASH "
+                      "speculative decoding only supports pp_size == 1')" % (var, pp))
+    window = p.get("speculative_draft_window_size")
+    if settings_is_int(window) and settings_is_int(draft) and window < draft:
+        errors.append("%s.speculative_draft_window_size (%d) must hold a whole block: at least "
+                      "speculative_num_draft_tokens (%d) (SGLang refuses a smaller window at start-up)"
+                      % (var, window, draft))
     return errors
+
+
+def hardware_errors(p, var, hardware):
+    """What the host's GPUs (sglang_hardware.compute_capability) cannot run: the draft attention
+    backend's kernels (DRAFT_BACKEND_CAPABILITY)."""
+    backend = p.get("speculative_draft_attention_backend")
+    cc = (hardware or {}).get("compute_capability") if isinstance(hardware, dict) else None
+    if backend not in DRAFT_BACKEND_CAPABILITY or cc is None:
+        return []
+    try:
+        have = tuple(int(x) for x in ("%.1f" % float(cc)).split("."))
+    except (TypeError, ValueError):
+        return []  # the hardware check names a compute capability that is not a number
+    span = DRAFT_BACKEND_CAPABILITY[backend]
+    if span is None:
+        return ["%s.speculative_draft_attention_backend %s is no CUDA backend: the host's GPUs are "
+                "CUDA SM %s (sglang_hardware.compute_capability); use flashinfer or triton"
+                % (var, backend, cc)]
+    low, high = span
+    if have < low or (high is not None and have > high):
+        runs = "SM %d.%d %s" % (low[0], low[1], "to %d.%d" % high if high else "and later")
+        return ["%s.speculative_draft_attention_backend %s runs on %s; the host's GPUs are SM %s "
+                "(sglang_hardware.compute_capability): use flashinfer or triton"
+                % (var, backend, runs, cc)]
+    return []
 
 
 def render(profile, version, server):

@@ -37,7 +37,7 @@ cuda_runtime = {"0.33.0": "13.0"}
 
 flags = _flags(name)
 # The argv order of the profile's flags (the speculative pair is one --speculative-config).
-RENDER_ORDER = ("tp_size", "mem_fraction_static", "context_length", "max_running_requests",
+RENDER_ORDER = ("tp_size", "pp_size", "mem_fraction_static", "context_length", "max_running_requests",
                 "speculative_algorithm", "speculative_num_steps", "speculative_draft_model_path",
                 "enable_prefix_caching",
                 "reasoning_parser", "tool_call_parser", "language_model_only")
@@ -282,12 +282,19 @@ def spec_errors(p, var, algo, steps, topk, draft, strategy):
                       "num_speculative_tokens)" % (var, algo, var))
     if algo in SPEC_METHODS and SPEC_METHODS[algo] in DRAFTER_METHODS and \
             not p.get("speculative_draft_model_path"):
-        errors.append("%s: speculative_algorithm %s needs %s.speculative_draft_model_path (vLLM's "
-                      "--speculative-config \"model\": the drafter's weights)" % (var, algo, var))
+        errors.append("%s: speculative_algorithm %s needs %s.draft_model {repo, revision, params_b, "
+                      "kv_bytes_per_token} (vLLM's --speculative-config \"model\": the drafter's "
+                      "weights)" % (var, algo, var))
     elif algo is None and p.get("speculative_draft_model_path"):
-        errors.append("%s sets speculative_draft_model_path without speculative_algorithm: set "
+        errors.append("%s names a drafter (draft_model) without speculative_algorithm: set "
                       "speculative_algorithm: DFLASH or EAGLE3, or remove it" % var)
     return errors, draft
+
+
+def hardware_errors(p, var, hardware):
+    """What the host's GPUs cannot run of the settings this role renders for vLLM: none (its
+    draft attention backend is not rendered)."""
+    return []
 
 
 def render(profile, version, server):

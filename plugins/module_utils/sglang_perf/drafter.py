@@ -1,0 +1,98 @@
+# -*- coding: utf-8 -*-
+"""A profile's drafter as an artifact, named as the target model is (docs/profiles-and-engines.md,
+Drafters). A profile of sglang_profiles whose algorithm loads a drafter of its own (SGLang DFLASH
+or EAGLE3, vLLM dflash or eagle3) says::
+
+    draft_model:
+      repo: z-lab/Qwen3.6-27B-DFlash   # the Hugging Face repository
+      revision: main                   # a branch, a tag or a commit sha (production: the sha)
+      path: ""                         # '': <sglang_model_dir>/<the repository's name>
+      params_b: 1.73                   # its weights, billions (the memory preflight)
+      kv_bytes_per_token: 10240        # its cache per target token, all GPUs (the preflight)
+
+The role downloads and checks it beside the target (tasks/model.yml, the same model check);
+``speculative_draft_model_path``, the engine setting, is derived from it here and never set by
+hand. A ``path`` is loaded in place and never downloaded into (as sglang_model_snapshot_path).
+Standard library only."""
+from __future__ import annotations
+
+import re
+
+from .engines.settings import is_num
+
+SETTING = "speculative_draft_model_path"
+KEYS = {
+    "repo": "the Hugging Face repository (ORG/NAME)",
+    "revision": "a branch, a tag or a commit sha",
+    "path": "an absolute directory on the host loaded in place ('': beside the target)",
+    "params_b": "its weights in billions of parameters",
+    "kv_bytes_per_token": "its cache per target token in bytes, all GPUs together",
+}
+_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def load_path(draft, model_dir):
+    """Where the engine loads the drafter from: its ``path``, else beside the target."""
+    if draft.get("path"):
+        return draft["path"]
+    return "%s/%s" % (str(model_dir).rstrip("/"), str(draft.get("repo", "")).split("/")[-1])
+
+
+def errors(p, var):
+    """The problems of a profile's ``draft_model``, each naming its key. [] = none."""
+    draft = p.get("draft_model")
+    if draft is None:
+        return []
+    if not isinstance(draft, dict):
+        return ["%s.draft_model must be a mapping of %s, got %r" % (var, ", ".join(KEYS), draft)]
+    problems = ["%s.draft_model.%s: unknown key (known: %s)" % (var, k, ", ".join(KEYS))
+                for k in sorted(set(draft) - set(KEYS))]
+    repo = draft.get("repo")
+    if not isinstance(repo, str) or not _REPO.match(repo):
+        problems.append("%s.draft_model.repo must be a Hugging Face repository ORG/NAME, got %r"
+                        % (var, repo))
+    revision = draft.get("revision", "main")
+    if not isinstance(revision, str) or not revision or any(c.isspace() for c in revision):
+        problems.append("%s.draft_model.revision must be a branch, a tag or a commit sha, got %r"
+                        % (var, revision))
+    path = draft.get("path") or ""
+    if not isinstance(path, str) or (path and (not path.startswith("/")
+                                               or any(c.isspace() for c in path))):
+        problems.append("%s.draft_model.path must be an absolute directory on the host without white "
+                        "space, or '' (beside the target), got %r" % (var, path))
+    if not is_num(draft.get("params_b")) or draft["params_b"] <= 0:
+        problems.append("%s.draft_model.params_b must be %s (> 0), got %r"
+                        % (var, KEYS["params_b"], draft.get("params_b")))
+    if not is_num(draft.get("kv_bytes_per_token")) or draft["kv_bytes_per_token"] < 0:
+        problems.append("%s.draft_model.kv_bytes_per_token must be %s (>= 0), got %r"
+                        % (var, KEYS["kv_bytes_per_token"], draft.get("kv_bytes_per_token")))
+    return problems
+
+
+def place(profiles, model_dir, var="sglang_profiles"):
+    """(``profiles`` with ``speculative_draft_model_path`` derived from each valid
+    ``draft_model``, problems): a profile of ``profiles`` (flat, bases resolved) that sets the path
+    by hand is refused by name; an invalid draft_model passes through for ``errors``."""
+    if not isinstance(profiles, dict):
+        return profiles, []
+    out, problems = {}, []
+    for name, p in profiles.items():
+        if isinstance(p, dict) and p.get(SETTING) is not None:
+            problems.append("%s.%s.%s is derived from draft_model (its path, else beside the "
+                            "target): remove it, and name the drafter with draft_model {repo, "
+                            "revision, params_b, kv_bytes_per_token} (path: a directory loaded in "
+                            "place)" % (var, name, SETTING))
+        draft = p.get("draft_model") if isinstance(p, dict) else None
+        if isinstance(draft, dict) and p.get(SETTING) is None and not errors(p, name):
+            p = dict(p)
+            p[SETTING] = load_path(draft, model_dir)
+        out[name] = p
+    return out, problems
+
+
+def artifact(draft, model_dir, download):
+    """What the role fetches and checks for a drafter (the plan's ``models`` entry)."""
+    path = load_path(draft, model_dir)
+    return {"role": "drafter", "repo": draft["repo"], "revision": draft.get("revision") or "main",
+            "path": path, "download": bool(download) and not draft.get("path"),
+            "in_place": bool(draft.get("path"))}
