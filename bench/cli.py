@@ -156,6 +156,8 @@ def add_run_args(p):
     p.add_argument("--max-tokens", type=int, default=DEFAULT_CASE["max_tokens"])
     p.add_argument("--warmup-max-tokens", type=int, default=engine.DEFAULTS["warmup_max_tokens"])
     p.add_argument("--temperature", type=float, default=engine.DEFAULTS["temperature"])
+    p.add_argument("--thinking", action="store_true",
+                   help="chat requests with the template's thinking on (default: off, stated in each)")
     p.add_argument("--prompts", choices=engine.promptset.PROMPT_SOURCES, default=DEFAULT_CASE["prompts"],
                    help="coding prompts, or a long_context repository slice of --prompt-tokens")
     p.add_argument("--prompt-tokens", type=int, help="prompt length of --prompts long_context")

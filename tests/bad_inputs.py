@@ -29,7 +29,8 @@ def profile(**changes):
 CASES = [
     ("unknown profile name", {"sglang_profile": "nextn_9step"},
      ["sglang_profile: 'nextn_9step' is not defined in sglang_profiles",
-      "(defined: nextn_1step, nextn_2step, nextn_3step, nextn_4step, nextn_5step, no_spec, vllm_mtp_1,"]),
+      "(defined: dflash, nextn_1step, nextn_2step, nextn_3step, nextn_4step, nextn_5step, no_spec, "
+      "vllm_dflash, vllm_mtp_1,"]),
     ("original launch: draft tokens without steps",
      profile(speculative_num_steps=None, speculative_eagle_topk=None),
      ["speculative_algorithm NEXTN needs sglang_profiles.mine.speculative_num_steps",

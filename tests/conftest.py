@@ -25,6 +25,7 @@ import yaml
 
 from bench.launch import EmulatorProcess, free_port  # noqa: F401  (re-exported)
 from bench.profiles import MODEL_ARGS, PROFILE_ARGS  # noqa: F401  (re-exported)
+from sglang_perf import drafter
 from sglang_perf.inherit import resolve
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,6 +54,9 @@ def role_defaults(role="sglang"):
         profiles = defaults.get("sglang_profiles") or raw_role_defaults("sglang")["sglang_profiles"]
         flat = dict(zip(("sglang_profiles", "sglang_gate_thresholds"),
                         resolve(profiles, defaults.get("sglang_gate_thresholds"))))
+        # drafters placed beside the model, as the plan places them (sglang_perf.drafter)
+        flat["sglang_profiles"] = drafter.place(flat["sglang_profiles"],
+                                                raw_role_defaults("sglang")["sglang_model_dir"])[0]
         defaults.update({n: flat[n] for n in names})
     return defaults
 

@@ -57,7 +57,8 @@ def test_deploy_passes_the_whole_plan_and_records_it(tmp_path):
     assert (last["action"], last["reason"]) == ("record", "recorded as last-known-good")
     assert last["accept_len"] > 2.8
     cases = {c["case"]: c for c in last["cases"]}
-    assert list(cases) == ["coding", "long_context", "concurrent", "prose"]
+    assert list(cases) == ["coding", "long_context", "concurrent", "prose", "thinking"]
+    assert cases["thinking"]["report_only"] is True
     assert all(c["passed"] and c["verdict"] == "pass" for c in cases.values())
     # the prose case is recorded, not judged, and its drafts are accepted less often than on code
     assert cases["prose"]["report_only"] is True and cases["prose"]["thresholds"]["min_tok_s"] is None

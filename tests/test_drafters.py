@@ -130,27 +130,152 @@ def emulate(argv):
     return emu.resolve(ns, "Qwen3_5ForConditionalGeneration")
 
 
-@pytest.mark.parametrize("argv", [
-    ["--speculative-algorithm", "DFLASH", "--speculative-num-draft-tokens", "16",
-     "--speculative-draft-model-path", DRAFTER],
-    ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
-     "--speculative-num-draft-tokens", "4", "--speculative-draft-model-path", "/srv/models/eagle3"],
-    ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
-     "--speculative-num-draft-tokens", "4", "--speculative-adaptive"],
+@pytest.fixture
+def drafter_dir(tmp_path):
+    """A stand-in drafter directory: its config.json as z-lab's DFlash drafters carry it."""
+    d = tmp_path / "Qwen3.6-27B-DFlash"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({"architectures": ["DFlashDraftModel"],
+                                               "dflash_config": {"block_size": 16}}))
+    return str(d)
+
+
+def test_the_emulator_resolves_dflash_as_sglang_does(drafter_dir, caplog):
+    cfg = emulate(["--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", drafter_dir,
+                   "--speculative-num-steps", "3"])
+    assert cfg["speculative_num_draft_tokens"] == 16  # the draft's config.json block_size
+    assert (cfg["speculative_num_steps"], cfg["speculative_eagle_topk"]) == (1, 1)
+    assert cfg["max_running_requests"] == 48
+    assert "DFLASH only supports speculative_num_steps == 1; overriding speculative_num_steps=3 to 1." \
+        in caplog.text
+
+
+@pytest.mark.parametrize("extra, error", [
+    (["--pp-size", "2"], "Currently DFLASH speculative decoding only supports pp_size == 1."),
+    (["--speculative-draft-window-size", "8"], "--speculative-draft-window-size must be >= "),
 ])
-def test_the_emulator_refuses_to_start_what_it_cannot_emulate(argv):
-    """A drafter or adaptive steps answered with the MTP head's figures would be a belief, not an
-    emulation: the emulator stops at start-up instead."""
-    with pytest.raises(NotImplementedError, match="not emulated"):
-        emulate(argv)
+def test_the_emulator_refuses_at_start_what_sglang_refuses(drafter_dir, extra, error):
+    with pytest.raises(ValueError, match=error):
+        emulate(["--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", drafter_dir] + extra)
 
 
-def test_the_emulator_switches_adaptive_off_where_sglang_does(caplog):
-    with pytest.raises(NotImplementedError, match="DFLASH is a valid SGLang 0.5.23 algorithm"):
-        emulate(["--speculative-algorithm", "DFLASH", "--speculative-num-draft-tokens", "16",
-                 "--speculative-adaptive"])
+def test_a_drafter_without_its_config_fails_the_load_not_the_arguments(tmp_path, drafter_dir):
+    from bench.emulator.args import drafter_load_error
+    cfg = emulate(["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3",
+                   "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4",
+                   "--speculative-draft-model-path", str(tmp_path)])
+    assert "no config.json there" in drafter_load_error(cfg)
+    assert drafter_load_error(dict(cfg, speculative_draft_model_path=drafter_dir)) is None
+
+
+def test_the_emulator_switches_adaptive_off_where_sglang_does(drafter_dir, caplog):
+    cfg = emulate(["--speculative-algorithm", "DFLASH", "--speculative-num-draft-tokens", "16",
+                   "--speculative-draft-model-path", drafter_dir, "--speculative-adaptive"])
+    assert cfg["speculative_adaptive"] is False
     assert "speculative_adaptive disabled: speculative_algorithm=DFLASH (only EAGLE/EAGLE3 are supported)" \
         in caplog.text
+    assert emulate(["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3",
+                    "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4",
+                    "--speculative-adaptive"])["speculative_adaptive"] is True
+
+
+# --- the emulator's drafters: its calibration to the published figures (knobs.py) ---------------
+
+
+def scheduler(argv, env=None):
+    from bench.emulator.cli import offline_scheduler
+    return offline_scheduler(["--model-path", "/nonexistent/m", "--tp-size", "2",
+                              "--mem-fraction-static", "0.88", "--context-length", "131072",
+                              "--max-running-requests", "16"] + argv, dict(env or {}))
+
+
+NEXTN3 = ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3", "--speculative-eagle-topk",
+          "1", "--speculative-num-draft-tokens", "4"]
+
+
+def dflash(drafter_dir, block):
+    return ["--speculative-algorithm", "DFLASH", "--speculative-num-draft-tokens", str(block),
+            "--speculative-draft-model-path", drafter_dir]
+
+
+def test_a_dflash_block_of_16_accepts_what_z_lab_reports(drafter_dir):
+    s = scheduler(dflash(drafter_dir, 16))
+    assert s.expected_accept_length(0) == pytest.approx(5.58, abs=0.01)  # dflash#170: ~5.5
+    assert 5.3 < s.expected_accept_length(128) < 5.58  # a coding prompt's context already counts
+    assert s.steps == 15 and len(s.base_probs) == 15
+    # one drafter forward per block: the target's step, the overhead, 12.2 ms, 12 x 0.5 ms
+    assert s.cycle_s == pytest.approx((37.45 + 4.0 + 12.2 + 6.0) / 1000)
+
+
+@pytest.mark.parametrize("block, ahead", [(4, False), (6, True)])
+def test_at_32k_dflash_needs_5_draft_tokens_to_beat_mtp(drafter_dir, block, ahead):
+    """vllm-project/recipes PR #839: at long context 3 draft tokens lost to MTP, 5 beat it."""
+    ratio = scheduler(dflash(drafter_dir, block)).decode_tok_s_at(32768) / \
+        scheduler(NEXTN3).decode_tok_s_at(32768)
+    assert (ratio > 1.0) is ahead and abs(ratio - 1.0) < 0.06, ratio
+
+
+def test_at_32k_a_dflash_block_of_4_accepts_090_of_nextn_3_steps(drafter_dir):
+    """vllm-project/recipes PR #839: at long context DFlash with 3 tokens 2.5-2.7, MTP 2.8-3.0."""
+    ratio = scheduler(dflash(drafter_dir, 4)).expected_accept_length(32768) / \
+        scheduler(NEXTN3).expected_accept_length(32768)
+    assert ratio == pytest.approx(0.90, abs=0.01)
+
+
+def test_thinking_cuts_dflash_drafts_to_25_of_60_and_mtp_less(drafter_dir):
+    """z-lab/dflash#133: acceptance 60% with thinking off, 25% on: the drafts accepted per verify."""
+    d = scheduler(dflash(drafter_dir, 16))
+    drafts = (d.expected_accept_length(128, True) - 1) / (d.expected_accept_length(128) - 1)
+    assert drafts == pytest.approx(25 / 60, abs=0.01)
+    m = scheduler(NEXTN3)
+    assert (m.expected_accept_length(128, True) - 1) / (m.expected_accept_length(128) - 1) > drafts + 0.2
+
+
+def test_an_eagle3_chain_accepts_near_its_cards_figure(drafter_dir):
+    s = scheduler(["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3",
+                   "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4",
+                   "--speculative-draft-model-path", drafter_dir])
+    assert s.expected_accept_length(0) == pytest.approx(1 + 0.62 + 0.62 ** 2 + 0.62 ** 3)
+
+
+def test_the_drafters_weights_and_cache_come_off_the_pools(drafter_dir):
+    mtp, draft = scheduler(NEXTN3).capacity, scheduler(dflash(drafter_dir, 16)).capacity
+    assert draft.draft_weights_gib == pytest.approx(1.73e9 * 2 / 2 / 2 ** 30)
+    assert mtp.draft_weights_gib == pytest.approx(2.805)
+    assert draft.max_total_num_tokens != mtp.max_total_num_tokens
+
+
+@pytest.mark.parametrize("accepted, batch, expect", [
+    (3, 1, {5}), (6, 1, {7}), (0, 1, {1}), (0, 8, {0, 1}), (3, 8, {3}), (1, 32, {1}), (3, 64, {0}),
+    (2, 1000, {0})])
+def test_adaptive_steps_follow_acceptance_and_batch_size(accepted, batch, expect):
+    """SGLang's slots (adaptive_spec_params.py DEFAULT_ADAPTIVE_CONFIG): bs 1 [1, 3, 5, 7], bs 8
+    [0, 1, 3], bs 32 [0, 1], bs 64 [0]; after 10 warmup batches the EMA moves a step every 5 (from
+    0 steps a slot probes the next candidate, then falls back: it alternates)."""
+    from bench.emulator.scheduler import AdaptiveSteps
+    a = AdaptiveSteps(3)
+    for _ in range(200):
+        a.on_verify([min(accepted, a.steps_for(batch))] * batch, batch)
+    assert a.steps_for(batch) in expect
+
+
+def test_an_adaptive_server_runs_fewer_steps_when_drafts_fail():
+    s = scheduler(NEXTN3 + ["--speculative-adaptive"], {"SGLEMU_ACCEPT_PROBS": "0.05"})
+    assert s.adaptive is not None and s.steps_now(1) == 3
+    for _ in range(60):
+        s.adaptive.on_verify([0], 1)
+    assert s.steps_now(1) == 1 and s.cycle_for(1) < s.cycle_for(3)
+
+
+def test_an_adaptive_config_file_sets_the_candidates(tmp_path):
+    from bench.emulator.scheduler import AdaptiveSteps
+    f = tmp_path / "adaptive.json"
+    f.write_text(json.dumps({"ema_alpha": 0.5, "1": {"candidate_steps": [2, 4]}}))
+    a = AdaptiveSteps(3, str(f))
+    assert a.candidates() == {1: [2, 4]} and a.steps_for(1) == 4 and a.max_steps == 4
+    f.write_text(json.dumps({"x": {}}))
+    with pytest.raises(ValueError, match="at least one integer-string BS key"):
+        AdaptiveSteps(3, str(f))
 
 
 # --- the memory preflight counts the drafter --------------------------------------------------

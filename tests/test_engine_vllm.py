@@ -141,8 +141,9 @@ def test_the_request_body_is_what_vllm_takes(vllm):
     assert path == "/v1/chat/completions" and headers["Authorization"] == "Bearer sekret"
     # ChatCompletionRequest fields only: no SGLang rid / return_spec_tokens_details, which vLLM
     # would only log as ignored
-    assert sorted(body) == ["ignore_eos", "max_tokens", "messages", "model", "request_id", "stream",
-                            "stream_options", "temperature"]
+    assert sorted(body) == ["chat_template_kwargs", "ignore_eos", "max_tokens", "messages", "model",
+                            "request_id", "stream", "stream_options", "temperature"]
+    assert body["chat_template_kwargs"] == {"enable_thinking": False}  # the case's thinking, stated
     assert body["request_id"].startswith("bench-") and body["ignore_eos"] is True
     assert body["stream_options"] == {"include_usage": True, "continuous_usage_stats": True}
 

@@ -25,7 +25,7 @@ GATE = role_defaults("sglang_gate")
 PROFILES = role_defaults()["sglang_profiles"]
 # (requests, max_requests, max_tokens): 6 is the fewest that bound a median at 95%
 SIZES = {"coding": (6, 12, 128), "long_context": (6, 6, 64), "concurrent": (8, 16, 256),
-         "prose": (6, 6, 64)}
+         "prose": (6, 6, 64), "thinking": (6, 6, 64)}
 PREFILL = {"SGLEMU_PREFILL_TOK_S": "20000"}
 
 
@@ -56,6 +56,9 @@ def test_the_healthy_3step_server_passes_every_case(emulator):
     r = run_plan(emu)
     assert r["passed"], plan.table(r)
     assert r["failed_cases"] == [] and r["capacity"]["passed"]
+    # thinking on: reported, never judged, and drafts are accepted less inside reasoning
+    assert case(r, "thinking")["report_only"] is True
+    assert case(r, "thinking")["accept_len"] < case(r, "coding")["accept_len"]
     assert r["capacity"]["figures"]["effective_context"] >= 131072
     # SGLang 0.5.23's sizing on 2x A6000: the mamba pool holds 24 slots, 5 per running request
     assert r["capacity"]["figures"]["max_running_requests"] == 4

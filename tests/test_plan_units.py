@@ -18,7 +18,7 @@ def test_the_role_defaults_are_a_valid_plan_for_every_profile():
     for profile in THRESHOLDS:
         assert plan.problems(PLAN, THRESHOLDS, profile) == [], profile
     cases = plan.resolve(PLAN, THRESHOLDS, "nextn_3step")
-    assert [c["case"] for c in cases] == ["coding", "long_context", "concurrent", "prose"]
+    assert [c["case"] for c in cases] == ["coding", "long_context", "concurrent", "prose", "thinking"]
     assert cases[1]["options"]["prompts"] == "long_context" and cases[1]["options"]["prompt_tokens"] == 32768
     assert cases[2]["options"]["concurrency"] == 4
     # the prose case is reported, not judged: no profile gives it thresholds
@@ -230,7 +230,8 @@ def test_the_calibration_file_keeps_other_profiles_and_says_how_it_was_measured(
 # ------------------------------------------------------------------ the comparison's plan ----
 def test_the_comparison_replaces_the_long_context_case_by_its_depths():
     p = plan.context_plan(PLAN)
-    assert list(p) == ["coding", "context_1k", "context_8k", "context_32k", "concurrent", "prose"]
+    assert list(p) == ["coding", "context_1k", "context_8k", "context_32k", "concurrent", "prose",
+                       "thinking"]
     assert [p[c]["prompt_tokens"] for c in ("context_1k", "context_8k", "context_32k")] == [1024, 8192, 32768]
     # 6 requests: the fewest whose median has a 95% interval (the answer decides on it)
     assert all(p[c]["requests"] == 6 and p[c]["concurrency"] == 1 and p[c]["max_tokens"] == 128

@@ -375,7 +375,7 @@ def test_a_case_without_a_decode_threshold_leaves_it_out(production_plan):
     ({"sglang_watch_textfile_path": ""},
      "sglang_watch_textfile_path =  is not valid: an absolute path ending in"),
     ({"sglang_watch_case": "nope"}, "sglang_watch_case = nope is not valid: a case of the gate plan "
-                                    "(sglang_gate_plan: coding, concurrent, long_context, prose)"),
+                                    "(sglang_gate_plan: coding, concurrent, long_context, prose, thinking)"),
     ({"sglang_watch_case": "long_context"}, "long_context is a long-context case: name a coding case"),
 ])
 def test_each_bad_input_is_refused_naming_its_variable(production_plan, changes, words):

@@ -44,9 +44,10 @@ MAMBA_RADIX_CACHE_STRATEGIES = ["auto", "no_buffer", "extra_buffer", "extra_buff
 # srt/speculative/spec_info.py SpeculativeAlgorithm members (+ NEXTN alias, DFLASH registered).
 KNOWN_SPEC_ALGORITHMS = {"UNO", "DSPARK", "EAGLE", "EAGLE3", "FROZEN_KV_MTP", "STANDALONE",
                          "NGRAM", "NONE", "NEXTN", "DFLASH"}
-# The target's own MTP head (NEXTN, aliased to EAGLE). A separate drafter (EAGLE3, DFLASH, any
-# --speculative-draft-model-path) is not emulated: it would answer with the MTP head's figures.
-EMULATED_SPEC_ALGORITHMS = {"EAGLE"}
+# The target's own MTP head (NEXTN, aliased to EAGLE), an EAGLE-3 chain and DFLASH blocks, each
+# with its own acceptance (knobs.py, README "Drafters"); the others are not emulated.
+EMULATED_SPEC_ALGORITHMS = {"EAGLE", "EAGLE3", "DFLASH"}
+DFLASH_DEFAULT_BLOCK = 16  # _handle_dflash: no block size given or in the draft's config
 
 # srt/arg_groups/overrides.py _MAMBA_EXTRA_BUFFER_ARCHS (the hybrid ones we may meet).
 MAMBA_EXTRA_BUFFER_ARCHS = {
@@ -183,6 +184,56 @@ def read_architecture(model_path: str, fallback: str) -> List[str]:
     return [fallback]
 
 
+def drafter_load_error(args: Dict[str, Any]) -> str | None:
+    """What the draft worker's model load fails with (after the arguments resolved, as SGLang's
+    get_config of the draft path does): a drafter directory without config.json."""
+    drafter = args.get("speculative_draft_model_path")
+    if drafter is not None and not os.path.isfile(os.path.join(drafter, "config.json")):
+        return (f"OSError: Can't load the configuration of '{drafter}': no config.json there (the "
+                "drafter's directory)")
+    return None
+
+
+def _dflash_block_of(drafter: str) -> int | None:
+    """dflash_utils.parse_dflash_draft_config: dflash_config.block_size, else a top-level
+    block_size, of the draft's config.json."""
+    try:
+        with open(os.path.join(drafter, "config.json"), encoding="utf-8") as fh:
+            raw = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    inner = raw.get("dflash_config") if isinstance(raw.get("dflash_config"), dict) else {}
+    value = inner.get("block_size", raw.get("block_size"))
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _handle_dflash(args: Dict[str, Any]) -> None:
+    """speculative_hook.py _handle_dflash, for the emulated fields."""
+    if args["pp_size"] != 1:
+        raise ValueError("Currently DFLASH speculative decoding only supports pp_size == 1.")
+    if args["speculative_draft_model_path"] is None:
+        raise ValueError("DFLASH speculative decoding requires setting --speculative-draft-model-path.")
+    for key in ("speculative_num_steps", "speculative_eagle_topk"):
+        if args[key] is not None and int(args[key]) != 1:
+            logger.warning(f"DFLASH only supports {key} == 1; overriding {key}={args[key]} to 1.")
+        args[key] = 1
+    if args["speculative_num_draft_tokens"] is None:
+        block = _dflash_block_of(args["speculative_draft_model_path"])
+        if block is None:
+            block = DFLASH_DEFAULT_BLOCK
+            logger.warning("speculative_num_draft_tokens is not set; defaulting to %d for DFLASH.", block)
+        args["speculative_num_draft_tokens"] = block
+    window = args["speculative_draft_window_size"]
+    if window is not None and window < int(args["speculative_num_draft_tokens"]):
+        raise ValueError("--speculative-draft-window-size must be >= --speculative-num-draft-tokens "
+                         f"(block_size). window_size={window}, "
+                         f"block_size={args['speculative_num_draft_tokens']}.")
+    if args["max_running_requests"] is None:
+        args["max_running_requests"] = 48
+        logger.warning("Max running requests is reset to 48 for speculative decoding. You can "
+                       "override this by explicitly setting --max-running-requests.")
+
+
 def resolve(ns: argparse.Namespace, architecture_fallback: str,
             gpu_memory_mib: float = memory.A6000_MEMORY_MIB) -> Dict[str, Any]:
     """SGLang's resolve_once(), for the emulated fields. Raises what SGLang raises."""
@@ -231,25 +282,28 @@ def resolve(ns: argparse.Namespace, architecture_fallback: str,
             logger.warning(f"speculative_adaptive disabled: {reason}. "
                            "Falling back to static speculative params.")
             args["speculative_adaptive"] = False
-        else:
-            raise NotImplementedError("sglang emulator: --speculative-adaptive is valid for SGLang "
-                                      "0.5.23 but its run-time draft steps are not emulated")
     if algo is not None:
         if algo not in EMULATED_SPEC_ALGORITHMS:
             raise NotImplementedError(
                 f"sglang emulator: --speculative-algorithm {algo} is a valid SGLang 0.5.23 "
-                "algorithm but is not emulated (only NEXTN / EAGLE, the target's MTP head)")
-        if args["speculative_draft_model_path"] is not None:
-            raise NotImplementedError(
-                "sglang emulator: --speculative-draft-model-path (a separate drafter) is not "
-                "emulated: only the target's own MTP head")
-        # ---- _handle_eagle_family
-        if args["max_running_requests"] is None:
+                "algorithm but is not emulated (only NEXTN / EAGLE, EAGLE3 and DFLASH)")
+        drafter = args["speculative_draft_model_path"]
+        if algo == "DFLASH":
+            _handle_dflash(args)
+        elif algo == "EAGLE3" and drafter is None:
+            raise ValueError("EAGLE3 speculative decoding requires --speculative-draft-model-path "
+                             "(emulator: no draft head in the target)")
+        # ---- _handle_eagle_family (DFLASH resolved its own above)
+        if algo == "DFLASH":
+            pass
+        elif args["max_running_requests"] is None:
             args["max_running_requests"] = 48
             logger.warning(
                 "Max running requests is reset to 48 for speculative decoding. You can override "
                 "this by explicitly setting --max-running-requests.")
-        if args["speculative_num_steps"] is None:
+        if algo == "DFLASH":
+            pass
+        elif args["speculative_num_steps"] is None:
             assert (args["speculative_eagle_topk"] is None
                     and args["speculative_num_draft_tokens"] is None)
             # _auto_choose_speculative_params: (3, 1, 4) for everything we may meet
@@ -257,7 +311,7 @@ def resolve(ns: argparse.Namespace, architecture_fallback: str,
             args["speculative_num_steps"] = steps
             args["speculative_eagle_topk"] = topk
             args["speculative_num_draft_tokens"] = draft
-        if (args["speculative_eagle_topk"] == 1
+        if (algo != "DFLASH" and args["speculative_eagle_topk"] == 1
                 and args["speculative_num_draft_tokens"] != args["speculative_num_steps"] + 1):
             logger.warning("speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 "
                            "when speculative_eagle_topk == 1")

@@ -11,7 +11,7 @@ import warnings
 from typing import Dict, List
 
 from . import memory
-from .args import build_parser, merge_config, resolve
+from .args import build_parser, drafter_load_error, merge_config, resolve
 from .distributed import DistError, Group
 from .knobs import KnobError, Knobs
 from .scheduler import Scheduler
@@ -85,16 +85,26 @@ async def serve(cfg, knobs: Knobs, launch_command: str) -> int:
     cap_log = sched_log  # model_runner / kv_cache_configurator / tp_worker: scheduler process
     pre = knobs.gpu_memory_mib / 1024.0 - memory.CUDA_CONTEXT_GIB
     sched_log.info("Load weight begin. avail mem=%.2f GB", pre)
-    if await _sleep_or_stop(knobs.load_seconds, stop):
+    # a drafter loads after the target, in the same time per weight
+    drafter_load = knobs.load_seconds * knobs.drafter_params_b / memory.TARGET_PARAMS_B \
+        if cfg.get("speculative_draft_model_path") else 0.0
+    if await _sleep_or_stop(knobs.load_seconds + drafter_load, stop):
         return 0
+    failed = drafter_load_error(cfg)
+    if failed:
+        sched_log.error("Scheduler hit an exception: %s", failed)
+        return 1
     # memory.py: the pools as SGLang 0.5.23 sizes them (raises SGLang's errors, exit 1)
-    cap = memory.compute(cfg, knobs.gpu_memory_mib, knobs.pre_pool_reserve_mib)
+    cap = memory.compute(cfg, knobs.gpu_memory_mib, knobs.pre_pool_reserve_mib, knobs.drafter_params_b)
     sched_log.info("Load weight end. type=%s, dtype=torch.bfloat16, avail mem=%.2f GB, "
                    "mem usage=%.2f GB.", cfg["architectures"][0], cap.avail_after_weights_gib,
                    cap.weights_gib)
     if cap.draft_weights_gib:
-        sched_log.info("Load weight end. type=Qwen3_5ForCausalLMMTP, dtype=torch.bfloat16, "
+        sched_log.info("Load weight end. type=%s, dtype=torch.bfloat16, "
                        "avail mem=%.2f GB, mem usage=%.2f GB.",
+                       "DFlashDraftModel" if cfg["speculative_algorithm"] == "DFLASH" else
+                       "LlamaForCausalLMEagle3" if cfg["speculative_algorithm"] == "EAGLE3" else
+                       "Qwen3_5ForCausalLMMTP",
                        cap.avail_after_weights_gib - cap.draft_weights_gib, cap.draft_weights_gib)
     if cap.max_mamba_cache_size is not None:
         cap_log.info("Mamba Cache is allocated. max_mamba_cache_size: %d, conv_state size: %.2fGB, "
@@ -172,7 +182,10 @@ async def serve_follower(cfg, knobs: Knobs, group: Group, stop: asyncio.Event) -
         return 0
     sched_log.info("Load weight begin. avail mem=%.2f GB",
                    knobs.gpu_memory_mib / 1024.0 - memory.CUDA_CONTEXT_GIB)
-    if await _sleep_or_stop(knobs.load_seconds, stop):
+    # a drafter loads after the target, in the same time per weight
+    drafter_load = knobs.load_seconds * knobs.drafter_params_b / memory.TARGET_PARAMS_B \
+        if cfg.get("speculative_draft_model_path") else 0.0
+    if await _sleep_or_stop(knobs.load_seconds + drafter_load, stop):
         group.close()
         return 0
     sched_log.info("Load weight end. type=%s, dtype=torch.bfloat16", cfg["architectures"][0])

@@ -130,6 +130,40 @@ class Knobs:
     # prose, 93.5 on code (x0.756) with one config, so at the same step time.
     prose_accept_factor: float = 0.80
     longctx_knee_tokens: int = 1024  # decline starts after ~1K tokens (undiminished at ~100)
+    # Inside thinking (the tokens before </think>), every p_i of the model's MTP head and an
+    # EAGLE-3 chain x this. 0.80: chosen, not measured (no public figure for MTP inside reasoning;
+    # reasoning reads as prose, so the prose factor's value).
+    thinking_accept_factor: float = 0.80
+    # --- drafters (README "Drafters"): calibrations to published figures, not to a winner -----
+    # DFLASH: one drafter forward proposes the whole block (draft tokens - 1 positions); position
+    # i is accepted with this probability if every one before it was. 0.83: a block of 16 accepts
+    # 1 + sum(0.83^i, i=1..15) = 5.58 tokens per verify at a coding prompt, z-lab/dflash#170's
+    # "~5.5" for z-lab/Qwen3.6-27B-DFlash on vLLM (the team's own target was 5-6).
+    dflash_accept_prob: float = 0.83
+    # The drafter's work per block. Its weights alone read in 2.26 ms (1.73 B params: the F16
+    # GGUF of z-lab/Qwen3.6-27B-DFlash is 3,310.7 MiB; x 2 bytes / (2 GPUs x 768 GB/s)), which
+    # would put a block of 4 ahead of NEXTN 3 steps at 32K. 12.2: fitted to vllm-project/recipes
+    # PR #839 (a 27B at long context: DFlash with 3 draft tokens behind MTP, 5 needed to beat it):
+    # at 32K a block of 4 decodes 0.95 x NEXTN 3 steps and a block of 6 beats it.
+    dflash_draft_ms: float = 12.2
+    # Each verified token beyond MTP's 4 (the hybrid model's 48 GDN layers update and keep one
+    # state per token in verify). 0.5: chosen, not measured: a block of 16 costs 6 ms more.
+    dflash_verify_token_ms: float = 0.5
+    # DFLASH's decline with context (the same log shape as LONGCTX_FACTOR_32K, steeper): 0.71
+    # makes a block of 4 at 32K accept 0.90 x what NEXTN 3 steps accepts there, as
+    # vllm-project/recipes PR #839 (a 27B at long context: DFlash 2.5-2.7 against MTP's 2.8-3.0
+    # with 3 tokens).
+    dflash_longctx_factor_32k: float = 0.71
+    # DFLASH inside thinking: every p_i x this. 0.79: the drafts accepted per verify of a block of
+    # 16 fall to 25/60 of thinking off, z-lab/dflash#133 (acceptance 60% off, 25% on).
+    dflash_thinking_factor: float = 0.79
+    # EAGLE-3 chains: p_i of each draft step. 0.62: a 3-step chain accepts 1 + 0.62 + 0.62^2 +
+    # 0.62^3 = 2.24, near the 2.4 the Ex0bit/Qwen3.6-27B-PRISM-EAGLE3 card reports (SGLang 0.5.12,
+    # for the PRISM variant of the target; its steps not stated there).
+    eagle3_accept_probs: List[float] = field(default_factory=lambda: parse_probs("0.62"))
+    # The drafter's own load beside the target's (LOAD_SECONDS x params share); its weights'
+    # memory comes off the pools (memory.py) as 1.73 B params in BF16.
+    drafter_params_b: float = 1.73
     # The collapse failure mode (0 = off): past this many prompt tokens every p_i = COLLAPSE_PROB.
     # 0.377: 1 + p + p^2 + p^3 = 1.57, sglang#30763's Qwen3.5 accept length past 32K (accept
     # rate 0.19 = 0.57 / 3 drafts).
@@ -173,6 +207,15 @@ class Knobs:
         k.longctx_factor_32k = _get(env, "LONGCTX_FACTOR_32K", float, k.longctx_factor_32k)
         k.prose_accept_factor = _get(env, "PROSE_ACCEPT_FACTOR", float, k.prose_accept_factor)
         k.longctx_knee_tokens = _get(env, "LONGCTX_KNEE_TOKENS", int, k.longctx_knee_tokens)
+        k.thinking_accept_factor = _get(env, "THINKING_ACCEPT_FACTOR", float, k.thinking_accept_factor)
+        k.dflash_accept_prob = _get(env, "DFLASH_ACCEPT_PROB", float, k.dflash_accept_prob)
+        k.dflash_draft_ms = _get(env, "DFLASH_DRAFT_MS", float, k.dflash_draft_ms)
+        k.dflash_verify_token_ms = _get(env, "DFLASH_VERIFY_TOKEN_MS", float, k.dflash_verify_token_ms)
+        k.dflash_longctx_factor_32k = _get(env, "DFLASH_LONGCTX_FACTOR_32K", float,
+                                           k.dflash_longctx_factor_32k)
+        k.dflash_thinking_factor = _get(env, "DFLASH_THINKING_FACTOR", float, k.dflash_thinking_factor)
+        k.eagle3_accept_probs = _get(env, "EAGLE3_ACCEPT_PROBS", parse_probs, k.eagle3_accept_probs)
+        k.drafter_params_b = _get(env, "DRAFTER_PARAMS_B", float, k.drafter_params_b)
         k.longctx_collapse_tokens = _get(env, "LONGCTX_COLLAPSE_TOKENS", int,
                                          k.longctx_collapse_tokens)
         k.longctx_collapse_prob = _get(env, "LONGCTX_COLLAPSE_PROB", float,
@@ -200,8 +243,12 @@ class Knobs:
                k.compute_bound_tokens, k.accept_context_tokens, k.pre_pool_reserve_mib) < 0:
             raise KnobError("%sBATCH_SLOWDOWN, WARMUP_REQUESTS, CLOCK_JITTER_PCT, LONGCTX_COLLAPSE_TOKENS, "
                             "ACCEPT_CONTEXT_TOKENS, PRE_POOL_RESERVE_MIB must be >= 0" % PREFIX)
+        if min(k.dflash_draft_ms, k.dflash_verify_token_ms, k.drafter_params_b) < 0:
+            raise KnobError("%sDFLASH_DRAFT_MS, DFLASH_VERIFY_TOKEN_MS, DRAFTER_PARAMS_B must be >= 0"
+                            % PREFIX)
         for name in ("accept_p1_context", "longctx_factor_32k", "longctx_collapse_prob",
-                     "prose_accept_factor"):
+                     "prose_accept_factor", "thinking_accept_factor", "dflash_accept_prob",
+                     "dflash_longctx_factor_32k", "dflash_thinking_factor"):
             if not 0.0 <= getattr(k, name) <= 1.0:
                 raise KnobError("%s%s must be in [0, 1]" % (PREFIX, name.upper()))
         if not 0.0 <= k.thinking_fraction < 1.0:

@@ -51,6 +51,10 @@ CUDA_CONTEXT_GIB = A6000_MEMORY_MIB / 1024.0 - 47.09
 WEIGHTS_GIB_TP2 = 25.64
 # The MTP (NEXTN) draft layer + its LM-head share at TP 2: the original log's 2.79-2.82 GB, midpoint.
 MTP_WEIGHTS_GIB_TP2 = 2.805
+TARGET_PARAMS_B = 27.78  # the target's weights (55.56 GB in BF16)
+# A separate drafter's cache per target token, all GPUs: SGLang 0.5.23's
+# --speculative-draft-kv-cache-dtype help, "a 5-layer DFLASH draft costs 10240 bytes/token in bf16".
+DRAFTER_KV_BYTES_PER_TOKEN = 10240
 
 # ---- Qwen3.6-27B (HF config.json text_config; identical to Qwen3.5-27B) -----------------------
 # Used for every key <model-path>/config.json does not carry (the repo's stand-in config.json
@@ -266,7 +270,7 @@ def mamba_ratio(args: Dict[str, Any]) -> int:
 
 
 def compute(args: Dict[str, Any], gpu_memory_mib: float = A6000_MEMORY_MIB,
-            pre_pool_reserve_mib: float = 0.0) -> Capacity:
+            pre_pool_reserve_mib: float = 0.0, drafter_params_b: float = 1.73) -> Capacity:
     """The pools SGLang 0.5.23 sizes for the resolved ``args`` (args.resolve's dict) on a GPU of
     ``gpu_memory_mib``. Raises CapacityError / ValueError with SGLang's messages."""
     tp = max(1, int(args["tp_size"]))
@@ -286,7 +290,9 @@ def compute(args: Dict[str, Any], gpu_memory_mib: float = A6000_MEMORY_MIB,
     # before the pools: managers/scheduler.py builds the draft worker before init_memory_pools)
     pre = gpu_memory_mib / 1024.0 - CUDA_CONTEXT_GIB  # bootstrap.measure_pre_model_load_memory
     weights = WEIGHTS_GIB_TP2 * 2.0 / tp
-    draft = MTP_WEIGHTS_GIB_TP2 * 2.0 / tp if spec else 0.0
+    drafter = spec and args.get("speculative_draft_model_path") is not None
+    draft = (drafter_params_b * 1e9 * 2 / tp / GIB if drafter else
+             MTP_WEIGHTS_GIB_TP2 * 2.0 / tp if spec else 0.0)
     if weights + draft >= pre:
         raise CapacityError("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate the "
                             "weights (%.2f GiB per GPU at tp_size %d) with %.2f GiB free"
@@ -347,7 +353,10 @@ def compute(args: Dict[str, Any], gpu_memory_mib: float = A6000_MEMORY_MIB,
     # ---- DefaultPoolConfigurator.calculate_pool_sizes
     target_cell = target_kv_bytes_per_token(mc, tp, hybrid)
     cell = target_cell
-    if spec:
+    if drafter:
+        # a drafter's own pool, one slot per target token
+        cell += DRAFTER_KV_BYTES_PER_TOKEN // tp
+    elif spec:
         # EAGLE/MTP draft pool shares the target's per-layer KV size
         n_layers = full_attention_layers(mc, hybrid)
         cell += int(target_cell * int(mc["mtp_num_hidden_layers"]) / n_layers)

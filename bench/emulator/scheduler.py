@@ -21,7 +21,9 @@ handler coroutine so it can never stall the batch.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import hashlib
+import json
 import logging
 import math
 import os
@@ -94,7 +96,7 @@ class Req:
         "correct", "hist", "probs", "t_arrival", "t_admit", "t_first", "t_last", "t_finish",
         "finish", "fault", "stall_until", "stall_done", "counted", "sink", "done",
         "backlog", "waiter", "closed", "log_metrics", "index", "reasoning", "extra",
-        "collapsed", "prose",
+        "collapsed", "prose", "think_probs",
     )
 
     def __init__(self, rid: str, endpoint: str, prompt_tokens: int, max_tokens: int,
@@ -125,6 +127,7 @@ class Req:
         self.correct = 0
         self.hist: List[int] = []
         self.probs: List[float] = []
+        self.think_probs: List[float] = []
         self.t_arrival = time.monotonic()
         self.t_admit: float | None = None
         self.t_first: float | None = None
@@ -240,6 +243,89 @@ class ClockJitter:
         return math.exp(self.x)
 
 
+# SGLang 0.5.23's adaptive speculation (srt/speculative/adaptive_spec_params.py): a slot per
+# batch size with its candidate steps; each slot keeps an EMA of the drafts accepted per request
+# and moves its steps after a warmup, every few batches: down while the EMA is at or below the
+# next lower candidate - 0.5 (+ down hysteresis; 0.5 to reach 0), else up while it is above the
+# current one - 0.5 (+ up hysteresis). A batch routes to the largest slot key <= its size.
+ADAPTIVE_DEFAULT = {
+    "1": {"candidate_steps": [1, 3, 5, 7], "up_hysteresis": 0.0, "down_hysteresis": -0.25},
+    "8": {"candidate_steps": [0, 1, 3], "up_hysteresis": 0.0, "down_hysteresis": 0.0},
+    "32": {"candidate_steps": [0, 1], "up_hysteresis": 0.0, "down_hysteresis": 0.0},
+    "64": {"candidate_steps": [0], "up_hysteresis": 0.0, "down_hysteresis": 0.0},
+}
+
+
+class AdaptiveSlot:
+    def __init__(self, initial: int, cfg: Dict[str, Any]):
+        self.candidates = sorted(set(int(x) for x in cfg["candidate_steps"]))
+        self.alpha = float(cfg.get("ema_alpha", 0.2))
+        self.interval = int(cfg.get("update_interval", 5))
+        self.warmup = int(cfg.get("warmup_batches", 10))
+        self.down = float(cfg.get("down_hysteresis", -0.25))
+        self.up = float(cfg.get("up_hysteresis", 0.0))
+        self.steps = initial if initial in self.candidates else self.candidates[len(self.candidates) // 2]
+        self.ema = float(self.steps - 1)
+        self.batches = 0
+
+    def update(self, accepted_per_request: List[int]) -> None:
+        if self.steps > 0:
+            avg = sum(accepted_per_request) / float(len(accepted_per_request))
+            self.ema = (1 - self.alpha) * self.ema + self.alpha * avg
+        self.batches += 1
+        if self.batches <= self.warmup or (self.batches - self.warmup) % self.interval:
+            return
+        idx = self.candidates.index(self.steps)
+        if self.steps == 0:
+            idx = min(idx + 1, len(self.candidates) - 1)
+            if self.candidates[idx] > 0 and self.ema < 0:
+                self.ema = float(self.candidates[idx] - 1)
+            self.steps = self.candidates[idx]
+            return
+        start = idx
+        while idx > 0:
+            lower = self.candidates[idx - 1]
+            if self.ema <= (0.5 if lower == 0 else lower - 0.5) + self.down:
+                idx -= 1
+            else:
+                break
+        if idx == start:
+            while idx < len(self.candidates) - 1 and self.ema > self.candidates[idx] - 0.5 + self.up:
+                idx += 1
+        self.steps = self.candidates[idx]
+
+
+class AdaptiveSteps:
+    """The slots of an adaptive server; ``config``: SGLang's JSON file (None: its defaults)."""
+
+    def __init__(self, initial: int, config: str | None = None):
+        cfg = ADAPTIVE_DEFAULT
+        if config:
+            with open(config, encoding="utf-8") as fh:
+                cfg = json.load(fh)
+        entries = {int(key): entry for key, entry in cfg.items() if str(key).isdigit()}
+        if not entries:
+            raise ValueError("speculative_adaptive_config must contain at least one integer-string "
+                             "BS key, e.g. {\"1\": {\"candidate_steps\": [1,3,7]}}.")
+        common = {key: value for key, value in cfg.items() if not str(key).isdigit()}
+        self.keys = sorted(entries)
+        self.slots = {bs: AdaptiveSlot(initial, dict(common, **entries[bs])) for bs in self.keys}
+        self.max_steps = max(max(s.candidates) for s in self.slots.values())
+
+    def candidates(self) -> Dict[int, List[int]]:
+        return {bs: list(s.candidates) for bs, s in self.slots.items()}
+
+    def _slot(self, batch: int) -> AdaptiveSlot:
+        idx = bisect.bisect_right(self.keys, batch) - 1
+        return self.slots[self.keys[max(0, idx)]]
+
+    def steps_for(self, batch: int) -> int:
+        return self._slot(batch).steps
+
+    def on_verify(self, accepted_per_request: List[int], batch: int) -> None:
+        self._slot(batch).update(accepted_per_request)
+
+
 def _build_seq(seed: int) -> List[int]:
     rng = random.Random(seed * 7919 + 17)
     return [rng.randrange(_N_CODE) for _ in range(SEQ_LEN)]
@@ -261,7 +347,8 @@ class Scheduler:
         # the clock jitter's own draws: acceptance stays the same sequence for a seed
         self.clock = ClockJitter(knobs.clock_jitter_pct, knobs.clock_jitter_tau_s, knobs.seed)
         if capacity is None:
-            capacity = memory.compute(cfg, knobs.gpu_memory_mib, knobs.pre_pool_reserve_mib)
+            capacity = memory.compute(cfg, knobs.gpu_memory_mib, knobs.pre_pool_reserve_mib,
+                                      knobs.drafter_params_b)
         self.capacity = capacity
         # the pools SGLang sized (memory.py): what the scheduler actually runs with
         self.max_running = int(capacity.max_running_requests)
@@ -269,20 +356,29 @@ class Scheduler:
         self.max_req_input_len = int(capacity.max_req_input_len)
         self.mamba_slots = int(capacity.max_mamba_cache_size or 0)
         self.spec = cfg["speculative_algorithm"] is not None
+        self.algorithm = str(cfg["speculative_algorithm"]).upper() if self.spec else None
         self.steps = int(cfg["speculative_num_steps"] or 0) if self.spec else 0
         self.draft_tokens = int(cfg["speculative_num_draft_tokens"] or 0) if self.spec else 0
         k = knobs
-        if self.spec:
-            cycle_ms = (k.base_step_ms + k.spec_overhead_ms + k.spec_step_ms * self.steps
-                        + k.spec_draft_ms * max(0, self.draft_tokens - self.steps - 1))
-            probs = list(k.accept_probs)
-            while len(probs) < self.steps:
-                probs.append(probs[-1])
-            self.base_probs = probs[:self.steps]
+        # SGLang's adaptive speculation (README "Adaptive steps"): the draft steps of each batch
+        self.adaptive = AdaptiveSteps(self.steps, cfg.get("speculative_adaptive_config")) \
+            if self.spec and cfg.get("speculative_adaptive") else None
+        if self.algorithm == "DFLASH":
+            self.steps = max(1, self.draft_tokens - 1)  # the block's draft positions
+            probs = [k.dflash_accept_prob]
+        elif self.algorithm == "EAGLE3":
+            probs = list(k.eagle3_accept_probs)
         else:
-            cycle_ms = k.base_step_ms
-            self.base_probs = []
-        self.cycle_s = cycle_ms / 1000.0
+            probs = list(k.accept_probs)
+        depth = max(self.steps, self.adaptive.max_steps if self.adaptive else 0) if self.spec else 0
+        while probs and len(probs) < depth:
+            probs.append(probs[-1])
+        self.base_probs = probs[:depth]
+        self.longctx_32k = k.dflash_longctx_factor_32k if self.algorithm == "DFLASH" \
+            else k.longctx_factor_32k
+        self.thinking_factor = k.dflash_thinking_factor if self.algorithm == "DFLASH" \
+            else k.thinking_accept_factor
+        self.cycle_s = self.cycle_for(self.steps)
         # tokens each running request puts through a verify (draft tokens) or decode forward
         self.tokens_per_forward = self.draft_tokens if self.spec else 1
         # seconds per context token per forward: the KV bytes of the attention layers (target,
@@ -317,12 +413,28 @@ class Scheduler:
         self.avg_spec_accept_length: float | None = None
         self.last_input_tic = time.perf_counter()
 
+    def cycle_for(self, steps: int) -> float:
+        """Seconds of one verify cycle at ``steps`` draft steps (0: a plain decode step): the
+        target's forward, the speculative overhead, and the drafting (MTP or EAGLE-3: one head
+        forward per step; DFLASH: one drafter forward per block, plus each verified token beyond
+        MTP's 4)."""
+        k = self.knobs
+        if not self.spec or steps <= 0:
+            return k.base_step_ms / 1000.0
+        if self.algorithm == "DFLASH":
+            ms = (k.base_step_ms + k.spec_overhead_ms + k.dflash_draft_ms
+                  + k.dflash_verify_token_ms * max(0, self.draft_tokens - 4))
+        else:
+            ms = (k.base_step_ms + k.spec_overhead_ms + k.spec_step_ms * steps
+                  + k.spec_draft_ms * max(0, self.draft_tokens - self.steps - 1))
+        return ms / 1000.0
+
     # -- configuration summary for /_emulator/stats ----------------------------------------
-    def expected_accept_length(self, prompt_tokens: int = 0) -> float:
+    def expected_accept_length(self, prompt_tokens: int = 0, thinking: bool = False) -> float:
         if not self.spec:
             return 1.0
         exp, acc = 1.0, 1.0
-        for p in self._probs_for(prompt_tokens):
+        for p in self._probs_for(prompt_tokens, thinking=thinking)[:self.steps]:
             acc *= p
             exp += acc
         return exp
@@ -332,7 +444,7 @@ class Scheduler:
         prompt, LONGCTX_FACTOR_32K at 32768 tokens, log-shaped (slow past a few thousand)."""
         k = self.knobs
         knee = float(k.longctx_knee_tokens)
-        drop = (1.0 - k.longctx_factor_32k) * math.log1p(prompt_tokens / knee) \
+        drop = (1.0 - self.longctx_32k) * math.log1p(prompt_tokens / knee) \
             / math.log1p(32768.0 / knee)
         return min(1.0, max(0.3, 1.0 - drop))
 
@@ -340,17 +452,19 @@ class Scheduler:
         threshold = self.knobs.longctx_collapse_tokens
         return bool(threshold) and prompt_tokens > threshold
 
-    def _probs_for(self, prompt_tokens: int, prose: bool = False) -> List[float]:
+    def _probs_for(self, prompt_tokens: int, prose: bool = False, thinking: bool = False) -> List[float]:
         k = self.knobs
         if not self.base_probs:
             return []
         if self.collapses(prompt_tokens):
             return [k.longctx_collapse_prob] * len(self.base_probs)
         probs = list(self.base_probs)
-        ramp = min(1.0, prompt_tokens / float(k.accept_context_tokens)) \
-            if k.accept_context_tokens else 1.0
-        probs[0] = probs[0] + (max(probs[0], k.accept_p1_context) - probs[0]) * ramp
-        factor = self.longctx_factor(prompt_tokens) * (k.prose_accept_factor if prose else 1.0)
+        if self.algorithm not in ("DFLASH", "EAGLE3"):  # the MTP head's first position
+            ramp = min(1.0, prompt_tokens / float(k.accept_context_tokens)) \
+                if k.accept_context_tokens else 1.0
+            probs[0] = probs[0] + (max(probs[0], k.accept_p1_context) - probs[0]) * ramp
+        factor = self.longctx_factor(prompt_tokens) * (k.prose_accept_factor if prose else 1.0) \
+            * (self.thinking_factor if thinking else 1.0)
         return [min(1.0, p * factor) for p in probs]
 
     def decode_tok_s_at(self, prompt_tokens: int) -> float:
@@ -373,6 +487,9 @@ class Scheduler:
             "prefill_tok_s": k.prefill_tok_s * k.speed_scale,
             "accept_probs": list(self.base_probs),
             "speculative": self.spec,
+            "speculative_algorithm": self.algorithm,
+            "adaptive_candidate_steps": self.adaptive.candidates() if self.adaptive else None,
+            "expected_accept_length_thinking": self.expected_accept_length(k.accept_context_tokens, True),
             "speculative_num_steps": self.steps or None,
             "speculative_num_draft_tokens": self.draft_tokens or None,
             "expected_accept_length_short_context": al,
@@ -407,6 +524,10 @@ class Scheduler:
         req.collapsed = self.spec and self.collapses(req.prompt_tokens)
         if req.reasoning and req.limit > 2:
             req.think_len = max(2, int(round(self.knobs.thinking_fraction * req.max_tokens)))
+            # drafts inside thinking: a chat request the template put into thinking mode (the
+            # raw /generate and completions text carries the tags but no chat template)
+            req.think_probs = self._probs_for(req.prompt_tokens, req.prose, thinking=True) \
+                if req.endpoint.endswith("chat/completions") else req.probs
         self.waiting.append(req)
         self.wake.set()
 
@@ -429,13 +550,19 @@ class Scheduler:
         for key in self.totals:
             self.totals[key] = 0
 
-    def step_seconds(self, batch: int, context_tokens: int) -> float:
+    def steps_now(self, batch: int) -> int:
+        """The draft steps of a verify of ``batch`` requests (adaptive: its batch size's slot)."""
+        return self.adaptive.steps_for(batch) if self.adaptive else self.steps
+
+    def step_seconds(self, batch: int, context_tokens: int, steps: int | None = None) -> float:
         """One decode/verify forward of ``batch`` running requests holding ``context_tokens``
-        tokens in all (README "Timing"), clock jitter included (warmup aside)."""
+        tokens in all (README "Timing"), clock jitter included (warmup aside); ``steps``: the
+        draft steps of an adaptive server's current slot."""
         k = self.knobs
-        cycle = self.cycle_s * (1.0 + k.batch_slowdown * (batch - 1))
+        base = self.cycle_s if steps is None else self.cycle_for(steps)
+        cycle = base * (1.0 + k.batch_slowdown * (batch - 1))
         if k.compute_bound_tokens:
-            tokens = batch * self.tokens_per_forward
+            tokens = batch * (self.tokens_per_forward if steps is None else steps + 1)
             if tokens > k.compute_bound_tokens:
                 cycle *= tokens / float(k.compute_bound_tokens)
         dt = (cycle + context_tokens * self.attn_s_per_token) / k.speed_scale
@@ -487,7 +614,8 @@ class Scheduler:
             decode = list(self.running)
             step = prefill_s
             if decode:
-                dt = self.step_seconds(len(decode), sum(r.prompt_tokens + r.produced for r in decode))
+                dt = self.step_seconds(len(decode), sum(r.prompt_tokens + r.produced for r in decode),
+                                       self.steps_now(len(decode)) if self.adaptive else None)
                 for r in decode:
                     if r.warmup:
                         dt /= k.warmup_factor
@@ -513,6 +641,8 @@ class Scheduler:
         step_fwd = 0
         step_correct = 0
         stall_after = self.knobs.faults.stall_after_tokens
+        steps = self.steps_now(len(decode)) if spec else 0
+        drafted: List[int] = []
         for r in decode:
             if r.closed:
                 continue
@@ -522,8 +652,10 @@ class Scheduler:
                 r.stall_until = 0.0
             start = r.produced
             remaining = r.limit - start
-            if spec:
-                acc = accepted(r.probs, rnd)
+            if spec and steps > 0:
+                probs = r.think_probs if start < r.think_len else r.probs
+                acc = accepted(probs[:steps], rnd)
+                drafted.append(acc)
                 n = 1 + acc
                 if n > remaining:
                     n = remaining
@@ -544,6 +676,8 @@ class Scheduler:
             r.produced = start + n
             step_tokens += n
             emitted.append((r, start))
+        if self.adaptive is not None and drafted:
+            self.adaptive.on_verify(drafted, len(decode))
         for r in new:
             r.t_admit = t
             r.produced = 1

@@ -73,6 +73,10 @@ DEFAULTS = {
     # warmup); 32 tokens are a dozen decode steps.
     "warmup_max_tokens": 32,
     "temperature": 0.0,
+    # Whether the model thinks before it answers (chat API: chat_template_kwargs.enable_thinking,
+    # which Qwen3.6's template reads; it thinks unless told not to). The completions and native
+    # APIs send the prompt raw, without the chat template: no thinking asked for.
+    "thinking": False,
     # coding / prose: those prompts (prompts.py); long_context: a repository slice of about
     # prompt_tokens tokens (the server's count is reported; chars per token is learned in warmup
     # unless given).
@@ -150,6 +154,11 @@ def validate(options):
     cfg["max_tokens"] = _number(cfg, "max_tokens", int, 2)
     cfg["warmup_max_tokens"] = _number(cfg, "warmup_max_tokens", int, 1)
     cfg["temperature"] = _number(cfg, "temperature", float, 0.0)
+    if not isinstance(cfg["thinking"], bool):
+        raise ConfigError("thinking", "must be true or false, got %r" % (cfg["thinking"],))
+    if cfg["thinking"] and cfg["api"] != "chat":
+        raise ConfigError("thinking", "needs the chat API (the %s API sends the prompt without the "
+                                      "chat template, which is what turns thinking on)" % cfg["api"])
     if cfg["prompts"] not in promptset.PROMPT_SOURCES:
         raise ConfigError("prompts", "must be one of %s, got %r"
                           % (", ".join(promptset.PROMPT_SOURCES), cfg["prompts"]))
@@ -303,6 +312,7 @@ def _body(cfg, model, prompt, rid, max_tokens, kind=None):
     body.update(_engine(kind).request_fields(rid))
     if cfg["api"] == "chat":
         body["messages"] = [{"role": "user", "content": prompt}]
+        body["chat_template_kwargs"] = {"enable_thinking": bool(cfg.get("thinking"))}
     else:
         body["prompt"] = prompt
     return body

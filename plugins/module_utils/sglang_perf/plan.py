@@ -22,12 +22,13 @@ NAMES = {"plan": "sglang_gate_plan", "thresholds": "sglang_gate_thresholds",
          "calibrated": "sglang_gate_calibrated", "confidence": "sglang_gate_confidence"}
 
 CASE_KEYS = ("description", "prompts", "prompt_tokens", "concurrency", "requests", "max_requests",
-             "max_tokens", "report_only")
+             "max_tokens", "thinking", "report_only")
 
 THRESHOLD_KEYS = engine.THRESHOLDS
 # The engine options a resolved case sets (its options and thresholds) and its baseline: the rest
 # of engine.DEFAULTS is common to every case of a plan run (run_cases's ``common``).
-CASE_OPTIONS = ("case", "prompts", "prompt_tokens", "concurrency", "requests", "max_requests", "max_tokens")
+CASE_OPTIONS = ("case", "prompts", "prompt_tokens", "concurrency", "requests", "max_requests", "max_tokens",
+                "thinking")
 PER_CASE = CASE_OPTIONS + ("baseline",) + THRESHOLD_KEYS
 _CASE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -67,6 +68,8 @@ def _case_problems(errors, where, case):
                       "%s prompts)" % (where, source))
     if not isinstance(case.get("report_only", False), bool):
         errors.append("%s.report_only must be true or false, got %r" % (where, case["report_only"]))
+    if not isinstance(case.get("thinking", False), bool):
+        errors.append("%s.thinking must be true or false, got %r" % (where, case["thinking"]))
     for key, minimum in (("concurrency", 1), ("requests", 1), ("max_tokens", 2)):
         if key not in case:
             errors.append("%s.%s is required" % (where, key))
@@ -198,7 +201,7 @@ def resolve(plan, thresholds, profile, calibrated=None, names=None, confidence=0
                    "prompt_tokens": case.get("prompt_tokens"),
                    "concurrency": int(case["concurrency"]), "requests": int(case["requests"]),
                    "max_requests": int(case.get("max_requests") or case["requests"]),
-                   "max_tokens": int(case["max_tokens"])}
+                   "max_tokens": int(case["max_tokens"]), "thinking": case.get("thinking") is True}
         cases.append({"case": name, "description": case.get("description") or "",
                       "options": options, "report_only": _report_only(case),
                       "thresholds": {k: v for k, v in limits.items() if v is not None},

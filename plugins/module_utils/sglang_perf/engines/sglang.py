@@ -106,6 +106,8 @@ choices = {
         ("0.5.23", ("flashinfer", "fa3", "fa4", "triton", "ascend", "trtllm_mha", "intel_xpu")),
     ],
 }
+# Choice settings whose list is not SGLang's argparse's (the flag takes any name; a hook decides).
+choices_outside_argparse = ("speculative_draft_attention_backend",)
 # The CUDA compute capabilities (major, minor) each draft attention backend's kernels run on, as
 # SGLang 0.5.23 asserts them: fa3 on SM 8.x or 9.0 (attention_registry.py "FlashAttention v3
 # Backend requires SM>=80 and SM<=90"), trtllm_mha on Hopper (SM90), Blackwell (SM100) or SM120
