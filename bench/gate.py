@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from sglang_perf import decision, drafter, fingerprint, history, inherit, plan
+from sglang_perf import decision, fingerprint, history, inherit, plan
 from sglang_perf.client import ConfigError, MeasureError
 
 from bench.common import EXIT_FAILED, EXIT_PASSED, EXIT_UNMEASURED, progress_printer
@@ -153,12 +153,11 @@ def vars_of(args, extra=()):
 
 
 def flat(v):
-    """``v`` with its profiles and thresholds inherited and drafters placed (inherit.resolve,
-    drafter.place, as the deploy plan reads them); VarsError naming what does not resolve."""
+    """``v`` with its profiles and thresholds inherited and drafters placed (inherit.resolve, as
+    the deploy plan reads them); VarsError naming what does not resolve."""
     profiles, thresholds, problems = inherit.resolve(v.get("sglang_profiles"),
-                                                     v.get("sglang_gate_thresholds"))
-    profiles, placed = drafter.place(profiles, v.get("sglang_model_dir"))
-    problems = problems + placed
+                                                     v.get("sglang_gate_thresholds"),
+                                                     v.get("sglang_model_dir"))
     if problems:
         raise VarsError("; ".join(problems))
     return dict(v, sglang_profiles=profiles, sglang_gate_thresholds=thresholds)

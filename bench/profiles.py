@@ -12,7 +12,7 @@ from __future__ import annotations
 import yaml
 
 from bench.paths import SGLANG_DEFAULTS
-from sglang_perf import drafter, engines
+from sglang_perf import engines
 from sglang_perf.inherit import resolve
 from sglang_perf.profile import profile_engine, sglang_argv
 
@@ -29,7 +29,7 @@ def role_profiles():
     SGLang version."""
     defaults = yaml.safe_load(SGLANG_DEFAULTS.read_text())
     version = defaults["sglang_version"]
-    flat = drafter.place(resolve(defaults["sglang_profiles"])[0], defaults["sglang_model_dir"])[0]
+    flat = resolve(defaults["sglang_profiles"], model_dir=defaults["sglang_model_dir"])[0]
     return {name: sglang_argv(profile, version) for name, profile in flat.items()
             if profile_engine(profile, defaults["sglang_engine"]) == engines.DEFAULT}
 

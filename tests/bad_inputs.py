@@ -76,6 +76,12 @@ CASES = [
     ("drafter without its size", profile(speculative_algorithm="EAGLE3",
                                          draft_model={"repo": "z-lab/Qwen3.6-27B-DFlash"}),
      ["sglang_profiles.mine.draft_model.params_b must be its weights in billions of parameters"]),
+    ("a thinking case on the completions API", {"sglang_gate_api": "completions", "sglang_gate_plan": {
+        "coding": {"prompts": "coding", "concurrency": 1, "requests": 6, "max_tokens": 96},
+        "thinking": {"prompts": "coding", "thinking": True, "concurrency": 1, "requests": 6,
+                     "max_tokens": 96, "report_only": True}}},
+     ["sglang_gate_plan.thinking.thinking needs sglang_gate_api: chat (the completions API sends the "
+      "prompt without the chat template"]),
     ("DFLASH with pipeline parallelism", profile(speculative_algorithm="DFLASH", speculative_num_steps=None,
                                                  speculative_eagle_topk=None, speculative_num_draft_tokens=16,
                                                  draft_model=DRAFT, pp_size=2),

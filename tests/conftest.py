@@ -25,7 +25,6 @@ import yaml
 
 from bench.launch import EmulatorProcess, free_port  # noqa: F401  (re-exported)
 from bench.profiles import MODEL_ARGS, PROFILE_ARGS  # noqa: F401  (re-exported)
-from sglang_perf import drafter
 from sglang_perf.inherit import resolve
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,11 +51,10 @@ def role_defaults(role="sglang"):
     names = [n for n in ("sglang_profiles", "sglang_gate_thresholds") if n in defaults]
     if names:
         profiles = defaults.get("sglang_profiles") or raw_role_defaults("sglang")["sglang_profiles"]
+        # drafters placed beside the model, as the plan places them
         flat = dict(zip(("sglang_profiles", "sglang_gate_thresholds"),
-                        resolve(profiles, defaults.get("sglang_gate_thresholds"))))
-        # drafters placed beside the model, as the plan places them (sglang_perf.drafter)
-        flat["sglang_profiles"] = drafter.place(flat["sglang_profiles"],
-                                                raw_role_defaults("sglang")["sglang_model_dir"])[0]
+                        resolve(profiles, defaults.get("sglang_gate_thresholds"),
+                                raw_role_defaults("sglang")["sglang_model_dir"])))
         defaults.update({n: flat[n] for n in names})
     return defaults
 

@@ -133,7 +133,10 @@ def test_more_full_context_requests_than_the_kv_share_holds_are_refused():
 
 
 def test_a_decode_threshold_above_the_roofline_is_refused_by_name():
-    sglang_gate_reach_errors = filt.reach_errors
+    from sglang_perf.profile import accept_ceiling
+
+    def sglang_gate_reach_errors(cases, p, name, model, hardware):
+        return filt.reach_errors(cases, p, name, model, hardware, accept_ceiling(p))
     model, profiles = MODEL, PROFILES
     cases = [{"case": "coding", "thresholds": {"min_tok_s": 45},
               "source": {"min_tok_s": "thresholds"}},
@@ -148,3 +151,10 @@ def test_a_decode_threshold_above_the_roofline_is_refused_by_name():
     assert "sglang_gate_thresholds.no_spec.coding.min_tok_s (45) cannot be reached by profile no_spec: " \
            "its decode roofline is 27.6 tok/s" in sglang_gate_reach_errors(
                cases[:1], profiles["no_spec"], "no_spec", model, A6000x2)[0]
+    # a DFLASH block of 16 (SGLang: the draft tokens; vLLM: 15 steps + 1) reads the drafter once
+    # per block: 16 x 1536 GB/s / (55.56 + 3.46) GB = 416.4 tok/s at best, so 45 is within reach
+    for name in ("dflash", "vllm_dflash"):
+        assert accept_ceiling(profiles[name]) == 16
+        assert sglang_gate_reach_errors(cases, profiles[name], name, model, A6000x2) == []
+        r = filt.roofline(model, A6000x2, 15, drafter_params_b=1.73)
+        assert round(r["ceiling_tok_s"], 1) == 416.4 and r["per_draft_step_gb"] == 0.0

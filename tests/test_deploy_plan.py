@@ -170,3 +170,25 @@ def test_a_multinode_pair_plans_each_rank(tmp_path):
         assert argv[argv.index("--dist-init-addr") + 1] == "10.0.0.1:20000"
     missing = plan_for(host="node-a", inventory=inventory, play_hosts=["node-a"])
     assert "node-b" in "; ".join(missing["problems"])
+
+
+def test_the_plan_names_the_drafter_the_model_step_judges(good):
+    assert good["drafter"] is None  # nextn_3step: the model's own MTP head
+    dflash = plan_for({"sglang_profile": "dflash"}, plumbing=False)
+    assert dflash["problems"] == []
+    assert dflash["drafter"] == {"repo": "z-lab/Qwen3.6-27B-DFlash", "revision": "main",
+                                 "path": "/srv/models/Qwen3.6-27B-DFlash"}
+    assert dflash["argv"][dflash["argv"].index("--speculative-draft-model-path") + 1] == \
+        dflash["drafter"]["path"]
+
+
+def test_every_default_profile_plans_on_the_local_inventory_with_the_production_gate():
+    """Every speculative profile plans (the drafters' roofline counts their block); the two without
+    speculation are refused by the roofline, as tests/test_capacity.py shows."""
+    from conftest import role_defaults
+    for name, p in role_defaults()["sglang_profiles"].items():
+        problems = plan_for({"sglang_profile": name}, plumbing=False)["problems"]
+        if p.get("speculative_algorithm"):
+            assert problems == [], name
+        else:
+            assert problems and all("cannot be reached by profile %s" % name in e for e in problems), name

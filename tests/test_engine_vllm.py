@@ -144,6 +144,10 @@ def test_the_request_body_is_what_vllm_takes(vllm):
     assert sorted(body) == ["chat_template_kwargs", "ignore_eos", "max_tokens", "messages", "model",
                             "request_id", "stream", "stream_options", "temperature"]
     assert body["chat_template_kwargs"] == {"enable_thinking": False}  # the case's thinking, stated
+    engine.run(opts(s.url, requests=1, warmup=0, api_key="sekret", thinking=True))
+    assert [q for q in s.seen if q[0] == "POST"][-1][3]["chat_template_kwargs"] == {"enable_thinking": True}
+    with pytest.raises(engine.ConfigError, match="thinking: needs the chat API"):
+        engine.validate(dict(opts(s.url), api="completions", thinking=True))
     assert body["request_id"].startswith("bench-") and body["ignore_eos"] is True
     assert body["stream_options"] == {"include_usage": True, "continuous_usage_stats": True}
 

@@ -171,23 +171,32 @@ def merge_config(argv: List[str], parser: argparse.ArgumentParser) -> List[str]:
     return extra + argv[:i] + argv[i + 2:]
 
 
+def _config_json(model_path: str) -> Dict[str, Any]:
+    """`<model-path>/config.json` as a mapping ({} when it is missing or not one)."""
+    try:
+        with open(os.path.join(model_path, "config.json"), encoding="utf-8") as fh:
+            raw = json.load(fh)
+    except (OSError, ValueError):
+        return {}
+    return raw if isinstance(raw, dict) else {}
+
+
 def read_architecture(model_path: str, fallback: str) -> List[str]:
     """`<model-path>/config.json` "architectures" if it exists, else the fallback."""
-    path = os.path.join(model_path, "config.json")
-    try:
-        with open(path, encoding="utf-8") as fh:
-            archs = json.load(fh).get("architectures")
-        if isinstance(archs, list) and archs and all(isinstance(a, str) for a in archs):
-            return archs
-    except (OSError, ValueError, AttributeError):
-        pass
+    archs = _config_json(model_path).get("architectures")
+    if isinstance(archs, list) and archs and all(isinstance(a, str) for a in archs):
+        return archs
     return [fallback]
 
 
 def drafter_load_error(args: Dict[str, Any]) -> str | None:
-    """What the draft worker's model load fails with (after the arguments resolved, as SGLang's
-    get_config of the draft path does): a drafter directory without config.json."""
+    """What the draft worker's model load fails with, after the arguments resolved (SGLang's
+    resolution leaves both to the load): EAGLE3 with no drafter (the target carries no EAGLE-3
+    head), a drafter directory without config.json (get_config of the draft path)."""
     drafter = args.get("speculative_draft_model_path")
+    if drafter is None and args.get("speculative_algorithm") == "EAGLE3":
+        return ("ValueError: EAGLE3 loads a draft model and --speculative-draft-model-path is unset "
+                "(emulator: the target carries no EAGLE-3 head)")
     if drafter is not None and not os.path.isfile(os.path.join(drafter, "config.json")):
         return (f"OSError: Can't load the configuration of '{drafter}': no config.json there (the "
                 "drafter's directory)")
@@ -197,11 +206,7 @@ def drafter_load_error(args: Dict[str, Any]) -> str | None:
 def _dflash_block_of(drafter: str) -> int | None:
     """dflash_utils.parse_dflash_draft_config: dflash_config.block_size, else a top-level
     block_size, of the draft's config.json."""
-    try:
-        with open(os.path.join(drafter, "config.json"), encoding="utf-8") as fh:
-            raw = json.load(fh)
-    except (OSError, ValueError):
-        return None
+    raw = _config_json(drafter)
     inner = raw.get("dflash_config") if isinstance(raw.get("dflash_config"), dict) else {}
     value = inner.get("block_size", raw.get("block_size"))
     return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
@@ -232,6 +237,28 @@ def _handle_dflash(args: Dict[str, Any]) -> None:
         args["max_running_requests"] = 48
         logger.warning("Max running requests is reset to 48 for speculative decoding. You can "
                        "override this by explicitly setting --max-running-requests.")
+
+
+def _handle_eagle_family(args: Dict[str, Any], arch: str) -> None:
+    """speculative_hook.py _handle_eagle_family (EAGLE, NEXTN's alias, EAGLE3), the emulated fields."""
+    if args["max_running_requests"] is None:
+        args["max_running_requests"] = 48
+        logger.warning(
+            "Max running requests is reset to 48 for speculative decoding. You can override "
+            "this by explicitly setting --max-running-requests.")
+    if args["speculative_num_steps"] is None:
+        assert (args["speculative_eagle_topk"] is None
+                and args["speculative_num_draft_tokens"] is None)
+        # _auto_choose_speculative_params: (3, 1, 4) for everything we may meet
+        steps, topk, draft = (5, 4, 8) if arch == "LlamaForCausalLM" else (3, 1, 4)
+        args["speculative_num_steps"] = steps
+        args["speculative_eagle_topk"] = topk
+        args["speculative_num_draft_tokens"] = draft
+    if (args["speculative_eagle_topk"] == 1
+            and args["speculative_num_draft_tokens"] != args["speculative_num_steps"] + 1):
+        logger.warning("speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 "
+                       "when speculative_eagle_topk == 1")
+        args["speculative_num_draft_tokens"] = args["speculative_num_steps"] + 1
 
 
 def resolve(ns: argparse.Namespace, architecture_fallback: str,
@@ -287,35 +314,10 @@ def resolve(ns: argparse.Namespace, architecture_fallback: str,
             raise NotImplementedError(
                 f"sglang emulator: --speculative-algorithm {algo} is a valid SGLang 0.5.23 "
                 "algorithm but is not emulated (only NEXTN / EAGLE, EAGLE3 and DFLASH)")
-        drafter = args["speculative_draft_model_path"]
         if algo == "DFLASH":
             _handle_dflash(args)
-        elif algo == "EAGLE3" and drafter is None:
-            raise ValueError("EAGLE3 speculative decoding requires --speculative-draft-model-path "
-                             "(emulator: no draft head in the target)")
-        # ---- _handle_eagle_family (DFLASH resolved its own above)
-        if algo == "DFLASH":
-            pass
-        elif args["max_running_requests"] is None:
-            args["max_running_requests"] = 48
-            logger.warning(
-                "Max running requests is reset to 48 for speculative decoding. You can override "
-                "this by explicitly setting --max-running-requests.")
-        if algo == "DFLASH":
-            pass
-        elif args["speculative_num_steps"] is None:
-            assert (args["speculative_eagle_topk"] is None
-                    and args["speculative_num_draft_tokens"] is None)
-            # _auto_choose_speculative_params: (3, 1, 4) for everything we may meet
-            steps, topk, draft = (5, 4, 8) if arch == "LlamaForCausalLM" else (3, 1, 4)
-            args["speculative_num_steps"] = steps
-            args["speculative_eagle_topk"] = topk
-            args["speculative_num_draft_tokens"] = draft
-        if (algo != "DFLASH" and args["speculative_eagle_topk"] == 1
-                and args["speculative_num_draft_tokens"] != args["speculative_num_steps"] + 1):
-            logger.warning("speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 "
-                           "when speculative_eagle_topk == 1")
-            args["speculative_num_draft_tokens"] = args["speculative_num_steps"] + 1
+        else:
+            _handle_eagle_family(args, arch)
         # `cfg.speculative_eagle_topk > 1 and view.page_size > 1 ...`: with topk None this is
         # "TypeError: '>' not supported between instances of 'NoneType' and 'int'".
         if args["speculative_eagle_topk"] > 1:

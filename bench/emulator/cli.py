@@ -11,7 +11,7 @@ import warnings
 from typing import Dict, List
 
 from . import memory
-from .args import build_parser, drafter_load_error, merge_config, resolve
+from .args import build_parser, drafter_load_error, merge_config, read_architecture, resolve
 from .distributed import DistError, Group
 from .knobs import KnobError, Knobs
 from .scheduler import Scheduler
@@ -60,6 +60,14 @@ async def _sleep_or_stop(seconds: float, stop: asyncio.Event) -> bool:
         return False
 
 
+def load_seconds(cfg, knobs: Knobs) -> float:
+    """The weights' load: LOAD_SECONDS for the target, and a drafter's after it in the same time
+    per weight."""
+    drafter = knobs.load_seconds * knobs.drafter_params_b / memory.TARGET_PARAMS_B \
+        if cfg.get("speculative_draft_model_path") else 0.0
+    return knobs.load_seconds + drafter
+
+
 async def serve(cfg, knobs: Knobs, launch_command: str) -> int:
     from aiohttp import web
 
@@ -85,10 +93,7 @@ async def serve(cfg, knobs: Knobs, launch_command: str) -> int:
     cap_log = sched_log  # model_runner / kv_cache_configurator / tp_worker: scheduler process
     pre = knobs.gpu_memory_mib / 1024.0 - memory.CUDA_CONTEXT_GIB
     sched_log.info("Load weight begin. avail mem=%.2f GB", pre)
-    # a drafter loads after the target, in the same time per weight
-    drafter_load = knobs.load_seconds * knobs.drafter_params_b / memory.TARGET_PARAMS_B \
-        if cfg.get("speculative_draft_model_path") else 0.0
-    if await _sleep_or_stop(knobs.load_seconds + drafter_load, stop):
+    if await _sleep_or_stop(load_seconds(cfg, knobs), stop):
         return 0
     failed = drafter_load_error(cfg)
     if failed:
@@ -102,9 +107,9 @@ async def serve(cfg, knobs: Knobs, launch_command: str) -> int:
     if cap.draft_weights_gib:
         sched_log.info("Load weight end. type=%s, dtype=torch.bfloat16, "
                        "avail mem=%.2f GB, mem usage=%.2f GB.",
-                       "DFlashDraftModel" if cfg["speculative_algorithm"] == "DFLASH" else
-                       "LlamaForCausalLMEagle3" if cfg["speculative_algorithm"] == "EAGLE3" else
-                       "Qwen3_5ForCausalLMMTP",
+                       read_architecture(cfg["speculative_draft_model_path"],
+                                         cfg["speculative_algorithm"])[0]
+                       if cfg.get("speculative_draft_model_path") else "Qwen3_5ForCausalLMMTP",
                        cap.avail_after_weights_gib - cap.draft_weights_gib, cap.draft_weights_gib)
     if cap.max_mamba_cache_size is not None:
         cap_log.info("Mamba Cache is allocated. max_mamba_cache_size: %d, conv_state size: %.2fGB, "
@@ -182,10 +187,7 @@ async def serve_follower(cfg, knobs: Knobs, group: Group, stop: asyncio.Event) -
         return 0
     sched_log.info("Load weight begin. avail mem=%.2f GB",
                    knobs.gpu_memory_mib / 1024.0 - memory.CUDA_CONTEXT_GIB)
-    # a drafter loads after the target, in the same time per weight
-    drafter_load = knobs.load_seconds * knobs.drafter_params_b / memory.TARGET_PARAMS_B \
-        if cfg.get("speculative_draft_model_path") else 0.0
-    if await _sleep_or_stop(knobs.load_seconds + drafter_load, stop):
+    if await _sleep_or_stop(load_seconds(cfg, knobs), stop):
         group.close()
         return 0
     sched_log.info("Load weight end. type=%s, dtype=torch.bfloat16", cfg["architectures"][0])

@@ -137,8 +137,9 @@ class Knobs:
     # --- drafters (README "Drafters"): calibrations to published figures, not to a winner -----
     # DFLASH: one drafter forward proposes the whole block (draft tokens - 1 positions); position
     # i is accepted with this probability if every one before it was. 0.83: a block of 16 accepts
-    # 1 + sum(0.83^i, i=1..15) = 5.58 tokens per verify at a coding prompt, z-lab/dflash#170's
-    # "~5.5" for z-lab/Qwen3.6-27B-DFlash on vLLM (the team's own target was 5-6).
+    # 1 + sum(0.83^i, i=1..15) = 5.58 tokens per verify at an empty prompt (5.37 at a coding
+    # prompt's ~128 tokens, after the decline with context), z-lab/dflash#170's "~5.5" for
+    # z-lab/Qwen3.6-27B-DFlash on vLLM (the team's own target was 5-6).
     dflash_accept_prob: float = 0.83
     # The drafter's work per block. Its weights alone read in 2.26 ms (1.73 B params: the F16
     # GGUF of z-lab/Qwen3.6-27B-DFlash is 3,310.7 MiB; x 2 bytes / (2 GPUs x 768 GB/s)), which

@@ -270,9 +270,11 @@ def mamba_ratio(args: Dict[str, Any]) -> int:
 
 
 def compute(args: Dict[str, Any], gpu_memory_mib: float = A6000_MEMORY_MIB,
-            pre_pool_reserve_mib: float = 0.0, drafter_params_b: float = 1.73) -> Capacity:
+            pre_pool_reserve_mib: float = 0.0, drafter_params_b: float | None = None) -> Capacity:
     """The pools SGLang 0.5.23 sizes for the resolved ``args`` (args.resolve's dict) on a GPU of
-    ``gpu_memory_mib``. Raises CapacityError / ValueError with SGLang's messages."""
+    ``gpu_memory_mib``; ``drafter_params_b``: a separate drafter's weights (knobs.py
+    DRAFTER_PARAMS_B), needed when ``args`` loads one. Raises CapacityError / ValueError with
+    SGLang's messages."""
     tp = max(1, int(args["tp_size"]))
     arch = args["architectures"][0]
     hybrid = bool(args.get("uses_mamba_radix_cache"))
@@ -291,6 +293,8 @@ def compute(args: Dict[str, Any], gpu_memory_mib: float = A6000_MEMORY_MIB,
     pre = gpu_memory_mib / 1024.0 - CUDA_CONTEXT_GIB  # bootstrap.measure_pre_model_load_memory
     weights = WEIGHTS_GIB_TP2 * 2.0 / tp
     drafter = spec and args.get("speculative_draft_model_path") is not None
+    if drafter and drafter_params_b is None:
+        raise TypeError("memory.compute: a drafter's weights (drafter_params_b) are needed")
     draft = (drafter_params_b * 1e9 * 2 / tp / GIB if drafter else
              MTP_WEIGHTS_GIB_TP2 * 2.0 / tp if spec else 0.0)
     if weights + draft >= pre:

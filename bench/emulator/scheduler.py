@@ -247,7 +247,8 @@ class ClockJitter:
 # batch size with its candidate steps; each slot keeps an EMA of the drafts accepted per request
 # and moves its steps after a warmup, every few batches: down while the EMA is at or below the
 # next lower candidate - 0.5 (+ down hysteresis; 0.5 to reach 0), else up while it is above the
-# current one - 0.5 (+ up hysteresis). A batch routes to the largest slot key <= its size.
+# current one - 0.5 (+ up hysteresis); ceiling_coeff > 0 caps a target no higher than the current
+# steps at ceil(EMA x it). A batch routes to the largest slot key <= its size.
 ADAPTIVE_DEFAULT = {
     "1": {"candidate_steps": [1, 3, 5, 7], "up_hysteresis": 0.0, "down_hysteresis": -0.25},
     "8": {"candidate_steps": [0, 1, 3], "up_hysteresis": 0.0, "down_hysteresis": 0.0},
@@ -264,6 +265,7 @@ class AdaptiveSlot:
         self.warmup = int(cfg.get("warmup_batches", 10))
         self.down = float(cfg.get("down_hysteresis", -0.25))
         self.up = float(cfg.get("up_hysteresis", 0.0))
+        self.ceiling_coeff = float(cfg.get("ceiling_coeff", 0))
         self.steps = initial if initial in self.candidates else self.candidates[len(self.candidates) // 2]
         self.ema = float(self.steps - 1)
         self.batches = 0
@@ -292,6 +294,11 @@ class AdaptiveSlot:
         if idx == start:
             while idx < len(self.candidates) - 1 and self.ema > self.candidates[idx] - 0.5 + self.up:
                 idx += 1
+        # the EMA ceiling caps a target at or below the current steps, never a step up
+        if self.ceiling_coeff > 0 and self.candidates[idx] <= self.steps:
+            ceiling = max(1, math.ceil(self.ema * self.ceiling_coeff))
+            while idx > 0 and self.candidates[idx] > ceiling:
+                idx -= 1
         self.steps = self.candidates[idx]
 
 

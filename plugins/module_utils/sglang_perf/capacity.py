@@ -74,17 +74,22 @@ def _figures(d, keys, what, required):
     return out
 
 
-def roofline(model, hardware, spec_steps=0, accept_len=None, measured_tok_s=None):
-    """The single-stream decode ceiling and the measured share of it (None when not measured)."""
+def roofline(model, hardware, spec_steps=0, accept_len=None, measured_tok_s=None, drafter_params_b=None):
+    """The single-stream decode ceiling and the measured share of it (None when not measured).
+    ``spec_steps``: the draft positions per verify (the accept length is at most steps + 1);
+    ``drafter_params_b``: a separate drafter's weights, read once per verify cycle in place of the
+    MTP layer and LM head per step (DFLASH drafts its whole block in one forward)."""
     m = _figures(model, MODEL_KEYS, "model", ("params_b", "dtype_bytes"))
     h = _figures(hardware, HARDWARE_KEYS, "hardware", ("gpu_count", "gpu_bandwidth_gbs"))
     steps = int(spec_steps or 0)
     per_step_gb = (m.get("mtp_layer_params_b", 0.0) + m.get("lm_head_params_b", 0.0)) * m["dtype_bytes"]
-    if steps and not per_step_gb:
+    if steps and not per_step_gb and not drafter_params_b:
         raise CapacityError("model.mtp_layer_params_b and model.lm_head_params_b are needed for the "
                             "speculative roofline (bytes read per draft step)")
     weights_gb = m["params_b"] * m["dtype_bytes"]
-    cycle_gb = weights_gb + steps * per_step_gb
+    draft_gb = float(drafter_params_b) * m["dtype_bytes"] if drafter_params_b and steps else \
+        steps * per_step_gb
+    cycle_gb = weights_gb + draft_gb
     bandwidth = h["gpu_count"] * h["gpu_bandwidth_gbs"]
     cycles_per_s = bandwidth / cycle_gb
     note = None
@@ -100,7 +105,8 @@ def roofline(model, hardware, spec_steps=0, accept_len=None, measured_tok_s=None
     return {
         "bandwidth_gbs": bandwidth,
         "weights_gb": weights_gb,
-        "per_draft_step_gb": per_step_gb if steps else 0.0,
+        "per_draft_step_gb": per_step_gb if steps and not drafter_params_b else 0.0,
+        "drafter_gb": draft_gb if drafter_params_b and steps else 0.0,
         "spec_steps": steps,
         "bytes_per_cycle_gb": cycle_gb,
         "cycles_per_s": cycles_per_s,
@@ -231,14 +237,15 @@ def profile_memory_budget(profile, model, hardware, full_context_requests=1, def
         drafter=profile.get("draft_model") if profile.get("speculative_algorithm") else None)
 
 
-def reach_errors(cases, profile, profile_name, model, hardware):
+def reach_errors(cases, profile, profile_name, model, hardware, accept_ceiling=1):
     """The gate plan's resolved cases whose min_tok_s is above the profile's decode roofline at
-    its best accept length (steps + 1; 1 without speculation): no run of them can pass. Each
-    names its variable."""
+    its best accept length (``accept_ceiling``, the engine's: profile.accept_ceiling; 1 without
+    speculation): no run of them can pass. Each names its variable."""
     if not isinstance(profile, dict):
         raise CapacityError("the profile must be a dict, got %r" % (profile,))
-    steps = profile.get("speculative_num_steps") if profile.get("speculative_algorithm") else 0
-    r = roofline(model, hardware, steps or 0)
+    draft = profile.get("draft_model") if isinstance(profile.get("draft_model"), dict) else {}
+    r = roofline(model, hardware, max(0, int(accept_ceiling or 1) - 1),
+                 drafter_params_b=draft.get("params_b"))
     errors = []
     for case in cases:
         need = case["thresholds"].get("min_tok_s")

@@ -16,6 +16,7 @@ import re
 from . import (capacity, drafter, engines, exposition, fingerprint, fleet, inherit, measurelock, plan,
                profile, watch)
 from .client import ConfigError
+from .engines.settings import is_revision
 
 ROLES = ("nvidia_gpu", "sglang", "sglang_gate", "sglang_watch")
 # What the unit's ProtectHome=yes hides from the service (templates/sglang.service.j2).
@@ -24,7 +25,6 @@ HIDDEN = "(hidden)"
 
 _RELEASE = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+(\.?post[0-9]+)?$")
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
-_REVISION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)*$")
 
 
 def _int(value, default=None):
@@ -75,7 +75,7 @@ def _value_checks(v):
         yield (var, None, "an absolute path", _abs(v.get(var)))
     yield ("sglang_model_snapshot_path", None, "empty, or an absolute path", not snapshot or _abs(snapshot))
     yield ("sglang_model_revision", None, "a commit sha (40 hex digits), a branch or a tag",
-           _match(_REVISION.pattern, revision) and ".." not in revision and len(revision) <= 200)
+           is_revision(revision))
     yield ("sglang_hf_endpoint", None, "empty, or an http(s) URL without credentials",
            not endpoint or _match(r"^https?://[^\s/@]+(/[^\s@]*)?$", endpoint))
     yield ("sglang_engine", None, "sglang or vllm (a profile may name its own engine)",
@@ -214,11 +214,9 @@ def make(v, host, groups, hostvars, play_hosts=None, facts=None, read_lock=None,
     name = v.get("sglang_profile")
     # the one resolution of bases: every check and consumer below reads the flat profiles
     profiles, thresholds, inherit_problems = inherit.resolve(v.get("sglang_profiles") or {},
-                                                             v.get("sglang_gate_thresholds"))
+                                                             v.get("sglang_gate_thresholds"),
+                                                             v.get("sglang_model_dir"))
     problems.extend(inherit_problems)
-    # drafters named as artifacts: the engine's path to each derived once, beside the target
-    profiles, drafter_problems = drafter.place(profiles, v.get("sglang_model_dir"))
-    problems.extend(drafter_problems)
     chosen = profiles.get(name) if isinstance(profiles, dict) else None
     engine, version = _engine(chosen, v)
     engine_ok = engines.find(engine) is not None
@@ -322,7 +320,8 @@ def make(v, host, groups, hostvars, play_hosts=None, facts=None, read_lock=None,
         "env_path": "%s/%s.env" % (config_dir, service),
         "secrets_path": "%s/%s-secrets.yaml" % (config_dir, service),
         "model_load_path": snapshot or v.get("sglang_model_path"),
-        "models": _models(v, snapshot, chosen if valid_profile else None),
+        # the profile's drafter, which tasks/model.yml judges beside the model (None: none)
+        "drafter": drafter.artifact(chosen) if valid_profile else None,
         "launch_module": (v.get("sglang_launch_modules") or {}).get(engine) if engine_ok else None,
         "ready_paths": list(getattr(engines.find(engine), "ready_paths", [])),
         "drift_paths": list(getattr(engines.find(engine), "drift_paths", [])),
@@ -370,20 +369,6 @@ def make(v, host, groups, hostvars, play_hosts=None, facts=None, read_lock=None,
     return out
 
 
-def _models(v, snapshot, chosen):
-    """What the role fetches and checks before the unit (tasks/model.yml), in that order: the
-    target, then the profile's drafter (drafter.artifact). ``in_place``: used as it is, never
-    downloaded into (sglang_model_snapshot_path, draft_model.path)."""
-    download = bool(v.get("sglang_model_download"))
-    models = [{"role": "model", "repo": v.get("sglang_model_repo"),
-               "revision": v.get("sglang_model_revision") or "main",
-               "path": snapshot or v.get("sglang_model_path"),
-               "download": download and not snapshot, "in_place": bool(snapshot)}]
-    if chosen and isinstance(chosen.get("draft_model"), dict) and chosen.get(drafter.SETTING):
-        models.append(drafter.artifact(chosen["draft_model"], v.get("sglang_model_dir"), download))
-    return models
-
-
 def _watch(v, problems, out):
     """The watch's part of the plan: whether this host gets it (enabled, and the node serving the
     API: rank 0) and, when it does, its settings file (watch.configure, its refusals)."""
@@ -419,11 +404,16 @@ def _gate(v, problems, name, profiles, chosen, hardware):
         if hardware and chosen is not None:
             try:
                 problems.extend(capacity.reach_errors(cases, chosen, name, v.get("sglang_model_size"),
-                                                      hardware))
+                                                      hardware, profile.accept_ceiling(
+                                                          chosen, v.get("sglang_engine"))))
             except capacity.CapacityError as e:
                 problems.append("sglang_model_size, sglang_hardware: %s" % e)
         text = plan.describe(cases, float(confidence), v.get("sglang_gate_inconclusive"))
     problems.extend(_refusals(_gate_value_checks(v), v))
+    api = v.get("sglang_gate_api")
+    problems.extend("sglang_gate_plan.%s.thinking needs sglang_gate_api: chat (the %s API sends the "
+                    "prompt without the chat template, which is what turns thinking on)" % (c["case"], api)
+                    for c in cases if c["options"].get("thinking") and api != "chat")
     textfile = v.get("sglang_gate_textfile_path") or ""
     problems.extend("sglang_gate_textfile_path = %s: %s" % (textfile, p)
                     for p in exposition.path_problems(textfile))

@@ -10,17 +10,19 @@ or EAGLE3, vLLM dflash or eagle3) says::
       params_b: 1.73                   # its weights, billions (the memory preflight)
       kv_bytes_per_token: 10240        # its cache per target token, all GPUs (the preflight)
 
-The role downloads and checks it beside the target (tasks/model.yml, the same model check);
 ``speculative_draft_model_path``, the engine setting, is derived from it here and never set by
-hand. A ``path`` is loaded in place and never downloaded into (as sglang_model_snapshot_path).
+hand. The role judges the drafter at that path with the target's model check (tasks/model.yml,
+the plan's ``drafter``) and refuses an incomplete one; it does not download drafters yet, so one
+is staged there (or named by ``path``, loaded in place) before the deploy.
 Standard library only."""
 from __future__ import annotations
 
 import re
 
-from .engines.settings import is_num
+from .engines.settings import is_host_path, is_num, is_revision
 
 SETTING = "speculative_draft_model_path"
+DEFAULT_REVISION = "main"
 KEYS = {
     "repo": "the Hugging Face repository (ORG/NAME)",
     "revision": "a branch, a tag or a commit sha",
@@ -51,13 +53,12 @@ def errors(p, var):
     if not isinstance(repo, str) or not _REPO.match(repo):
         problems.append("%s.draft_model.repo must be a Hugging Face repository ORG/NAME, got %r"
                         % (var, repo))
-    revision = draft.get("revision", "main")
-    if not isinstance(revision, str) or not revision or any(c.isspace() for c in revision):
+    revision = draft.get("revision", DEFAULT_REVISION)
+    if not is_revision(revision):
         problems.append("%s.draft_model.revision must be a branch, a tag or a commit sha, got %r"
                         % (var, revision))
     path = draft.get("path") or ""
-    if not isinstance(path, str) or (path and (not path.startswith("/")
-                                               or any(c.isspace() for c in path))):
+    if path and not is_host_path(path):
         problems.append("%s.draft_model.path must be an absolute directory on the host without white "
                         "space, or '' (beside the target), got %r" % (var, path))
     if not is_num(draft.get("params_b")) or draft["params_b"] <= 0:
@@ -90,9 +91,11 @@ def place(profiles, model_dir, var="sglang_profiles"):
     return out, problems
 
 
-def artifact(draft, model_dir, download):
-    """What the role fetches and checks for a drafter (the plan's ``models`` entry)."""
-    path = load_path(draft, model_dir)
-    return {"role": "drafter", "repo": draft["repo"], "revision": draft.get("revision") or "main",
-            "path": path, "download": bool(download) and not draft.get("path"),
-            "in_place": bool(draft.get("path"))}
+def artifact(profile):
+    """What tasks/model.yml judges of a flat, placed profile's drafter: {repo, revision, path};
+    None when the profile loads none."""
+    draft = profile.get("draft_model") if isinstance(profile, dict) else None
+    if not isinstance(draft, dict) or not profile.get(SETTING):
+        return None
+    return {"repo": draft["repo"], "revision": draft.get("revision") or DEFAULT_REVISION,
+            "path": profile[SETTING]}

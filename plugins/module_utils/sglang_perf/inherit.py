@@ -8,9 +8,11 @@ for a case of the gate plan takes its base's for that case: per case, not per ke
 that states a case states all of that case's thresholds (and ``{}`` measures it unjudged).
 sglang_gate_calibrated is not inherited: it holds one profile's own measurements.
 
-``resolve`` is the one place this happens; the deploy plan calls it once and every consumer
-reads its flat result. Standard library only."""
+``resolve`` is the one place this happens (and, given the model directory, where each drafter is
+placed); the deploy plan calls it once and every consumer reads its flat result. Standard library only."""
 from __future__ import annotations
+
+from . import drafter
 
 PROFILES_VAR = "sglang_profiles"
 
@@ -30,8 +32,11 @@ def _base_problem(profiles, name, base):
     return None
 
 
-def resolve(profiles, thresholds=None):
+def resolve(profiles, thresholds=None, model_dir=None):
     """(flat profiles, flat thresholds, problems).
+
+    With ``model_dir`` (sglang_model_dir) each flat profile's drafter is placed too
+    (drafter.place: its speculative_draft_model_path derived from its draft_model).
 
     Each profile comes out with its bases' settings under its own and no ``base`` key; a profile
     whose bases do not resolve keeps its own settings, and a problem names it (or the cycle its
@@ -93,4 +98,7 @@ def resolve(profiles, thresholds=None):
                 settle(name, done[profiles[name]["base"]])
     if not isinstance(thresholds, dict):
         flat_thresholds = thresholds
+    if model_dir is not None:
+        flat, placed = drafter.place(flat, model_dir)
+        problems.extend(placed)
     return flat, flat_thresholds, problems

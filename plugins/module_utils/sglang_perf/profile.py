@@ -123,6 +123,17 @@ def sglang_profile_errors(profiles, name, gpu_count=None, min_accept_len=None,
     return errors
 
 
+def accept_ceiling(p, engine=None):
+    """The most tokens one verify of profile ``p`` can yield on its engine (the engine module's
+    spec_errors: SGLang's draft tokens, vLLM's steps + 1; 1 without speculation)."""
+    eng = engines.get(profile_engine(p, engine))
+    algo = normalised("speculative_algorithm", p.get("speculative_algorithm"))
+    _, ceiling = eng.spec_errors(p, "p", algo, p.get("speculative_num_steps"),
+                                 p.get("speculative_eagle_topk"), p.get("speculative_num_draft_tokens"),
+                                 p.get("mamba_cache_strategy"))
+    return int(ceiling) if algo and ceiling else 1
+
+
 # A record's check (settings.Setting.check) -> its rule, in the order the preflight reports them.
 CHECK_ORDER = ("int", "tokens", "fraction", "name", "choice", "bool", "path")
 
@@ -158,8 +169,7 @@ def _record_errors(p, var, eng, version):
                                      "; did you mean %s?" % near[0] if near else ""))
             elif check == "bool" and key in eng.flags and not isinstance(value, bool):
                 errors.append("%s.%s must be true or false, got %r" % (var, key, value))
-            elif check == "path" and (not isinstance(value, str) or not value.startswith("/")
-                                      or any(c.isspace() for c in value)):
+            elif check == "path" and not settings.is_host_path(value):
                 errors.append("%s.%s must be an absolute path on the host without white space (the "
                               "unit loads it from disk), got %r" % (var, key, value))
             if key in eng.flags and _too_old(eng, key, version):

@@ -150,6 +150,20 @@ def is_num(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def is_host_path(value):
+    """An absolute path on the host without white space (what a unit can pass as one argument)."""
+    return isinstance(value, str) and value.startswith("/") and not any(c.isspace() for c in value)
+
+
+# A Hugging Face revision: a commit sha, a branch or a tag (sglang_model_revision, a drafter's).
+_REVISION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)*$")
+
+
+def is_revision(value):
+    return isinstance(value, str) and _REVISION.match(value) is not None and ".." not in value \
+        and len(value) <= 200
+
+
 def typed(setting, value):
     """A command line's text as the setting's type (as given when it does not convert)."""
     kind = BY_NAME[setting].type if setting in BY_NAME else "str"
