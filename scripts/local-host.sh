@@ -69,13 +69,18 @@ wait_booted() {
 # The stand-in host's "pre-staged weights": the model directory the local inventory points
 # sglang_model_path at, holding the tiny synthetic model scripts/stand_in_hub.py writes (config.json
 # SGLang and the emulator read the architecture from, a safetensors index and two shards the role's
-# completeness check accepts).
+# completeness check accepts), and beside it the dflash profile's drafter (its config.json a DFlash
+# drafter's, block size 16), where the plan places it (sglang_perf/drafter.py).
 MODEL_DIR=/srv/models/Qwen3.6-27B
+DRAFTER_DIR=/srv/models/Qwen3.6-27B-DFlash
 stage_model() {
-    podman exec "$NAME" test -s "$MODEL_DIR/model.safetensors.index.json" 9>&- && return 0
-    podman exec -i "$NAME" python3 - model "$MODEL_DIR" 9>&- <"$ROOT/scripts/stand_in_hub.py" \
-        || die "could not stage the stand-in model in $NAME"
-    log "staged the stand-in model at $MODEL_DIR"
+    local dir
+    for dir in "$MODEL_DIR" "$DRAFTER_DIR"; do
+        podman exec "$NAME" test -s "$dir/model.safetensors.index.json" 9>&- && continue
+        podman exec -i "$NAME" python3 - model "$dir" $([ "$dir" = "$DRAFTER_DIR" ] && echo --drafter) 9>&- \
+            <"$ROOT/scripts/stand_in_hub.py" || die "could not stage the stand-in weights at $dir in $NAME"
+        log "staged the stand-in weights at $dir"
+    done
 }
 
 # The stand-in host's nvidia-smi (there is no GPU): scripts/nvidia_smi_standin.py, answering what

@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
 """A local stand-in for the Hugging Face Hub: what `hf download REPO --revision R --local-dir D`
-asks (huggingface_hub 2.4), for one tiny synthetic model, on loopback. Standard library only.
+asks (huggingface_hub 2.4), for tiny synthetic models, on loopback. Standard library only.
 
-    stand_in_hub.py model DIR [--shards 2]           write the synthetic model into DIR
-    stand_in_hub.py serve DIR --repo ORG/NAME --port P [--token-file F] [--log F]
+    stand_in_hub.py model DIR [--shards 2] [--drafter]   write the synthetic model (or drafter) into DIR
+    stand_in_hub.py serve DIR --repo ORG/NAME --port P [--also ORG/NAME=DIR ...] [--token-file F] [--log F]
+
+A drafter (--drafter) is the model's files with the config.json of z-lab's DFlash drafters
+(architectures DFlashDraftModel, dflash_config.block_size 16), which the emulators read.
+--also serves more repositories beside the first, each at its own commit.
 
 The endpoints huggingface_hub calls:
   GET  /api/models/<repo>/revision/<rev>     model info: the commit sha and the siblings
@@ -44,12 +48,19 @@ def safetensors_bytes(tensors):
     return struct.pack("<Q", len(raw)) + raw + bytes(data)
 
 
-def model_files(shards=2):
-    """{relative path: bytes} of a tiny model: config.json, the index and `shards` shards."""
-    files = {"config.json": json.dumps({
-        "architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5",
-        "num_hidden_layers": 64, "mtp_num_hidden_layers": 1, "torch_dtype": "bfloat16",
-        "note": "stand-in for the Qwen3.6-27B weights (scripts/stand_in_hub.py)"}, indent=1).encode()}
+MODEL_CONFIG = {"architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5",
+                "num_hidden_layers": 64, "mtp_num_hidden_layers": 1, "torch_dtype": "bfloat16",
+                "note": "stand-in for the Qwen3.6-27B weights (scripts/stand_in_hub.py)"}
+# What SGLang's dflash_utils.parse_dflash_draft_config and the emulators read of a DFlash drafter.
+DRAFTER_CONFIG = {"architectures": ["DFlashDraftModel"], "model_type": "qwen3", "num_hidden_layers": 5,
+                  "torch_dtype": "bfloat16", "dflash_config": {"block_size": 16},
+                  "note": "stand-in for z-lab/Qwen3.6-27B-DFlash (scripts/stand_in_hub.py)"}
+
+
+def model_files(shards=2, drafter=False):
+    """{relative path: bytes} of a tiny model (or drafter): config.json, the index and `shards`
+    shards."""
+    files = {"config.json": json.dumps(DRAFTER_CONFIG if drafter else MODEL_CONFIG, indent=1).encode()}
     weight_map, total = {}, 0
     for i in range(shards):
         name = "model-%05d-of-%05d.safetensors" % (i + 1, shards)
@@ -66,11 +77,11 @@ def model_files(shards=2):
     return files
 
 
-def write_model(directory, shards=2):
+def write_model(directory, shards=2, drafter=False):
     """Write the model's files into ``directory``, world-readable (as a pre-staged model is)."""
     os.makedirs(directory, exist_ok=True)
     os.chmod(directory, 0o755)
-    for rel, data in model_files(shards).items():
+    for rel, data in model_files(shards, drafter).items():
         path = os.path.join(directory, rel)
         with open(path, "wb") as f:
             f.write(data)
@@ -100,7 +111,9 @@ class Repo:
         return out
 
 
-def handler(repo, token, log):
+def handler(repos, token, log):
+    """The request handler serving ``repos`` (a list of Repo), the first one's commit on answers
+    that name no repository."""
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
@@ -121,7 +134,7 @@ def handler(repo, token, log):
             if not head:
                 self.wfile.write(body)
 
-        def _json(self, status, obj, head=False):
+        def _json(self, repo, status, obj, head=False):
             self._send(status, json.dumps(obj).encode(), [("Content-Type", "application/json"),
                                                           ("X-Repo-Commit", repo.commit)], head)
 
@@ -132,25 +145,30 @@ def handler(repo, token, log):
                 return self._send(401, b'{"error": "Invalid credentials"}', [
                     ("Content-Type", "application/json"), ("X-Error-Code", "Unauthorized")], head)
             path = unquote(urlsplit(self.path).path)
+            repo = next((r for r in repos if path.startswith(("/api/models/%s/" % r.repo, "/%s/" % r.repo))),
+                        None)
+            if repo is None:
+                return self._send(404, b'{"error": "Repository not found"}',
+                                  [("X-Error-Code", "RepoNotFound")], head)
             revs = (repo.commit, "main")
             api = "/api/models/%s/" % repo.repo
             if path.startswith(api + "revision/") and path[len(api + "revision/"):] in revs:
-                return self._json(200, {"id": repo.repo, "modelId": repo.repo, "sha": repo.commit,
+                return self._json(repo, 200, {"id": repo.repo, "modelId": repo.repo, "sha": repo.commit,
                                         "private": False, "gated": False,
                                         "siblings": [{"rfilename": r} for r in repo.files]}, head)
             if path.startswith(api + "tree/") and path[len(api + "tree/"):].strip("/") in revs:
-                return self._json(200, repo.tree(), head)
+                return self._json(repo, 200, repo.tree(), head)
             resolve = "/%s/resolve/" % repo.repo
             if path.startswith(resolve):
                 rev, _, rel = path[len(resolve):].partition("/")
                 if rev in revs and rel in repo.files:
-                    return self._file(repo.files[rel], head)
+                    return self._file(repo, repo.files[rel], head)
                 return self._send(404, b'{"error": "Entry not found"}',
                                   [("X-Error-Code", "EntryNotFound"), ("X-Repo-Commit", repo.commit)], head)
             return self._send(404, b'{"error": "Repository not found"}',
                               [("X-Error-Code", "RepoNotFound")], head)
 
-        def _file(self, data, head):
+        def _file(self, repo, data, head):
             etag = '"%s"' % hashlib.sha256(data).hexdigest()
             headers = [("ETag", etag), ("X-Repo-Commit", repo.commit), ("Accept-Ranges", "bytes"),
                        ("Content-Type", "application/octet-stream")]
@@ -179,24 +197,34 @@ def main(argv=None):
     m = sub.add_parser("model", help="write the synthetic model")
     m.add_argument("dir")
     m.add_argument("--shards", type=int, default=2)
+    m.add_argument("--drafter", action="store_true", help="a DFlash drafter's config.json")
     s = sub.add_parser("serve", help="serve a directory as a model repository")
     s.add_argument("dir")
     s.add_argument("--repo", required=True)
     s.add_argument("--port", type=int, required=True)
     s.add_argument("--bind", default="127.0.0.1")
+    s.add_argument("--also", action="append", default=[], metavar="ORG/NAME=DIR",
+                   help="another repository served beside the first")
     s.add_argument("--token-file")
     s.add_argument("--log")
     a = ap.parse_args(argv)
     if a.cmd == "model":
-        write_model(a.dir, a.shards)
+        write_model(a.dir, a.shards, a.drafter)
         return 0
     token = None
     if a.token_file:
         with open(a.token_file) as f:
             token = f.read().strip()
-    repo = Repo(a.dir, a.repo)
-    server = ThreadingHTTPServer((a.bind, a.port), handler(repo, token, a.log))
-    print("stand-in hub: %s at commit %s on http://%s:%d" % (a.repo, repo.commit, a.bind, a.port), flush=True)
+    repos = [Repo(a.dir, a.repo)]
+    for also in a.also:
+        name, sep, directory = also.partition("=")
+        if not sep or not directory:
+            ap.error("--also takes ORG/NAME=DIR, got %r" % also)
+        repos.append(Repo(directory, name))
+    server = ThreadingHTTPServer((a.bind, a.port), handler(repos, token, a.log))
+    for repo in repos:
+        print("stand-in hub: %s at commit %s on http://%s:%d" % (repo.repo, repo.commit, a.bind, a.port),
+              flush=True)
     server.serve_forever()
     return 0
 

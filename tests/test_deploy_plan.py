@@ -177,7 +177,11 @@ def test_the_plan_names_the_drafter_the_model_step_judges(good):
     dflash = plan_for({"sglang_profile": "dflash"}, plumbing=False)
     assert dflash["problems"] == []
     assert dflash["drafter"] == {"repo": "z-lab/Qwen3.6-27B-DFlash", "revision": "main",
-                                 "path": "/srv/models/Qwen3.6-27B-DFlash"}
+                                 "path": "/srv/models/Qwen3.6-27B-DFlash", "download": True}
+    # what the gate's fingerprint reads the commits of: the model where it is loaded, the drafter
+    assert dflash["gate"]["identity"]["model"] == {"repo": "Qwen/Qwen3.6-27B", "revision": "main",
+                                                   "path": dflash["model_load_path"]}
+    assert dflash["gate"]["identity"]["drafter"] == dflash["drafter"]
     assert dflash["argv"][dflash["argv"].index("--speculative-draft-model-path") + 1] == \
         dflash["drafter"]["path"]
 

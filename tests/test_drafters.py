@@ -334,9 +334,11 @@ def test_the_drafter_is_placed_beside_the_target_or_loaded_in_place():
     assert placed["d"]["speculative_draft_model_path"] == "/srv/models/Qwen3.6-27B-DFlash"
     assert placed["e"]["speculative_draft_model_path"] == "/data/dflash"
     assert "speculative_draft_model_path" not in raw  # the input is not changed
+    # beside the target: the role downloads it there; in place: loaded as it is, never downloaded into
     assert drafter.artifact(placed["d"]) == {"repo": "z-lab/Qwen3.6-27B-DFlash", "revision": "main",
-                                             "path": "/srv/models/Qwen3.6-27B-DFlash"}
+                                             "path": "/srv/models/Qwen3.6-27B-DFlash", "download": True}
     assert drafter.artifact(placed["e"])["path"] == "/data/dflash"
+    assert drafter.artifact(placed["e"])["download"] is False
     assert drafter.artifact(ADAPTIVE) is None and drafter.artifact(raw) is None  # none, or not placed
 
 

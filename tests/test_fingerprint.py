@@ -370,3 +370,64 @@ def test_the_gate_without_nvidia_smi_says_so_and_runs(emulator, tmp_path):
         "nvidia-smi-that-is-not-here: not found on the host (no GPU figures)"
     # the server says what it runs where the caller did not
     assert r["fingerprint"]["engine"] == "sglang" and r["fingerprint"]["version"]
+
+
+def _downloaded(directory, commit, files=("config.json", "model-00001-of-00002.safetensors")):
+    """A directory as `hf download --local-dir` leaves it: one metadata file per file, the commit
+    on its first line (huggingface_hub's _local_folder.py)."""
+    meta = directory / ".cache" / "huggingface" / "download"
+    meta.mkdir(parents=True)
+    for name in files:
+        (directory / name).write_text("x")
+        (meta / (name + ".metadata")).write_text("%s\n%s\n1733300000.0\n" % (commit, "e" * 64))
+    return str(directory)
+
+
+A, B = "a" * 40, "b" * 40
+
+
+def test_the_weights_commits_are_read_from_the_download_or_the_snapshot(tmp_path):
+    model = _downloaded(tmp_path / "Qwen3.6-27B", A)
+    snap = tmp_path / "hub" / "models--z-lab--Qwen3.6-27B-DFlash" / "snapshots" / B
+    snap.mkdir(parents=True)
+    copied = tmp_path / "copied"
+    copied.mkdir()
+    identity = {"profile": "dflash",
+                "model": {"repo": "Qwen/Qwen3.6-27B", "revision": "main", "path": model},
+                "drafter": {"repo": "z-lab/Qwen3.6-27B-DFlash", "revision": "main", "path": str(snap)}}
+    fp = fingerprint.take(fingerprint.run_argv, "", identity)
+    assert fp["model"] == {"repo": "Qwen/Qwen3.6-27B", "revision": "main", "path": model, "commit": A}
+    assert fp["drafter"]["commit"] == B
+    # a hand-copied tree records none: its revision is the commit only when it names one
+    def commit(revision):
+        model = {"repo": "Qwen/Qwen3.6-27B", "revision": revision, "path": str(copied)}
+        return fingerprint.take(fingerprint.run_argv, "", {"model": model})["model"]["commit"]
+    assert commit("main") is None and commit(A) == A
+    # no drafter, no identity: nothing recorded
+    assert fingerprint.take(fingerprint.run_argv, "", {"drafter": None})["drafter"] is None
+    assert fingerprint.take(fingerprint.run_argv, "", None)["model"] is None
+
+
+def test_a_moving_main_is_named_as_a_change_of_weights(tmp_path):
+    """The same repository and revision whose files are at another commit: the weights changed
+    under the same name, and the comparison with the baseline says so (and which repository)."""
+    def weights(model_commit, drafter_commit, drafter_repo="z-lab/Qwen3.6-27B-DFlash"):
+        return fp(model={"repo": "Qwen/Qwen3.6-27B", "revision": "main", "path": "/srv/models/Qwen3.6-27B",
+                         "commit": model_commit},
+                  drafter={"repo": drafter_repo, "revision": "main", "path": "/srv/models/d",
+                           "commit": drafter_commit})
+    assert fingerprint.differences(weights(A, A), weights(A, A)) == []
+    assert fingerprint.differences(weights(A, A), weights(B, A)) == [
+        "model Qwen/Qwen3.6-27B at commit aaaaaaaaaaaa -> bbbbbbbbbbbb (revision main)"]
+    assert fingerprint.differences(weights(A, A), weights(A, B)) == [
+        "drafter z-lab/Qwen3.6-27B-DFlash at commit aaaaaaaaaaaa -> bbbbbbbbbbbb (revision main)"]
+    assert fingerprint.differences(weights(A, A), weights(A, A, "org/other-drafter")) == [
+        "drafter z-lab/Qwen3.6-27B-DFlash -> org/other-drafter"]
+    # a side that records no commit (a copied tree) is not compared; a baseline from before the
+    # weights were recorded neither
+    assert fingerprint.differences(weights(None, A), weights(B, A)) == []
+    assert fingerprint.differences(fp(), weights(B, A)) == []
+    # named in the gate's sentence, after the host's own changes
+    assert fingerprint.text(fingerprint.differences(weights(A, A), weights(B, A))) == (
+        "host changed since the last-known-good: model Qwen/Qwen3.6-27B at commit aaaaaaaaaaaa -> "
+        "bbbbbbbbbbbb (revision main)")

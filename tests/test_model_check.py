@@ -181,8 +181,10 @@ def test_through_ansible_in_check_mode(model):
 
 def test_the_stand_in_hub_answers_what_hf_download_asks(model, tmp_path):
     repo = hub.Repo(str(model), "Qwen/Qwen3.6-27B")
+    hub.write_model(str(tmp_path / "drafter"), drafter=True)
+    drafter = hub.Repo(str(tmp_path / "drafter"), "z-lab/Qwen3.6-27B-DFlash")
     log = tmp_path / "requests.jsonl"
-    server = ThreadingHTTPServer(("127.0.0.1", 0), hub.handler(repo, "hf_" + "x" * 30, str(log)))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), hub.handler([repo, drafter], "hf_" + "x" * 30, str(log)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = "http://127.0.0.1:%d" % server.server_address[1]
 
@@ -207,8 +209,16 @@ def test_the_stand_in_hub_answers_what_hf_download_asks(model, tmp_path):
         with pytest.raises(urllib.error.HTTPError) as e:
             get("/Qwen/Qwen3.6-27B/resolve/other/" + SHARD1)
         assert e.value.code == 404
+        # the drafter beside it, at a commit of its own, its config.json a DFlash drafter's
+        info = json.load(get("/api/models/z-lab/Qwen3.6-27B-DFlash/revision/main"))
+        assert info["sha"] == drafter.commit != repo.commit
+        config = json.load(get("/z-lab/Qwen3.6-27B-DFlash/resolve/main/config.json"))
+        assert config["dflash_config"] == {"block_size": 16}
+        with pytest.raises(urllib.error.HTTPError) as e:
+            get("/api/models/org/unknown/revision/main")
+        assert e.value.code == 404
     finally:
         server.shutdown()
     lines = [json.loads(x) for x in log.read_text().splitlines()]
-    assert [x["token"] for x in lines] == [False] + [True] * 5
+    assert [x["token"] for x in lines] == [False] + [True] * 8
     assert "x" * 30 not in log.read_text()

@@ -146,7 +146,8 @@ options:
     default: nvidia-smi
   identity:
     description: What else the fingerprint records (C(engine), C(version), C(release), C(profile),
-      C(profile_sha256)).
+      C(profile_sha256)), and the weights served, C(model) and C(drafter) (each C(repo), C(revision),
+      C(path) or null), whose commits it reads from their directories.
     type: dict
   measure_lock:
     description: The host's measurement lock (an C(flock) file), held while requests are sent; unset

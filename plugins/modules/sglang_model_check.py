@@ -110,16 +110,15 @@ commit:
 
 import json
 import os
-import re
 import struct
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.sglang_perf import weights
 
 INDEX = "model.safetensors.index.json"
 SINGLE = "model.safetensors"
 # safetensors refuses headers above 100 MB; a real one is a few hundred KB.
 MAX_HEADER = 100 * 1000 * 1000
-COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 
 
 def size_text(n):
@@ -216,28 +215,6 @@ def safe_relative(name):
             and ".." not in name.split("/"))
 
 
-def recorded_commit(path):
-    """The commit a directory records: hf download --local-dir metadata (first line of each
-    .cache/huggingface/download/*.metadata), or a cache snapshot named after its commit. A set."""
-    meta = os.path.join(path, ".cache", "huggingface", "download")
-    commits = set()
-    for root, _dirs, files in os.walk(meta):
-        for name in files:
-            if name.endswith(".metadata"):
-                try:
-                    with open(os.path.join(root, name)) as f:
-                        line = f.readline().strip()
-                except OSError:
-                    continue
-                if COMMIT_RE.match(line):
-                    commits.add(line)
-    if not commits:
-        real = os.path.realpath(path)
-        if COMMIT_RE.match(os.path.basename(real)) and os.path.basename(os.path.dirname(real)) == "snapshots":
-            commits.add(os.path.basename(real))
-    return commits
-
-
 def unreadable_by(user, paths):
     """Paths (and the directory, first) that ``user`` cannot open, from a child running as them."""
     import grp
@@ -328,10 +305,10 @@ def check(path, revision=None, readable_by=None, hidden_paths=()):
     else:
         problems.append("no weights: neither %s nor %s" % (INDEX, SINGLE))
 
-    commits = recorded_commit(path)
+    commits = weights.recorded_commits(path)
     if len(commits) == 1:
         facts["commit"] = next(iter(commits))
-    if revision and COMMIT_RE.match(revision) and commits and commits != {revision}:
+    if revision and weights.COMMIT_RE.match(revision) and commits and commits != {revision}:
         problems.append("the files are at commit %s, the revision asked for is %s"
                         % (", ".join(sorted(commits)), revision))
 

@@ -362,7 +362,12 @@ def make(v, host, groups, hostvars, play_hosts=None, facts=None, read_lock=None,
         # what the host's fingerprint records beside the GPUs (fingerprint.IDENTITY)
         out["gate"]["identity"] = {"engine": engine, "version": version, "release": release,
                                    "profile": name, "profile_sha256": fingerprint.settings_sha256(chosen)
-                                   if valid_profile else None}
+                                   if valid_profile else None,
+                                   # the weights, whose commits the host's fingerprint reads
+                                   "model": {"repo": v.get("sglang_model_repo"),
+                                             "revision": v.get("sglang_model_revision"),
+                                             "path": out["model_load_path"]},
+                                   "drafter": out["drafter"]}
         out["gate"]["nvidia_smi"] = v.get("sglang_gate_nvidia_smi")
     if "sglang_watch" in roles:
         out["watch"] = _watch(v, problems, out)

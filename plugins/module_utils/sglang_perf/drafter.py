@@ -12,8 +12,8 @@ or EAGLE3, vLLM dflash or eagle3) says::
 
 ``speculative_draft_model_path``, the engine setting, is derived from it here and never set by
 hand. The role judges the drafter at that path with the target's model check (tasks/model.yml,
-the plan's ``drafter``) and refuses an incomplete one; it does not download drafters yet, so one
-is staged there (or named by ``path``, loaded in place) before the deploy.
+the plan's ``drafter``): one beside the target is downloaded there when incomplete, as the target
+is (sglang_model_download); one named by ``path`` is loaded in place and refused when incomplete.
 Standard library only."""
 from __future__ import annotations
 
@@ -92,10 +92,11 @@ def place(profiles, model_dir, var="sglang_profiles"):
 
 
 def artifact(profile):
-    """What tasks/model.yml judges of a flat, placed profile's drafter: {repo, revision, path};
-    None when the profile loads none."""
+    """What tasks/model.yml judges of a flat, placed profile's drafter: {repo, revision, path,
+    download} (download: it lives beside the target, so the role may fetch it; a ``path`` of the
+    profile's own is loaded in place); None when the profile loads none."""
     draft = profile.get("draft_model") if isinstance(profile, dict) else None
     if not isinstance(draft, dict) or not profile.get(SETTING):
         return None
     return {"repo": draft["repo"], "revision": draft.get("revision") or DEFAULT_REVISION,
-            "path": profile[SETTING]}
+            "path": profile[SETTING], "download": not draft.get("path")}

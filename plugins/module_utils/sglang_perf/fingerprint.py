@@ -7,8 +7,10 @@ link or the GPU topology changed; a comparison of two runs names those first ("G
 ``take(run, nvidia_smi, identity)`` asks nvidia-smi (per GPU: name, driver, power limits, max,
 application and current clocks, the active clock-event reasons, PCIe generation and width,
 persistence mode, ECC; ``nvidia-smi topo -m``'s GPU-to-GPU links) and adds ``identity`` (engine,
-version, release, profile and the hash of its settings); ``limits(gpu)`` says what holds a GPU's
-clocks down; ``differences(before, now)`` lists what changed, host first. Standard library only
+version, release, profile and the hash of its settings) and the weights: the model's and the
+drafter's repository, the revision asked for and the commit their files are at (weights.py), so
+a moving ``main`` is named; ``limits(gpu)`` says what holds a GPU's clocks down;
+``differences(before, now)`` lists what changed, host first. Standard library only
 (it runs on the host, Python 3.9+)."""
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ import hashlib
 import json
 import re
 import subprocess
+
+from . import weights
 
 # nvidia-smi --query-gpu field -> (key, label, unit), compared as they read. The PCIe generation is
 # the link's maximum (an idle GPU's current generation drops to save power; a board or BIOS at a
@@ -65,6 +69,8 @@ COMPARED = tuple(f for f in GPU_FIELDS if f[1] not in ("index", "bus_id"))
 # What the run's identity holds, compared in this order: key -> label.
 IDENTITY = (("engine", "engine"), ("version", "engine version"), ("release", "release"),
             ("profile", "profile"), ("profile_sha256", "profile settings"))
+# The weights the run serves, each {repo, revision, path} in the identity, recorded with its commit.
+WEIGHTS = (("model", "model"), ("drafter", "drafter"))
 NOT_AVAILABLE = ("[N/A]", "[Not Supported]", "N/A", "[Unknown Error]", "")
 # nvidia-smi on a wedged GPU can hang for minutes: the fingerprint gives up after this.
 TIMEOUT_S = 30
@@ -213,6 +219,7 @@ def take(run, nvidia_smi, identity=None, missing=None):
     and ``nvidia_smi`` says why; the run is not failed for it. ``nvidia_smi_fields`` says which
     fields an older driver was asked otherwise or not at all."""
     fp = {k: (identity or {}).get(k) for k, _ in IDENTITY}
+    fp.update({k: weights.resolved((identity or {}).get(k)) for k, _ in WEIGHTS})
     fp.update({"gpus": [], "topology": {}, "nvidia_smi": missing or "not asked"})
     if not nvidia_smi:
         return fp
@@ -324,7 +331,7 @@ def _gpu_differences(old, g):
 
 def differences(before, now):
     """What changed from fingerprint ``before`` to ``now``, the host first (GPUs, then the links,
-    then engine, release and profile): ["GPU 1: power limit 300 W -> 250 W", "GPU 1: SM clock
+    then engine, release, profile and weights): ["GPU 1: power limit 300 W -> 250 W", "GPU 1: SM clock
     capped at 1,400 MHz", ...]. Empty when either has no fingerprint or nothing changed; a side
     whose nvidia-smi was not read is not compared on GPUs."""
     if not isinstance(before, dict) or not isinstance(now, dict):
@@ -353,10 +360,29 @@ def differences(before, now):
             continue  # another profile: its name says it
         if b is not None and n is not None and b != n:
             out.append("%s %s -> %s" % (label, b, n))
+    out.extend(_weight_differences(before, now))
     pb, pn = before.get("prompts") or {}, now.get("prompts") or {}
     for case in sorted(set(pb) & set(pn)):
         if pb[case] != pn[case]:
             out.append("prompts of %s %s -> %s" % (case, pb[case], pn[case]))
+    return out
+
+
+def _weight_differences(before, now):
+    """The model's and the drafter's changes: another repository, or the same repository at another
+    commit (a branch that moved: the weights changed under the same name)."""
+    out = []
+    for key, label in WEIGHTS:
+        b, n = before.get(key), now.get(key)
+        if not isinstance(b, dict) or not isinstance(n, dict):
+            continue
+        if b.get("repo") != n.get("repo"):
+            out.append("%s %s -> %s" % (label, b.get("repo"), n.get("repo")))
+        elif b.get("commit") and n.get("commit") and b["commit"] != n["commit"]:
+            rev = n.get("revision")
+            asked = " (revision %s)" % rev if rev and rev != n["commit"] else ""
+            out.append("%s %s at commit %s -> %s%s"
+                       % (label, n.get("repo"), b["commit"][:12], n["commit"][:12], asked))
     return out
 
 
