@@ -3,7 +3,9 @@
 
 A row has: profile, engine, spec_steps, case, concurrency, requests, decode_tok_s_median / _min /
 _max, aggregate_tok_s, accept_len, accept_by_position (P(i) = share of verify steps that accepted
-at least i drafts), errors, prompt_tokens, context_tokens, report_only, error; what the gate makes
+at least i drafts), errors, prompt_tokens, context_tokens, thinking, drafter (DFLASH, EAGLE3: the
+profile loads a drafter of its own; spec_steps is then the tokens it drafts per verify), report_only,
+error; what the gate makes
 of it (bench/compare_plan.py): intervals (the case result's, engine._intervals: the gate's own
 intervals at its confidence), judged (the gate judges the case: a case of the gate plan, not
 report_only, as plan.resolve resolves it), thresholds (the profile's resolved thresholds in a
@@ -18,10 +20,13 @@ intervals do not overlap; overlapping intervals are a tie; a row whose interval 
 The winner (docs/compare.md, "Who wins") is decided on the judged cases only. A setting can win
 when it has an interval in every judged case and fails none of its thresholds there (judged on
 those intervals by the gate's own code, engine.verdict_entries); of those, the winner is behind
-no other in any judged case. Several such (tied in every judged case) go to fewer draft steps,
-then the host's profile, then the first measured; none (a trade-off between cases): no winner.
+no other in any judged case. Several such (tied in every judged case) go to the cheaper: no
+drafter before a drafter, then fewer draft steps, then the host's profile, then the first
+measured; none (a trade-off between cases): no winner.
 Context depths and report-only cases inform - their best setting, where one more step stops
-paying - and cast no vote.
+paying - and cast no vote. A drafter setting is set beside the best MTP depth of its engine in
+every case (drafter_answers): whether it beats MTP there, and by how much, on the intervals - per
+context depth and with thinking on, where public reports say a drafter may not pay.
 """
 from __future__ import annotations
 
@@ -45,7 +50,7 @@ OUTCOMES = {AHEAD: PAYS, BEHIND: COSTS, TIE: NO_DIFFERENCE, None: TOO_FEW}
 RULE = ("decided on the judged cases only, on the gate's %g%% intervals: a setting that fails a "
         "judged case's thresholds, or has no interval there, cannot win; the winner is behind no "
         "other setting in any judged case (intervals apart); overlapping intervals are a tie, which "
-        "goes to fewer draft steps, then the host's profile")
+        "goes to a setting without a drafter, then to fewer draft steps, then the host's profile")
 
 
 def metric_of(row):
@@ -242,6 +247,8 @@ def depth_answers(rows):
     for case, by in _cases(rows).items():
         engines = {}
         for r in by.values():
+            if r.get("drafter"):
+                continue  # a drafter's drafts are no MTP depth: drafter_answers sets it beside them
             depths = engines.setdefault(_engine(r), {})
             depths.setdefault(int(r.get("spec_steps") or 0), r)  # the first row of a depth
         for engine, depths in engines.items():
@@ -374,6 +381,71 @@ def context_answers(pairs, rows):
     return out
 
 
+def _case_place(row):
+    """'at 32K', 'with thinking on (thinking)' or 'in coding': where a case sits for the drafter's
+    sentence."""
+    if row.get("context_tokens"):
+        return "at %s" % _tokens(int(row["context_tokens"]))
+    if row.get("thinking"):
+        return "with thinking on (%s)" % row["case"]
+    return "in %s" % row["case"]
+
+
+def _case_order(row):
+    """Judged cases first, then the context depths by depth, then the rest (thinking last)."""
+    depth = int(row.get("context_tokens") or 0)
+    return (1 if depth else 0 if row.get("judged") else 2), depth, bool(row.get("thinking"))
+
+
+def drafter_answers(rows):
+    """Per drafter setting (a row with ``drafter``) and case: its metric against the best MTP depth
+    of its engine in that case (the highest estimate among the rows with speculation and no
+    drafter) on the two rows' intervals - "beats" (its interval above), "behind" (below), "tie"
+    (they overlap) or TOO_FEW - and the margin in %. {"profile", "engine", "drafter", "cases":
+    [{"case", "place", "judged", "context_tokens", "thinking", "mtp", "value", "mtp_value",
+    "shown", "mtp_shown", "margin_pct", "outcome"}], "sentence"}; a drafter with no MTP row to
+    set it beside is left out."""
+    level = level_of(rows)
+    by = _cases(rows)
+    out = []
+    drafters = list(dict.fromkeys(r["profile"] for r in rows if r.get("drafter")))
+    for name in drafters:
+        parts = []
+        for case, row_of in by.items():
+            mine = row_of.get(name)
+            if mine is None:
+                continue
+            mtp = [r for r in row_of.values() if not r.get("drafter") and int(r.get("spec_steps") or 0) > 0
+                   and _engine(r) == _engine(mine)]
+            if not mtp:
+                continue
+            _, key = metric_of(mine)
+            best = sorted(mtp, key=lambda r: -float(r[key]))[0]
+            rel = relation(mine, best)
+            parts.append({"case": case, "place": _case_place(mine), "judged": bool(mine.get("judged")),
+                          "context_tokens": mine.get("context_tokens"),
+                          "thinking": bool(mine.get("thinking")), "mtp": best["profile"],
+                          "value": mine[key], "mtp_value": best[key], "shown": shown(mine),
+                          "mtp_shown": shown(best), "margin_pct": _pct(mine[key], best[key]),
+                          "outcome": {AHEAD: "beats", BEHIND: "behind", TIE: "tie", None: TOO_FEW}[rel],
+                          "_order": _case_order(mine)})
+        if not parts:
+            continue
+        parts.sort(key=lambda c: c["_order"])
+        for c in parts:
+            del c["_order"]
+        first = next(r for r in rows if r["profile"] == name)
+        said = "; ".join("%s %s%% against %s (%s vs %s tok/s: %s)" % (
+            c["place"], _f(c["margin_pct"], "+.1f"), c["mtp"], c["shown"], c["mtp_shown"],
+            {"beats": "beats MTP, apart at %g%%" % (100 * level), "behind": "behind MTP, apart at %g%%"
+             % (100 * level), "tie": "a tie, the intervals overlap", TOO_FEW: TOO_FEW}[c["outcome"]])
+            for c in parts)
+        out.append({"profile": name, "engine": _engine(first), "drafter": first["drafter"], "cases": parts,
+                    "sentence": "%s %s (%s) against the best MTP depth of each case: %s" % (
+                        _label(_engine(first)), first["drafter"], name, said)})
+    return out
+
+
 def roofline_shares(rows):
     """Each setting's share of the bandwidth roofline in the C=1 cases (the roofline is the
     single-stream ceiling): [{"profile", "engine", "shares": {case: pct}}]."""
@@ -444,6 +516,13 @@ def winner(rows, current=None):
     profiles = list(dict.fromkeys(r["profile"] for r in rows))
     engines = {r["profile"]: _engine(r) for r in rows}
     steps = {r["profile"]: int(r.get("spec_steps") or 0) for r in rows}
+    drafters = {r["profile"]: r.get("drafter") for r in rows}
+
+    def cost(p):
+        """'3 steps', or 'DFLASH, 15 drafts' for a drafter's."""
+        if drafters[p]:
+            return "%s, %d drafts" % (drafters[p], steps[p])
+        return "%d step%s" % (steps[p], "" if steps[p] == 1 else "s")
     by = {c: {} for c in judged}
     for r in rows:
         if r["case"] in by:
@@ -469,7 +548,8 @@ def winner(rows, current=None):
                                  "%s in %s" % (q, ", ".join(c for q2, c in beaten[p] if q2 == q))
                                  for q in dict.fromkeys(q for q, _ in beaten[p]))) for p in eligible)))
         return out
-    ranked = sorted(candidates, key=lambda p: (steps[p], p != current, profiles.index(p)))
+    # a tie goes to the cheaper: no drafter before a drafter, then fewer drafts
+    ranked = sorted(candidates, key=lambda p: (bool(drafters[p]), steps[p], p != current, profiles.index(p)))
     w = ranked[0]
     others = [q for q in eligible if q != w]
     ahead = {q: [c for c in judged if relation(by[c][w], by[c][q]) == AHEAD] for q in others}
@@ -478,7 +558,8 @@ def winner(rows, current=None):
     out.update(profile=w, engine=engines[w], tied=ranked[1:])
     if len(ranked) > 1:
         nxt = ranked[1]
-        out["decided_by"] = "tie: fewer draft steps" if steps[w] < steps[nxt] else \
+        out["decided_by"] = "tie: no drafter" if drafters[nxt] and not drafters[w] else \
+            "tie: fewer draft steps" if steps[w] < steps[nxt] else \
             "tie: the current profile" if w == current else "tie: the first measured"
     elif gaps:
         out["decided_by"] = max(gaps, key=gaps.get)[1]
@@ -492,8 +573,8 @@ def winner(rows, current=None):
         if out["excluded"]:
             reason += "; the others cannot win: %s" % ", ".join(out["excluded"])
     else:
-        reason = "%s (%d step%s) is behind no other setting in the judged cases (%s) at %g%% intervals" % (
-            w, steps[w], "" if steps[w] == 1 else "s", ", ".join(judged), 100 * level)
+        reason = "%s (%s) is behind no other setting in the judged cases (%s) at %g%% intervals" % (
+            w, cost(w), ", ".join(judged), 100 * level)
         said = []
         for q in others:
             if ahead[q]:
@@ -504,7 +585,7 @@ def winner(rows, current=None):
         level_with = [q for q in others if not ahead[q]]
         if level_with:
             reason += "; tied with %s in every judged case" % ", ".join(
-                "%s (%d step%s)" % (q, steps[q], "" if steps[q] == 1 else "s") for q in level_with)
+                "%s (%s)" % (q, cost(q)) for q in level_with)
         if len(ranked) > 1:
             reason += ": the tie goes to %s" % out["decided_by"][len("tie: "):]
     if w in out["straddled"]:
@@ -526,7 +607,7 @@ def _informing(rows, cases):
 
 
 def answer(rows, current=None, not_run=()):
-    """The whole answer: {"cases", "depth", "depth_verdicts", "context", "roofline", "winner",
+    """The whole answer: {"cases", "depth", "depth_verdicts", "context", "drafters", "roofline", "winner",
     "current", "lines"} ("lines": the report's opening, Markdown list items without the dash).
     ``not_run``: the gate's judged cases the comparison did not run (replaced by its context
     depths), named in the answer."""
@@ -534,6 +615,7 @@ def answer(rows, current=None, not_run=()):
     depth = depth_answers(rows)
     verdicts = depth_verdicts(depth)
     contexts = context_answers(depth, rows)
+    drafters = drafter_answers(rows)
     roof = roofline_shares(rows)
     win = winner(rows, current)
     rule = "Rule: %s." % (RULE % (100 * level_of(rows)))
@@ -552,8 +634,9 @@ def answer(rows, current=None, not_run=()):
     lines += [a["sentence"] for a in cases]
     lines += [v["sentence"] for v in verdicts]
     lines += [c["sentence"] for c in contexts]
+    lines += [d["sentence"] for d in drafters]
     lines += [p["sentence"] for p in depth]
     lines += ["%s (%s) roofline share: %s" % (e["profile"], _label(e["engine"]), ", ".join(
         "%s %.1f%%" % kv for kv in e["shares"].items())) for e in roof]
-    return {"cases": cases, "depth": depth, "depth_verdicts": verdicts, "context": contexts, "roofline": roof,
-            "winner": win, "current": current, "lines": lines}
+    return {"cases": cases, "depth": depth, "depth_verdicts": verdicts, "context": contexts,
+            "drafters": drafters, "roofline": roof, "winner": win, "current": current, "lines": lines}

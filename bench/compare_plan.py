@@ -25,29 +25,36 @@ import argparse
 import sys
 
 from bench import compare, compare_answer, gate
-from sglang_perf import comparison, engines, plan
+from sglang_perf import comparison, engines, plan, profile
 from sglang_perf.client import ConfigError, MeasureError
 
 PLAN_ROW_KEYS = ("profile", "engine", "spec_steps", "case", "url", "concurrency", "requests",
                  "max_tokens", "prompt_tokens", "decode_tok_s_median", "decode_tok_s_min",
                  "decode_tok_s_max", "aggregate_tok_s", "accept_len", "accept_by_position",
-                 "ttft_p50_s", "errors", "error", "context_tokens", "report_only", "judged", "gate_problem",
-                 "thresholds", "intervals")
+                 "ttft_p50_s", "errors", "error", "context_tokens", "thinking", "drafter", "report_only",
+                 "judged", "gate_problem", "thresholds", "intervals")
 # the CSV's columns: the flat ones (the intervals and thresholds are in compare.json)
 CSV_KEYS = tuple(k for k in PLAN_ROW_KEYS if k not in ("thresholds", "intervals"))
 SWEEP_ONLY = ("concurrency", "requests", "max_tokens", "warmup", "warmup_max_tokens", "api")
 
 
 def profile_facts(v, name):
-    """(engine, speculative steps) of profile ``name`` in the vars ``v``; InputError if unknown."""
+    """(engine, speculative steps, drafter) of profile ``name`` in the vars ``v`` (its bases
+    resolved); InputError if unknown. A profile that loads a drafter of its own (draft_model:
+    DFLASH, EAGLE3) has the drafter's algorithm as ``drafter`` and, as its steps, the tokens it
+    drafts per verify (its accept ceiling less one: a block of 16 drafts 15); MTP depths have
+    their steps and no drafter."""
     profiles = v.get("sglang_profiles") or {}
     if name not in profiles:
         raise compare.InputError("--target %s: no such profile in sglang_profiles (known: %s)"
                                  % (name, ", ".join(profiles)))
     p = profiles[name] or {}
     engine = p.get("engine") or v.get("sglang_engine") or engines.DEFAULT
+    if p.get("speculative_algorithm") and isinstance(p.get("draft_model"), dict):
+        drafter = str(p["speculative_algorithm"]).upper()
+        return engine, profile.accept_ceiling(p, engine) - 1, drafter
     steps = int(p.get("speculative_num_steps") or 0) if p.get("speculative_algorithm") else 0
-    return engine, steps
+    return engine, steps, None
 
 
 def measured_plan(v):
@@ -86,11 +93,13 @@ def not_run(v):
     return [c for c in judged if c not in measured_plan(v)]
 
 
-def _plan_row(name, engine, steps, url, case, result=None, error=None, gate=({}, None)):
+def _plan_row(name, facts, url, case, result=None, error=None, gate=({}, None)):
     level, reqs = case.get("concurrency"), case.get("requests")
     row = compare._row(name, url, level, reqs, result, error)
     judged, problem = gate
-    row.update(engine=engine, spec_steps=steps, case=case["case"], max_tokens=case.get("max_tokens"),
+    engine, steps, drafter = facts
+    row.update(engine=engine, spec_steps=steps, drafter=drafter, thinking=case.get("thinking") is True,
+               case=case["case"], max_tokens=case.get("max_tokens"),
                prompt_tokens=((result or {}).get("prompt_tokens") or {}).get("median"),
                # the context depth a long-context case stands for (the answer's by-context line)
                context_tokens=case.get("prompt_tokens") if case.get("prompts") == "long_context" else None,
@@ -102,12 +111,12 @@ def _plan_row(name, engine, steps, url, case, result=None, error=None, gate=({},
     return {k: row.get(k) for k in PLAN_ROW_KEYS}
 
 
-def plan_rows(name, engine, steps, url, cases, result, error=None, gate=({}, None)):
-    """The rows of one target: a row per case of ``cases`` from the plan ``result`` (gate.run_plan's,
-    or the sglang_bench module's), or ``error`` in every row when there is no result; ``gate``:
-    gate_view's of the target's profile."""
+def plan_rows(name, facts, url, cases, result, error=None, gate=({}, None)):
+    """The rows of one target (``facts``: profile_facts' of its profile): a row per case of
+    ``cases`` from the plan ``result`` (gate.run_plan's, or the sglang_bench module's), or ``error``
+    in every row when there is no result; ``gate``: gate_view's of the target's profile."""
     by_case = {r["case"]: r for r in (result or {}).get("cases") or []}
-    return [_plan_row(name, engine, steps, url, c, by_case.get(c["case"]),
+    return [_plan_row(name, facts, url, c, by_case.get(c["case"]),
                       None if c["case"] in by_case else error if result is None else "not in the plan result",
                       gate)
             for c in cases]
@@ -122,9 +131,9 @@ def rows_from_results(path, v):
     for i, item in enumerate(results):
         if not isinstance(item, dict) or not isinstance(item.get("profile"), str):
             raise compare.InputError("%s: entry %d is not {profile, url, result, error}" % (path, i))
-        engine, steps = profile_facts(v, item["profile"])
+        facts = profile_facts(v, item["profile"])
         result = item.get("result") if isinstance(item.get("result"), dict) else None
-        rows += plan_rows(item["profile"], engine, steps, item.get("url"), cases, result,
+        rows += plan_rows(item["profile"], facts, item.get("url"), cases, result,
                           item.get("error") or ("no result" if result is None else None),
                           gate_view(v, item["profile"]))
     return rows
@@ -136,10 +145,12 @@ def sweep_plan(targets, v, api_key=None, model=None, quiet=False, progress=None)
     cases = [dict(c, case=n) for n, c in measured_plan(v).items()]
     rows = []
     for name, url in targets:
-        engine, steps = profile_facts(v, name)
+        facts = profile_facts(v, name)
+        engine, steps, drafter = facts
         if progress:
-            progress("%s (%s, %d steps) at %s: plan %s ..." % (name, engine, steps, url,
-                                                              ", ".join(c["case"] for c in cases)))
+            progress("%s (%s, %s) at %s: plan %s ..." % (
+                name, engine, "%s, %d drafts" % (drafter, steps) if drafter else "%d steps" % steps, url,
+                ", ".join(c["case"] for c in cases)))
         ns = argparse.Namespace(url=url, api_key=api_key, model=model, quiet=quiet)
         error = None
         try:
@@ -148,7 +159,7 @@ def sweep_plan(targets, v, api_key=None, model=None, quiet=False, progress=None)
             result, error = None, "invalid %s: %s" % (e.option, e.message)
         except MeasureError as e:
             result, error = None, str(e) or e.__class__.__name__
-        for row in plan_rows(name, engine, steps, url, cases, result, error, gate_view(v, name)):
+        for row in plan_rows(name, facts, url, cases, result, error, gate_view(v, name)):
             rows.append(row)
             if progress:
                 progress("%s %s: %s" % (name, row["case"], compare.describe(row)))

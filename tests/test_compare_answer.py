@@ -13,7 +13,7 @@ from bench import compare_plan
 from sglang_perf import stats
 
 LEVEL = 0.95
-CASES = {"coding": 1, "long_context": 1, "concurrent": 4, "prose": 1,
+CASES = {"coding": 1, "long_context": 1, "concurrent": 4, "prose": 1, "thinking": 1,
          "context_1k": 1, "context_8k": 1, "context_32k": 1}
 TOKENS = {"context_1k": 1024, "context_8k": 8192, "context_32k": 32768, "long_context": 32768}
 JUDGED = ("coding", "long_context", "concurrent")   # the gate plan's cases that are not report_only
@@ -27,7 +27,7 @@ def spread(center, n, width=0.02):
 
 
 def row(profile, case, decode, steps=3, engine="sglang", n=6, width=0.02, values=None, aggregate=None,
-        al=None, pos=None, thresholds=None, error=None):
+        al=None, pos=None, thresholds=None, error=None, drafter=None):
     """A plan row as compare_plan builds it, with the gate's intervals (stats.py) over ``n``
     requests (or the per-request decode ``values``): a judged case carries the profile's
     thresholds ({} by default), a context depth or prose none."""
@@ -47,7 +47,8 @@ def row(profile, case, decode, steps=3, engine="sglang", n=6, width=0.02, values
             "decode_tok_s_min": min(values), "decode_tok_s_max": max(values), "aggregate_tok_s": agg,
             "accept_len": al, "accept_by_position": pos, "errors": 0, "error": error, "roofline": None,
             "prompt_tokens": TOKENS.get(case), "context_tokens": TOKENS.get(case),
-            "report_only": case == "prose", "judged": judged,
+            "report_only": case in ("prose", "thinking"), "judged": judged,
+            "thinking": case == "thinking", "drafter": drafter,
             "thresholds": (thresholds or {}) if judged else None, "gate_problem": None,
             "intervals": iv}
 
@@ -393,3 +394,61 @@ def test_the_comparison_measures_and_judges_at_the_gates_confidence(tmp_path):
     assert compare_plan.gate_view(v, "nextn_3step") == ({"coding": {"min_tok_s": 45}}, None)
     assert "cannot bound a median at 95%" in compare_plan.gate_view(
         dict(v, sglang_gate_confidence=0.95), "nextn_3step")[1]
+
+
+# ------------------------------------------------------------------------- the drafters ----
+def test_a_drafter_is_set_beside_the_best_mtp_depth_per_context_and_with_thinking():
+    """DFLASH (a block of 16: 15 drafts a verify) against the best MTP depth in each case: ahead in
+    coding and at 1K, a tie at 32K, behind with thinking on (the emulator's shape, fitted to the
+    public figures); the drafter is no MTP depth (no 3 -> 15 step pair), and it wins the judged
+    case it is ahead in."""
+    rows = setting("nextn_2step", 2, {"coding": 55.0, "context_1k": 46.0, "context_32k": 40.0,
+                                      "thinking": 45.0}) \
+        + setting("nextn_3step", 3, {"coding": 58.8, "context_1k": 47.0, "context_32k": 40.7,
+                                     "thinking": 44.0}) \
+        + setting("dflash", 15, {"coding": 90.0, "context_1k": 70.0, "context_32k": 39.8, "thinking": 38.0},
+                  drafter="DFLASH")
+    s = ca.answer(rows)
+    (d,) = s["drafters"]
+    assert (d["profile"], d["engine"], d["drafter"]) == ("dflash", "sglang", "DFLASH")
+    got = [(c["case"], c["mtp"], c["outcome"], round(c["margin_pct"], 1)) for c in d["cases"]]
+    assert got == [("coding", "nextn_3step", "beats", 53.1), ("context_1k", "nextn_3step", "beats", 48.9),
+                   ("context_32k", "nextn_3step", "tie", -2.2), ("thinking", "nextn_2step", "behind", -15.6)]
+    assert d["sentence"].startswith("SGLang DFLASH (dflash) against the best MTP depth of each case: "
+                                    "in coding +53.1% against nextn_3step (90.0 [")
+    assert "at 32K -2.2% against nextn_3step (39.8 [" in d["sentence"] and "a tie, the intervals overlap" \
+        in d["sentence"]
+    assert "with thinking on (thinking) -15.6% against nextn_2step (38.0 [" in d["sentence"]
+    assert "behind MTP, apart at 95%" in d["sentence"]
+    assert d["sentence"] in s["lines"]
+    # depth pairs are MTP's alone
+    assert {(p["from_steps"], p["to_steps"]) for p in s["depth"]} == {(2, 3)}
+    assert s["winner"]["profile"] == "dflash"
+
+
+def test_a_drafter_without_mtp_beside_it_or_without_intervals_says_so():
+    rows = setting("no_spec", 0, {"coding": 30.0}) + setting("dflash", 15, {"coding": 90.0}, drafter="DFLASH")
+    assert ca.answer(rows)["drafters"] == []  # nothing with MTP to set it beside
+    rows = setting("nextn_3step", 3, {"coding": 58.0}, n=4) + setting("dflash", 15, {"coding": 60.0}, n=1,
+                                                                     drafter="DFLASH")
+    (d,) = ca.answer(rows)["drafters"]
+    assert d["cases"][0]["outcome"] == ca.TOO_FEW
+
+
+def test_the_plan_rows_carry_the_drafter_and_its_drafts_per_verify():
+    v = {"sglang_profiles": {"dflash": {"speculative_algorithm": "DFLASH", "speculative_num_draft_tokens": 16,
+                                        "draft_model": {"repo": "z-lab/Qwen3.6-27B-DFlash"}},
+                             "vllm_dflash": {"engine": "vllm", "speculative_algorithm": "DFLASH",
+                                             "speculative_num_steps": 15, "draft_model": {"repo": "z-lab/x"}},
+                             "nextn_3step": {"speculative_algorithm": "NEXTN", "speculative_num_steps": 3,
+                                             "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4},
+                             "no_spec": {}}}
+    assert compare_plan.profile_facts(v, "dflash") == ("sglang", 15, "DFLASH")
+    assert compare_plan.profile_facts(v, "vllm_dflash") == ("vllm", 15, "DFLASH")
+    assert compare_plan.profile_facts(v, "nextn_3step") == ("sglang", 3, None)
+    assert compare_plan.profile_facts(v, "no_spec") == ("sglang", 0, None)
+    case = {"case": "thinking", "prompts": "coding", "concurrency": 1, "requests": 6, "thinking": True,
+            "report_only": True}
+    (r,) = compare_plan.plan_rows("dflash", ("sglang", 15, "DFLASH"), "http://127.0.0.1:1", [case], None,
+                                  "down")
+    assert (r["drafter"], r["spec_steps"], r["thinking"], r["report_only"]) == ("DFLASH", 15, True, True)

@@ -482,3 +482,61 @@ def test_compare_plan_refuses_unknown_profiles_and_sweep_options(tmp_path):
         assert len(p.stderr.strip().splitlines()) == 1
     p = bench("compare", "--quiet", "--no-roofline", "--current", "x", "--target", "x=" + url)
     assert p.returncode == 2 and "--vars, --current and --context-tokens are for --plan" in p.stderr
+
+
+DRAFTER_PLAN = """\
+sglang_gate_warmup: 1
+sglang_gate_plan:
+  coding: {prompts: coding, concurrency: 1, requests: 6, max_tokens: 192}
+  long_context: {prompts: long_context, prompt_tokens: 32768, concurrency: 1, requests: 6, max_tokens: 128}
+  thinking: {prompts: coding, thinking: true, concurrency: 1, requests: 6, max_tokens: 96, report_only: true}
+"""
+
+
+def test_compare_plan_sets_the_drafter_beside_mtp_per_context_and_with_thinking(emulator, tmp_path):
+    """DFLASH (the role's dflash profile, a stand-in drafter whose config.json gives its block)
+    beside NEXTN 2 and 3 steps on the gate plan at two context depths and with thinking on: the
+    answer sets it beside the best MTP depth in each case. The emulator's calibration (its README,
+    Drafters) has it far ahead on short coding prompts and its lead shrinking with context and with
+    thinking; the figures are the emulator's, not a finding about the real drafter."""
+    from conftest import MODEL_ARGS, role_defaults
+    from sglang_perf import profile as flt
+    defaults = role_defaults()
+    drafter = tmp_path / "Qwen3.6-27B-DFlash"
+    drafter.mkdir()
+    (drafter / "config.json").write_text(json.dumps({"architectures": ["DFlashDraftModel"],
+                                                     "dflash_config": {"block_size": 16}}))
+    env = dict(FAST, SGLEMU_SPEED_SCALE=str(PLAN_SCALE))
+    emus = {}
+    for n in ("nextn_2step", "nextn_3step", "dflash"):
+        p = dict(defaults["sglang_profiles"][n])
+        if n == "dflash":
+            p["speculative_draft_model_path"] = str(drafter)
+        emus[n] = emulator(MODEL_ARGS + flt.sglang_argv(p, defaults["sglang_version"]), env=env)
+    plan_vars = tmp_path / "plan.yml"
+    plan_vars.write_text(DRAFTER_PLAN)
+    out = tmp_path / "out"
+    p = bench("compare", "--plan", "--quiet", "--vars", str(plan_vars), "--out", str(out),
+              "--context-tokens", "1024,32768",
+              *sum((["--target", "%s=%s" % (n, e.url)] for n, e in emus.items()), []))
+    assert p.returncode == 0, p.stderr
+    doc = json.loads((out / "compare.json").read_text())
+    rows = {(r["profile"], r["case"]): r for r in doc["rows"]}
+    assert all(r["error"] is None for r in rows.values()), [r["error"] for r in rows.values()]
+    assert (rows[("dflash", "coding")]["drafter"], rows[("dflash", "coding")]["spec_steps"]) == ("DFLASH", 15)
+    assert rows[("dflash", "thinking")]["thinking"] is True and rows[("dflash", "coding")]["thinking"] is False
+    s = doc["summary"]
+    print("\n".join(s["lines"]))  # the answer, for the log
+    (d,) = s["drafters"]
+    by = {c["case"]: c for c in d["cases"]}
+    assert list(by) == ["coding", "context_1k", "context_32k", "thinking"]
+    assert by["coding"]["outcome"] == "beats" and by["coding"]["margin_pct"] > 30
+    # its lead shrinks with the context and with thinking (the calibration: 1.53x at coding,
+    # 0.98x at 32K; thinking cuts a block's drafts to 25/60)
+    assert by["context_32k"]["margin_pct"] < by["context_1k"]["margin_pct"] < by["coding"]["margin_pct"]
+    assert by["thinking"]["margin_pct"] < by["coding"]["margin_pct"] - 20
+    assert d["sentence"] in s["lines"] and "with thinking on (thinking)" in d["sentence"]
+    # no MTP pair reaches the drafter's 15 drafts
+    assert all(pr["to_steps"] <= 3 for pr in s["depth"])
+    md = (out / "compare.md").read_text()
+    assert "SGLang DFLASH (dflash) against the best MTP depth of each case: in coding +" in md

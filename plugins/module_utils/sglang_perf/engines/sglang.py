@@ -22,8 +22,10 @@ scripts = ("sglang",)
 script_args_after = ()  # words between the module and its first argument
 # What answers 200 once the server can serve (roles/sglang/tasks/ready.yml).
 ready_paths = ["/health_generate"]
-# the profiles compare's engine sweep runs (-e compare_engines=sglang): no speculation, NEXTN 1-5
-compare_profiles = ("no_spec", "nextn_1step", "nextn_2step", "nextn_3step", "nextn_4step", "nextn_5step")
+# the profiles compare's engine sweep runs (-e compare_engines=sglang): no speculation, NEXTN 1-5,
+# and the DFLASH drafter beside them
+compare_profiles = ("no_spec", "nextn_1step", "nextn_2step", "nextn_3step", "nextn_4step", "nextn_5step",
+                    "dflash")
 # What the drift check reads (roles/sglang/tasks/drift.yml); its answer holds the API key.
 drift_paths = ["/server_info"]
 drift_answers_secret = True

@@ -21,8 +21,10 @@ scripts = ("vllm",)
 # `python -m vllm.entrypoints.cli.main serve MODEL`: the arguments follow `serve`
 script_args_after = ("serve",)
 ready_paths = ["/health", "/v1/models"]
-# the profiles compare's engine sweep runs (-e compare_engines=vllm): no speculation, MTP 1-5
-compare_profiles = ("vllm_no_spec", "vllm_mtp_1", "vllm_mtp_2", "vllm_mtp_3", "vllm_mtp_4", "vllm_mtp_5")
+# the profiles compare's engine sweep runs (-e compare_engines=vllm): no speculation, MTP 1-5,
+# and the DFlash drafter beside them
+compare_profiles = ("vllm_no_spec", "vllm_mtp_1", "vllm_mtp_2", "vllm_mtp_3", "vllm_mtp_4", "vllm_mtp_5",
+                    "vllm_dflash")
 # No /server_info outside VLLM_SERVER_DEV_MODE: what it tells is /v1/models (max_model_len, the
 # served name), /metrics (vllm:cache_config_info) and /version.
 drift_paths = ["/v1/models", "/metrics", "/version"]
