@@ -523,8 +523,9 @@ def test_compare_plan_sets_the_drafter_beside_mtp_per_context_and_with_thinking(
     doc = json.loads((out / "compare.json").read_text())
     rows = {(r["profile"], r["case"]): r for r in doc["rows"]}
     assert all(r["error"] is None for r in rows.values()), [r["error"] for r in rows.values()]
-    assert (rows[("dflash", "coding")]["drafter"], rows[("dflash", "coding")]["spec_steps"]) == ("DFLASH", 15)
-    assert rows[("dflash", "thinking")]["thinking"] is True and rows[("dflash", "coding")]["thinking"] is False
+    coding, thinking = rows[("dflash", "coding")], rows[("dflash", "thinking")]
+    assert (coding["drafter"], coding["spec_steps"]) == ("DFLASH", 15)
+    assert thinking["thinking"] is True and coding["thinking"] is False
     s = doc["summary"]
     print("\n".join(s["lines"]))  # the answer, for the log
     (d,) = s["drafters"]

@@ -76,8 +76,8 @@ def test_the_concurrency_sweep_is_one_case_per_level_at_least_two_full_waves(lev
     ({"engines": [], "deploy_best": True}, "compare_deploy_best needs compare_engines"),
     ({"profiles": []}, "compare_profiles ([]) must be a non-empty list of profiles"),
     ({"known_profiles": ["no_spec"], "engines": "sglang"},
-     "compare_profiles: no such profile nextn_1step, nextn_2step, nextn_3step, nextn_4step, nextn_5step, dflash in "
-     "sglang_profiles (known: no_spec)"),
+     "compare_profiles: no such profile nextn_1step, nextn_2step, nextn_3step, nextn_4step, nextn_5step, "
+     "dflash in sglang_profiles (known: no_spec)"),
     ({"engines": [], "levels": []}, "compare_levels ([]) must be a non-empty list of concurrency levels"),
     ({"engines": [], "levels": [1, 0]}, "compare_levels ([1, 0]) must be"),
     ({"engines": [], "levels": ["x"]}, "compare_levels (['x']) must be"),

@@ -268,7 +268,9 @@ def test_the_textfile_of_a_busy_window():
                                sglang(gen=1600, verify=500, requests=14, running=2, itl=(30.0, 1650)), 10.0)
     fams = families(watch.render(SETTINGS, obs, 1796000000.5))
     # every family has its series here but the bar: two streams ran, not judged
-    assert set(fams) == set(watch.WATCH_METRICS) - {"sglang_watch_decode_bar_tokens_per_second"}
+    assert set(fams) == set(watch.WATCH_METRICS) - {"sglang_watch_decode_bar_tokens_per_second",
+                                                    "sglang_watch_thinking_decode_tokens_per_second",
+                                                    "sglang_watch_thinking_accept_length"}  # no probe
     assert fams["sglang_watch_deploying"] == {LABELS: 0}
     assert fams["sglang_watch_up"] == {LABELS: 1}
     assert fams["sglang_watch_accept_length"][LABELS] == pytest.approx(600 / 180)
@@ -332,7 +334,10 @@ def test_the_role_defaults_make_the_settings_from_the_deploy_plan(production_pla
         "labels": {"profile": "nextn_3step", "release": production_plan["release"], "engine": "sglang"},
         "api_key_file": None, "textfile": "/var/lib/prometheus/node-exporter/sglang_watch.prom",
         "window_s": 10.0, "timeout_s": 300.0, "interval_s": 900.0,
-        "probe": {"case": "coding", "prompts": "coding", "requests": 3, "max_tokens": 192},
+        "probe": {"case": "coding", "prompts": "coding", "requests": 3, "max_tokens": 192, "thinking": False},
+        # auto: the plan's thinking case, after the watched one, as many requests
+        "thinking_probe": {"case": "thinking", "prompts": "coding", "requests": 3, "max_tokens": 96,
+                           "thinking": True},
         "decode_threshold": 45,
         # the long-context case's 33 tok/s at 32K: the slowest one stream the gate judges
         "passive": {"min_tok_s": 33, "max_prompt_tokens": 32768},
@@ -377,6 +382,9 @@ def test_a_case_without_a_decode_threshold_leaves_it_out(production_plan):
     ({"sglang_watch_case": "nope"}, "sglang_watch_case = nope is not valid: a case of the gate plan "
                                     "(sglang_gate_plan: coding, concurrent, long_context, prose, thinking)"),
     ({"sglang_watch_case": "long_context"}, "long_context is a long-context case: name a coding case"),
+    ({"sglang_watch_thinking_case": "coding"},
+     "sglang_watch_thinking_case = coding is not valid: auto, '' or a case of the gate plan with thinking: "
+     "true (thinking)"),
 ])
 def test_each_bad_input_is_refused_naming_its_variable(production_plan, changes, words):
     settings, problems = watch.configure(production_plan, inputs(**changes))
@@ -390,6 +398,27 @@ def test_each_bad_input_is_refused_naming_its_variable(production_plan, changes,
         assert refused == [], planned["problems"]
     else:
         assert len(refused) == 1, planned["problems"]
+
+
+def test_the_thinking_probe_is_off_without_a_thinking_case_or_when_asked(production_plan):
+    assert watch.configure(plan_for(), inputs())[0]["thinking_probe"] is None  # plumbing plan: coding only
+    off = watch.configure(production_plan, inputs(sglang_watch_thinking_case=""))[0]
+    assert off["thinking_probe"] is None
+    named = watch.configure(production_plan, inputs(sglang_watch_thinking_case="thinking"))[0]
+    assert named["thinking_probe"]["case"] == "thinking"
+
+
+def test_the_thinking_probes_figures_are_written_beside_the_watched_cases():
+    obs = watch.observe_probe({"decode_tok_s": {"median": 57.5}, "accept_len": 3.2, "requests": 3,
+                               "server": {"kind": "sglang"}})
+    obs.update(thinking_decode_tok_s=49.0, thinking_accept_len=2.7)
+    fams = families(watch.render(SETTINGS, obs, 1.0))
+    assert list(fams["sglang_watch_thinking_decode_tokens_per_second"].values()) == [49.0]
+    assert list(fams["sglang_watch_thinking_accept_length"].values()) == [2.7]
+    assert watch.summary(obs).endswith("thinking: decode 49.0 tok/s, thinking: accept length 2.70")
+    # a run that sent none writes none
+    assert "sglang_watch_thinking_accept_length" not in families(watch.render(SETTINGS, dict(
+        obs, thinking_decode_tok_s=None, thinking_accept_len=None), 1.0))
 
 
 def test_a_plan_without_the_gate_is_refused():

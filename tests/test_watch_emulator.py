@@ -100,6 +100,28 @@ def test_an_idle_server_is_probed_at_c1_with_the_gate_cases_prompts(emulator, pr
     assert sorted(q.name for q in tmp_path.iterdir()) == ["sglang-watch.json", "sglang_watch.prom", "state"]
 
 
+def test_the_probe_sends_the_thinking_case_after_the_watched_one(emulator, program, tmp_path):
+    """With the production gate plan (its report-only `thinking` case: coding prompts, thinking on)
+    the probe sends the coding case thinking off, then as many requests thinking on, and writes
+    their figures beside the watched case's, unjudged."""
+    emu = emulator("nextn_3step", extra=METRICS, env={"SGLEMU_WARMUP_REQUESTS": "0"})
+    path, settings = settings_file(tmp_path, plan_for(plumbing=False), emu.url)
+    assert settings["thinking_probe"] == {"case": "thinking", "prompts": "coding", "requests": 3,
+                                          "max_tokens": 96, "thinking": True}
+    p = run(program, path)
+    assert ", thinking: decode " in p.stdout and ", thinking: accept length " in p.stdout, p.stdout
+    fams = families((tmp_path / "sglang_watch.prom").read_text())
+    (coding,) = fams["sglang_watch_accept_length"].values()
+    (thinking,) = fams["sglang_watch_thinking_accept_length"].values()
+    (decode,) = fams["sglang_watch_thinking_decode_tokens_per_second"].values()
+    # the emulator's calibration with thinking on (3 requests: within half a token of it)
+    expected = emu.stats()["configured"]["expected_accept_length_thinking"]
+    assert abs(thinking - expected) < 0.5, (coding, thinking, expected)
+    assert decode > 0 and coding > 2.8
+    # one warmup and 3 requests a case, one at a time
+    assert len(generation_requests(emu, "bench-")) == 8
+
+
 class Traffic(object):
     """Users: ``streams`` loops of chat requests (rid traffic-N) until stopped."""
 

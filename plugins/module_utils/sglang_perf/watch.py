@@ -39,7 +39,11 @@ One run:
      non-streaming requests longer than the window (SGLang counts nothing until one finishes)
      looks idle: the probe's own /metrics window then shows tokens besides its own, and its
      figures are written without a running count (not a C=1 measurement: the decode alert skips
-     them). A probe that measures nothing (every request failed) is ``up`` 0. The probe holds the
+     them). A probe that measures nothing (every request failed) is ``up`` 0. With a
+     ``thinking_probe`` (the gate plan's thinking case, ``sglang_watch_thinking_case``) the probe
+     then sends as many requests with thinking on: their decode tok/s and accept length are
+     written beside the watched case's (``sglang_watch_thinking_*``), informing, never judged;
+     the watched case states its own thinking (off for coding). The probe holds the
      host's **measurement lock** (``measure_lock``, measurelock.py) without waiting for it: taken
      by the gate, the run is ``deploying`` and probes nothing; the gate waits out a probe.
 
@@ -114,6 +118,11 @@ WATCH_METRICS = {
                                                  "not judged).",
     "sglang_watch_deploying": "1 while a deploy holds the host's lock (or the gate the measurement lock): "
                               "the last run measured nothing and wrote no sglang_watch_up; 0 otherwise.",
+    "sglang_watch_thinking_decode_tokens_per_second": "Per-request median decode speed of the probe's "
+                                                      "requests with thinking on (the gate plan's thinking "
+                                                      "case; absent when the last run sent none).",
+    "sglang_watch_thinking_accept_length": "Accept length of the probe's requests with thinking on (absent "
+                                           "when the last run sent none, or without speculation).",
     "sglang_watch_interval_seconds": "Seconds between two runs of the watch (its systemd timer).",
     "sglang_watch_last_run_timestamp_seconds": "When the watch last ran (unix time).",
 }
@@ -347,6 +356,8 @@ def render(settings, obs, now):
     out.enum("sglang_watch_source", labels, obs["source"] or "none", SOURCES, "source")
     out.add("sglang_watch_decode_threshold_tokens_per_second", labels, settings.get("decode_threshold"))
     out.add("sglang_watch_decode_bar_tokens_per_second", labels, decode_bar(settings, obs))
+    out.add("sglang_watch_thinking_decode_tokens_per_second", labels, obs.get("thinking_decode_tok_s"))
+    out.add("sglang_watch_thinking_accept_length", labels, obs.get("thinking_accept_len"))
     out.add("sglang_watch_interval_seconds", labels, settings.get("interval_s"))
     out.add("sglang_watch_last_run_timestamp_seconds", labels, now)
     return out.text()
@@ -356,7 +367,9 @@ def summary(obs):
     """One line for the journal (no secret is ever in an observation)."""
     figures = [("accept length %.2f", obs["accept_len"]), ("decode %.1f tok/s", obs["decode_tok_s"]),
                ("generation %.1f tok/s", obs["generation_tok_s"]), ("%d running", obs["running"]),
-               ("%d requests", obs["requests"])]
+               ("%d requests", obs["requests"]),
+               ("thinking: decode %.1f tok/s", obs.get("thinking_decode_tok_s")),
+               ("thinking: accept length %.2f", obs.get("thinking_accept_len"))]
     shown = ", ".join(fmt % value for fmt, value in figures if value is not None)
     head = "%s%s (source %s)" % ("" if obs["up"] is None else "up %d, " % obs["up"], obs["state"],
                                  obs["source"] or "none")
@@ -371,7 +384,7 @@ def _refuse(problems, var, value, valid):
 
 # The role's inputs configure() reads (the deploy plan passes them by name: deploy_plan._watch).
 INPUTS = ("sglang_watch_interval", "sglang_watch_window", "sglang_watch_probe_requests", "sglang_watch_case",
-          "sglang_watch_textfile_path", "sglang_watch_timeout")
+          "sglang_watch_thinking_case", "sglang_watch_textfile_path", "sglang_watch_timeout")
 
 
 def configure(plan, inputs):
@@ -414,6 +427,20 @@ def configure(plan, inputs):
     elif (case.get("options") or {}).get("prompts") == "long_context":
         _refuse(problems, "sglang_watch_case", name, "the probe is a few short requests; %s is a "
                 "long-context case: name a coding case" % name)
+    thinking_name = inputs.get("sglang_watch_thinking_case") or ""
+    if thinking_name == "auto":  # the plan's first short case with thinking on, else none
+        thinking_name = next((n for n, c in cases.items() if (c.get("options") or {}).get("thinking") is True
+                              and (c.get("options") or {}).get("prompts") != "long_context"), "")
+    thinking = cases.get(thinking_name)
+    if thinking_name and plan.get("gate"):
+        if thinking is None or (thinking.get("options") or {}).get("thinking") is not True:
+            _refuse(problems, "sglang_watch_thinking_case", thinking_name, "auto, '' or a case of the gate "
+                    "plan with thinking: true (%s)" % (", ".join(sorted(
+                        str(n) for n, c in cases.items() if (c.get("options") or {}).get("thinking") is True))
+                        or "the plan has none"))
+        elif (thinking.get("options") or {}).get("prompts") == "long_context":
+            _refuse(problems, "sglang_watch_thinking_case", thinking_name, "the probe is a few short "
+                    "requests; %s is a long-context case" % thinking_name)
     if problems:
         return None, problems
     options, lock = case["options"], plan.get("lock") or {}
@@ -427,7 +454,10 @@ def configure(plan, inputs):
         "timeout_s": timeout,
         "interval_s": interval_s,
         "probe": {"case": name, "prompts": options.get("prompts"), "requests": count,
-                  "max_tokens": options.get("max_tokens")},
+                  "max_tokens": options.get("max_tokens"), "thinking": options.get("thinking") is True},
+        "thinking_probe": {"case": thinking_name, "prompts": thinking["options"].get("prompts"),
+                           "requests": count, "max_tokens": thinking["options"].get("max_tokens"),
+                           "thinking": True} if thinking_name else None,
         "decode_threshold": (case.get("thresholds") or {}).get("min_tok_s"),
         "passive": passive_bar(plan["gate"]["cases"]),
         "deploy_lock": {"path": lock.get("path"), "max_age_s": lock.get("max_age")},
@@ -511,18 +541,34 @@ def scrape(endpoint, timeout):
     return prom.parse(raw.decode("utf-8", "replace")) if status == 200 else {}
 
 
+def _probe_options(settings, key, spec, run_timeout):
+    return {"url": settings["url"], "api_key": key, "model": settings.get("model"),
+            "prompts": spec.get("prompts") or "coding", "case": spec.get("case") or "probe",
+            "thinking": spec.get("thinking") is True, "concurrency": 1,
+            "requests": int(spec.get("requests") or 3), "max_tokens": spec.get("max_tokens"),
+            "warmup": PROBE_WARMUP, "metrics": "auto", "run_timeout": run_timeout}
+
+
 def probe(settings, key):
-    """A few requests of the watched case at C=1 (the gate's engine): an observation."""
-    spec = settings["probe"]
-    options = {"url": settings["url"], "api_key": key, "model": settings.get("model"),
-               "prompts": spec.get("prompts") or "coding", "case": spec.get("case") or "probe",
-               "concurrency": 1, "requests": int(spec.get("requests") or 3),
-               "max_tokens": spec.get("max_tokens"), "warmup": PROBE_WARMUP, "metrics": "auto",
-               "run_timeout": max(10.0, float(settings["timeout_s"]) - float(settings["window_s"]) - 10.0)}
+    """A few requests of the watched case at C=1 (the gate's engine), then as many with thinking
+    on when the settings have a ``thinking_probe``: an observation. The time left after the window
+    is shared between the two."""
+    thinking = settings.get("thinking_probe")
+    left = float(settings["timeout_s"]) - float(settings["window_s"]) - 10.0
+    run_timeout = max(10.0, left / 2.0 if thinking else left)
     try:
-        return observe_probe(engine.run(options))
+        obs = observe_probe(engine.run(_probe_options(settings, key, settings["probe"], run_timeout)))
     except MeasureError as e:
         return probe_failed(str(e))
+    if thinking:
+        try:
+            result = engine.run(_probe_options(settings, key, thinking, run_timeout))
+            obs.update(thinking_decode_tok_s=(result.get("decode_tok_s") or {}).get("median"),
+                       thinking_accept_len=result.get("accept_len"))
+        except MeasureError as e:
+            said = "the thinking probe measured nothing: %s" % e
+            obs["note"] = "%s; %s" % (obs["note"], said) if obs["note"] else said
+    return obs
 
 
 def deploy_lock(settings, now):
