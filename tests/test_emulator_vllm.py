@@ -46,7 +46,8 @@ class Vllm(EmulatorProcess):
         port = free_port()
         self.log = open("/tmp/i15emu-test-%d.log" % port, "w+")
         module = "bench.emulator.vllm" if engine == "vllm" else "bench.emulator"
-        argv = ["serve", MODEL, *args] if engine == "vllm" else list(args)
+        # vLLM's arguments after `serve MODEL`, or a whole `serve MODEL ...` argv
+        argv = list(args) if engine != "vllm" or list(args[:1]) == ["serve"] else ["serve", MODEL, *args]
         super().__init__(argv, self.log, dict(FAST, **(env or {})), port, module)
 
     def wait(self, timeout=30):
@@ -185,16 +186,18 @@ def test_mtp_aliases_rewritten(alias, caplog):
     (["--enable-auto-tool-choice", "--tool-call-parser", "qwen4"], KeyError,
      "invalid tool call parser: qwen4 (chose from { apertus,beam,"),
     (["--reasoning-parser", "qwen4"], KeyError, "invalid reasoning parser: qwen4 (chose from {"),
-    (["--speculative-config", '{"method": "eagle3", "num_speculative_tokens": 3}'],
+    (["--speculative-config", '{"method": "ngram", "num_speculative_tokens": 3}'],
      NotImplementedError,
-     "vllm emulator: speculative method 'eagle3' is a valid vLLM 0.33 method but is not"),
+     "vllm emulator: speculative method 'ngram' is a valid vLLM 0.33 method but is not"),
     (["--speculative-config", '{"method": "nextn", "num_speculative_tokens": 3}'], ValueError,
      "1 validation error for SpeculativeConfig\nmethod\n  Input should be 'ngram', "),
     (["--speculative-config", '{"method": "mtp"}'], ValueError,
      "num_speculative_tokens must be provided with speculative model unless the draft model "
      "config contains an n_predict parameter."),
+    # pydantic's Field(gt=0) refuses it before SpeculativeConfig._verify_args could
     (["--speculative-config", '{"method": "mtp", "num_speculative_tokens": 0}'], ValueError,
-     "Expected num_speculative_tokens to be greater than zero (0)."),
+     "1 validation error for SpeculativeConfig\nnum_speculative_tokens\n  Input should be greater "
+     "than 0 [type=greater_than, input_value=0, input_type=int]"),
     (["--max-model-len", "300000"], ValueError,
      "User-specified max_model_len (300000) is greater than the derived max_model_len "
      "(max_position_embeddings=262144"),

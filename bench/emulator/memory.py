@@ -56,6 +56,19 @@ TARGET_PARAMS_B = 27.78  # the target's weights (55.56 GB in BF16)
 # --speculative-draft-kv-cache-dtype help, "a 5-layer DFLASH draft costs 10240 bytes/token in bf16".
 DRAFTER_KV_BYTES_PER_TOKEN = 10240
 
+
+def drafter_weights_gib(params_b: float, tp: int) -> float:
+    """A separate drafter's weights per GPU: ``params_b`` billion parameters in BF16, sharded
+    over the tensor-parallel GPUs (knobs.py DRAFTER_PARAMS_B). Both engines' sizing use it."""
+    return params_b * 1e9 * 2 / max(1, tp) / GIB
+
+
+def drafter_kv_bytes_per_token(tp: int) -> int:
+    """A separate drafter's cache per target token, per GPU (DRAFTER_KV_BYTES_PER_TOKEN over the
+    tensor-parallel GPUs)."""
+    return DRAFTER_KV_BYTES_PER_TOKEN // max(1, tp)
+
+
 # ---- Qwen3.6-27B (HF config.json text_config; identical to Qwen3.5-27B) -----------------------
 # Used for every key <model-path>/config.json does not carry (the repo's stand-in config.json
 # carries only architectures, num_hidden_layers and mtp_num_hidden_layers).
@@ -295,7 +308,7 @@ def compute(args: Dict[str, Any], gpu_memory_mib: float = A6000_MEMORY_MIB,
     drafter = spec and args.get("speculative_draft_model_path") is not None
     if drafter and drafter_params_b is None:
         raise TypeError("memory.compute: a drafter's weights (drafter_params_b) are needed")
-    draft = (drafter_params_b * 1e9 * 2 / tp / GIB if drafter else
+    draft = (drafter_weights_gib(drafter_params_b, tp) if drafter else
              MTP_WEIGHTS_GIB_TP2 * 2.0 / tp if spec else 0.0)
     if weights + draft >= pre:
         raise CapacityError("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate the "
@@ -359,7 +372,7 @@ def compute(args: Dict[str, Any], gpu_memory_mib: float = A6000_MEMORY_MIB,
     cell = target_cell
     if drafter:
         # a drafter's own pool, one slot per target token
-        cell += DRAFTER_KV_BYTES_PER_TOKEN // tp
+        cell += drafter_kv_bytes_per_token(tp)
     elif spec:
         # EAGLE/MTP draft pool shares the target's per-layer KV size
         n_layers = full_attention_layers(mc, hybrid)

@@ -269,6 +269,299 @@ class NotEmulated(NotImplementedError):
     pass
 
 
+# ---- --speculative-config (config/speculative.py SpeculativeConfig, a pydantic dataclass) ------
+# The methods the emulator serves: the model's own MTP layer (and its aliases), a DFlash drafter
+# and an EAGLE-3 drafter. The others are valid vLLM 0.33 methods refused as not emulated.
+EMULATED_METHODS = ("mtp", "dflash", "eagle3")
+PYDANTIC_DOCS = "https://errors.pydantic.dev/2.14/v/"  # the contract venv's pydantic 2.14
+# model_executor/models/registry.py _SPECULATIVE_DECODING_MODELS: the draft architectures the
+# EAGLEConfig rewrite of a dflash / eagle3 draft can name (transformers_utils/configs/eagle.py:
+# dflash -> DFlash{arch} unless it starts or ends with DFlash or is LiLiCorrDraftModel; eagle3 ->
+# Eagle3{arch} unless it starts or ends with Eagle3). No other registered architecture has
+# those names, so this is the whole set vLLM can accept for the two methods.
+DRAFT_ARCHITECTURES = {
+    "dflash": ("DFlash2BeamDraftModel", "DFlash2DraftModel", "DFlashDraftModel",
+               "DFlashLagunaForCausalLM", "DFlashMuseGlimmerAssistantModel",
+               "DFlashQwen3XPressModel", "LiLiCorrDraftModel"),
+    "eagle3": ("Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM",
+               "Eagle3LlamaForCausalLM", "Eagle3MiniMaxM2ForCausalLM",
+               "Eagle3Qwen2_5vlForCausalLM", "Eagle3Qwen3ForCausalLM", "Eagle3Qwen3vlForCausalLM",
+               "LlamaForCausalLMEagle3"),
+}
+# config/speculative.py _CACHE_ONLY_ROPE_TYPES: RoPE types whose max_position_embeddings only
+# sizes the cos/sin cache (a draft with them is raised to the target's max_model_len).
+CACHE_ONLY_ROPE_TYPES = ("default", "linear", "llama3", "ntk", "proportional")
+
+
+def _pydantic_text(model: str, errors: List[tuple]) -> str:
+    """pydantic_core's ValidationError text for (field, message, type, input) errors: "N
+    validation error(s) for Model" then, per error, the field, the message with [type=...,
+    input_value=..., input_type=...] and the docs link."""
+    lines = ["%d validation error%s for %s" % (len(errors), "" if len(errors) == 1 else "s", model)]
+    for field, message, kind, value in errors:
+        lines += [field, f"  {message} [type={kind}, input_value={value!r}, "
+                         f"input_type={type(value).__name__}]",
+                  f"    For further information visit {PYDANTIC_DOCS}{kind}"]
+    return "\n".join(lines)
+
+
+def _lax_int(field: str, value: Any, errors: List[tuple], minimum: int, strict_gt: bool):
+    """pydantic's lax int (a JSON bool or integral float is taken, a numeric string parsed), then
+    the field's gt / ge constraint; appends the error and returns None when it fails."""
+    if isinstance(value, int):  # a bool too
+        number = int(value)
+    elif isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            errors.append((field, "Input should be a finite number", "finite_number", value))
+            return None
+        if not value.is_integer():
+            errors.append((
+                field, "Input should be a valid integer, got a number with a fractional part",
+                "int_from_float", value))
+            return None
+        number = int(value)
+    elif isinstance(value, str):
+        try:
+            number = int(value.strip())
+        except ValueError:
+            errors.append((
+                field, "Input should be a valid integer, unable to parse string as an integer",
+                "int_parsing", value))
+            return None
+    else:
+        errors.append((field, "Input should be a valid integer", "int_type", value))
+        return None
+    if strict_gt and number <= minimum:
+        errors.append((field, f"Input should be greater than {minimum}", "greater_than", value))
+        return None
+    if not strict_gt and number < minimum:
+        errors.append((field, f"Input should be greater than or equal to {minimum}",
+                       "greater_than_equal", value))
+        return None
+    return number
+
+
+def _validate_fields(spec: Dict[str, Any]) -> Dict[str, Any]:
+    """The field validation pydantic runs before __post_init__, in the fields' declaration order
+    (num_speculative_tokens: int, gt=0; model: str | None; method: SpeculativeMethod | None;
+    draft_tensor_parallel_size: int | None, ge=1); every failing field in one ValidationError.
+    An explicit null is a valid value only for the Optional fields."""
+    errors: List[tuple] = []
+    out: Dict[str, Any] = {"num_speculative_tokens": None, "model": None, "method": None,
+                           "draft_tensor_parallel_size": None}
+    if "num_speculative_tokens" in spec:
+        out["num_speculative_tokens"] = _lax_int("num_speculative_tokens",
+                                                 spec["num_speculative_tokens"], errors, 0, True)
+    model = spec.get("model")
+    if model is not None and not isinstance(model, str):
+        errors.append(("model", "Input should be a valid string", "string_type", model))
+    else:
+        out["model"] = model
+    method = spec.get("method")
+    if method is not None and method not in SPEC_METHODS:
+        errors.append((
+            "method", "Input should be " + ", ".join(f"'{m}'" for m in SPEC_METHODS[:-1])
+            + f" or '{SPEC_METHODS[-1]}'", "literal_error", method))
+    else:
+        out["method"] = method
+    if spec.get("draft_tensor_parallel_size") is not None:
+        out["draft_tensor_parallel_size"] = _lax_int(
+            "draft_tensor_parallel_size", spec["draft_tensor_parallel_size"], errors, 1, False)
+    if errors:
+        raise ValueError(_pydantic_text("SpeculativeConfig", errors))
+    return out
+
+
+def _is_custom_proposer_path(model: str | None) -> bool:
+    """SpeculativeConfig._is_custom_proposer_path: a dotted import path (pkg.MyProposer)."""
+    if model is None or model.startswith(("http://", "https://", "file://")) or "/" in model:
+        return False
+    parts = model.split(".")
+    return len(parts) >= 2 and all(part.isidentifier() for part in parts)
+
+
+def read_draft_config(model: str) -> Dict[str, Any]:
+    """The draft ModelConfig's config.json (transformers_utils/config.py get_config, offline: the
+    emulator takes a local directory only, as vLLM does with HF_HUB_OFFLINE): no config.json ->
+    "Invalid repository ID or local directory specified"; no model_type -> transformers'
+    AutoConfig "Unrecognized model"."""
+    path = os.path.join(model, "config.json")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            raw = json.load(fh)
+    except (OSError, ValueError):
+        raw = None
+    if not isinstance(raw, dict):
+        raise ValueError(
+            f"Invalid repository ID or local directory specified: '{model}'.\nPlease verify the "
+            "following requirements:\n1. Provide a valid Hugging Face repository ID.\n2. Specify "
+            "a local directory that contains a recognized configuration file.\n   - For Hugging "
+            "Face models: ensure the presence of a 'config.json'.\n   - For Mistral models: "
+            "ensure the presence of a 'params.json'.\n")
+    if not isinstance(raw.get("model_type"), str):
+        raise ValueError(f"Unrecognized model in {model}. Should have a `model_type` key in its "
+                         "config.json.")
+    return raw
+
+
+def draft_architectures(method: str, archs: List[str]) -> List[str]:
+    """transformers_utils/configs/eagle.py EAGLEConfig: the draft's architectures as the method
+    renames them."""
+    if method == "dflash":
+        return [a if a.startswith("DFlash") or a.endswith("DFlash") or a == "LiLiCorrDraftModel"
+                else f"DFlash{a}" for a in archs]
+    return [a if a.startswith("Eagle3") or a.endswith("Eagle3") else f"Eagle3{a}" for a in archs]
+
+
+def _rope_types(cfg: Dict[str, Any]) -> List[str]:
+    """transformers_utils/config.py iter_rope_parameters, for a plain config.json."""
+    types = []
+    for key in ("rope_parameters", "rope_scaling"):
+        params = cfg.get(key)
+        if isinstance(params, dict):
+            types.append(str(params.get("rope_type", params.get("type", "default"))))
+    return types or ["default"]
+
+
+def resolve_speculative(spec: Dict[str, Any], mc: Dict[str, Any], tp: int,
+                        max_model_len: int) -> tuple:
+    """SpeculativeConfig(**speculative_config) as EngineArgs.create_speculative_config builds it
+    (dashes in keys become underscores; the target's configs passed in), for the emulated methods:
+    field validation, __post_init__ (method inference, MTP aliases, the drafter's ModelConfig,
+    method detection from its path, EAGLEConfig, n_predict, draft TP and max_model_len) and
+    _verify_args. Returns (the resolved speculative_config, the drafter directory or None)."""
+    log = logging.getLogger("vllm.config.speculative")
+    spec = {str(key).replace("-", "_"): value for key, value in spec.items()}
+    fields = _validate_fields(spec)
+    k, model, method = fields["num_speculative_tokens"], fields["model"], fields["method"]
+    # __post_init__: infer the method from the arguments
+    if method is None:
+        method = ("custom_class" if _is_custom_proposer_path(model)
+                  else "ngram" if model in ("ngram", "[ngram]") else "draft_model")
+    if method in MTP_METHODS and method != "mtp":
+        log.warning("method `%s` is deprecated and replaced with mtp.", method)
+        method = "mtp"
+    if method not in EMULATED_METHODS and method != "draft_model":
+        raise NotEmulated(f"vllm emulator: speculative method {method!r} is a valid vLLM 0.33 "
+                          "method but is not emulated (only mtp and its aliases, dflash, eagle3)")
+    if model is None and k is not None and method != "mtp":
+        raise ValueError("num_speculative_tokens was provided but without speculative model.")
+    drafter = None
+    if method == "mtp":
+        # the draft is the target's own MTP layer (model = the target): n_predict is its
+        # mtp_num_hidden_layers (hf_config_override, qwen3_5 -> qwen3_5_mtp)
+        if k is not None:
+            n_predict = int(mc.get("mtp_num_hidden_layers") or 1)
+            if k > n_predict and k % n_predict != 0:
+                raise ValueError(f"num_speculative_tokens:{k} must be divisible by "
+                                 f"n_predict={n_predict}")
+            if k > 1:
+                log.warning("Enabling num_speculative_tokens > 1 will run multiple times of "
+                            "forward on same MTP layer,which may result in lower acceptance rate")
+    elif model is not None:
+        draft = read_draft_config(model)
+        archs = [a for a in draft.get("architectures") or [] if isinstance(a, str)]
+        if method == "draft_model":
+            # the method detected from the draft's name (and a few architectures)
+            lowered = model.lower()
+            if "eagle-" in lowered:
+                method = "eagle"
+            elif "eagle3" in lowered:
+                method = "eagle3"
+            elif "dflash" in lowered or "MuseGlimmerAssistantModel" in archs:
+                method = "dflash"
+            if method not in ("dflash", "eagle3"):
+                raise NotEmulated(f"vllm emulator: the draft {model!r} is detected as neither "
+                                  "dflash nor eagle3 (eagle, dspark, an MTP draft or a draft "
+                                  "model), which are not emulated")
+        # _maybe_override_draft_max_position_embeddings: the draft shares the target's positions
+        draft_max_pos = draft.get("max_position_embeddings")
+        if isinstance(draft_max_pos, int) and draft_max_pos < max_model_len \
+                and all(t in CACHE_ONLY_ROPE_TYPES for t in _rope_types(draft)):
+            log.info("Overriding draft model max_position_embeddings from %d to the target "
+                     "model's max_model_len (%d); the draft shares the target's positional "
+                     "space.", draft_max_pos, max_model_len)
+            draft_max_pos = max_model_len
+        # EAGLEConfig renames the architectures; ModelConfig asks the registry for one of them
+        renamed = draft_architectures(method, archs)
+        if not any(a in DRAFT_ARCHITECTURES[method] for a in renamed):
+            raise ValueError(
+                f"Model architectures {renamed} are not supported for now. Supported "
+                f"architectures: (the emulator lists vLLM 0.33's {method} draft architectures "
+                f"only) {list(DRAFT_ARCHITECTURES[method])}")
+        n_predict = draft.get("n_predict")  # EAGLEConfig copies every key of the draft's config
+        if isinstance(n_predict, int) and not isinstance(n_predict, bool):
+            if k is None:
+                k = n_predict  # "Default to max value defined in draft model config."
+            elif k > n_predict and k % n_predict != 0:
+                raise ValueError(f"num_speculative_tokens:{k} must be divisible by "
+                                 f"n_predict={n_predict}")
+        if k is None:
+            raise ValueError("A speculative model was provided, but `num_speculative_tokens` was "
+                             "not provided")
+        draft_tp = fields["draft_tensor_parallel_size"]
+        if draft_tp is not None and draft_tp not in (1, tp):
+            raise ValueError(f"speculative_draft_tensor_parallel_size={draft_tp} cannot be other "
+                             "value than 1 or target model tensor_parallel_size")
+        # _maybe_override_draft_max_model_len: min(draft's, target's)
+        if isinstance(draft_max_pos, int) and draft_max_pos > max_model_len:
+            logging.getLogger("vllm.config.speculative").info(
+                "Overriding draft model max model len from %d to %d", draft_max_pos,
+                max_model_len)
+        drafter = model
+    # _verify_args (model_validator, after __post_init__)
+    if spec.get("tensor_parallel_size") is not None:
+        raise ValueError("'tensor_parallel_size' is not a valid argument in the "
+                         "speculative_config. Please pass 'draft_tensor_parallel_size' instead.")
+    if k is None:
+        raise ValueError("num_speculative_tokens must be provided with speculative model unless "
+                         "the draft model config contains an n_predict parameter.")
+    return dict(spec, method=method, num_speculative_tokens=k), drafter
+
+
+def lookahead_limits(method: str, k: int, max_num_seqs: int) -> int | None:
+    """config/vllm.py VllmConfig: the KV slots a step reserves past the scheduled tokens
+    (num_lookahead_tokens: dflash's bonus query plus one per draft token, k + 1; MTP / EAGLE-3
+    k) against max_num_batched_tokens (_set_max_num_scheduled_tokens), and dflash's draft pass,
+    which caps the running requests at max_num_batched_tokens // (k + 1). Returns that cap
+    (max_num_active_seqs) or None."""
+    lookahead = k + 1 if method == "dflash" else k
+    batched = DEFAULT_MAX_NUM_BATCHED_TOKENS
+    log = logging.getLogger("vllm.config.vllm")
+    if batched < 8192:
+        log.warning("max_num_scheduled_tokens is set to %d based on the speculative decoding "
+                    "settings. This may lead to suboptimal performance. Consider increasing "
+                    "max_num_batched_tokens to accommodate the additional draft token slots, or "
+                    "decrease num_speculative_tokens.", batched)
+    if batched <= lookahead:
+        raise ValueError("VllmConfig does not have enough slots to schedule a token and support "
+                         f"the speculative decoding settings. Got max_num_batched_tokens={batched}"
+                         f" and num_lookahead_tokens={lookahead}.")
+    if method == "dflash" and batched // lookahead < max_num_seqs:
+        log.warning("The %s draft pass needs %d query tokens per request within "
+                    "max_num_batched_tokens=%d. Overriding max_num_active_seqs from %d to %d.",
+                    method, lookahead, batched, max_num_seqs, batched // lookahead)
+        return batched // lookahead
+    return None
+
+
+def shared_speculative_keys(method: str | None, k: int, drafter: str | None) -> Dict[str, Any]:
+    """The speculative keys the shared scheduler (and memory model) read, in SGLang's names and as
+    SGLang's resolution sets them for the same drafting (bench/emulator/args.py), so that both
+    engines run one acceptance and step-time model: MTP -> NEXTN-like chain of k steps; EAGLE-3
+    -> a chain of k steps (_handle_eagle_family: k + 1 draft tokens, topk 1); DFlash -> one block
+    of k + 1 tokens, the anchor and k drafts (v1/spec_decode/dflash.py num_query_per_req = 1 +
+    num_speculative_tokens; _handle_dflash: steps and topk 1, the block in draft tokens)."""
+    if method is None:
+        return {"speculative_algorithm": None, "speculative_num_steps": None,
+                "speculative_num_draft_tokens": None, "speculative_eagle_topk": None,
+                "speculative_draft_model_path": None}
+    return {"speculative_algorithm": {"mtp": "MTP", "dflash": "DFLASH", "eagle3": "EAGLE3"}[method],
+            "speculative_num_steps": 1 if method == "dflash" else k,
+            "speculative_num_draft_tokens": k + 1, "speculative_eagle_topk": 1,
+            "speculative_draft_model_path": drafter}
+
+
 def resolve(ns: argparse.Namespace, architecture_fallback: str) -> Dict[str, Any]:
     """What the engine config creation resolves (EngineArgs.create_engine_config), for the
     emulated fields; raises vLLM's errors (ValueError / TypeError / KeyError) before any port is
@@ -310,40 +603,12 @@ def resolve(ns: argparse.Namespace, architecture_fallback: str) -> Dict[str, Any
 
     # ---- speculative config (config/speculative.py SpeculativeConfig)
     spec = a["speculative_config"]
-    k = 0
-    method = None
+    method, k, drafter = None, 0, None
     if spec is not None:
         if not isinstance(spec, dict):
             raise ValueError(f"speculative_config must be a JSON object, got {spec!r}")
-        method = spec.get("method")
-        if method not in SPEC_METHODS:
-            raise ValueError(
-                "1 validation error for SpeculativeConfig\nmethod\n  Input should be "
-                + ", ".join(f"'{m}'" for m in SPEC_METHODS[:-1])
-                + f" or '{SPEC_METHODS[-1]}' [type=literal_error, input_value={method!r}]")
-        if method in MTP_METHODS and method != "mtp":
-            logging.getLogger("vllm.config.speculative").warning(
-                "method `%s` is deprecated and replaced with mtp.", method)
-            method = "mtp"
-        if method != "mtp":
-            raise NotEmulated(f"vllm emulator: speculative method {method!r} is a valid vLLM "
-                              "0.33 method but is not emulated (only mtp and its aliases)")
-        k = spec.get("num_speculative_tokens")
-        if k is None:
-            raise ValueError("num_speculative_tokens must be provided with speculative model "
-                             "unless the draft model config contains an n_predict parameter.")
-        k = int(k)
-        if k <= 0:
-            raise ValueError("Expected num_speculative_tokens to be greater than zero "
-                             f"({k}).")
-        n_predict = int(mc.get("mtp_num_hidden_layers") or 1)
-        if k > n_predict and k % n_predict != 0:
-            raise ValueError(f"num_speculative_tokens:{k} must be divisible by n_predict={n_predict}")
-        if k > 1:
-            logging.getLogger("vllm.config.speculative").warning(
-                "Enabling num_speculative_tokens > 1 will run multiple times of forward on same "
-                "MTP layer,which may result in lower acceptance rate")
-        spec = dict(spec, method="mtp")
+        spec, drafter = resolve_speculative(spec, mc, int(a["tensor_parallel_size"]), mml)
+        method, k = spec["method"], spec["num_speculative_tokens"]
         a["speculative_config"] = spec
     # config/vllm.py VllmConfig.__post_init__
     if a["per_request_spec_decode_metrics"] != "none" and spec is None:
@@ -363,6 +628,9 @@ def resolve(ns: argparse.Namespace, architecture_fallback: str) -> Dict[str, Any
     a["hybrid"] = hybrid
     if a["max_num_seqs"] is None:
         a["max_num_seqs"] = DEFAULT_MAX_NUM_SEQS
+    a["max_num_active_seqs"] = None
+    if spec is not None:
+        a["max_num_active_seqs"] = lookahead_limits(method, k, a["max_num_seqs"])
 
     # entrypoints/common/cli_args.py validate_api_server_args (setup_server, before the bind)
     if a["enable_auto_tool_choice"] and a["tool_call_parser"] not in TOOL_CALL_PARSERS:
@@ -376,12 +644,12 @@ def resolve(ns: argparse.Namespace, architecture_fallback: str) -> Dict[str, Any
     keys = [key for key in (a["api_key"] or [os.environ.get("VLLM_API_KEY")]) if key]
     a["api_keys"] = keys
 
+    # vLLM's own count of draft tokens per verify step (metrics, capacity, per-request metrics)
+    a["num_speculative_tokens"] = k
     # keys the shared scheduler / server read (SGLang's names)
+    a.update(shared_speculative_keys(method, k, drafter))
     a.update({
         "model_path": model, "tp_size": int(a["tensor_parallel_size"]),
-        "speculative_algorithm": "MTP" if spec is not None else None,
-        "speculative_num_steps": k or None, "speculative_num_draft_tokens": (k + 1) if k else None,
-        "speculative_eagle_topk": 1 if k else None,
         "uses_mamba_radix_cache": hybrid, "context_length": mml,
         "decode_log_interval": 1 << 30, "enable_metrics": True,
         "reasoning_parser": a["reasoning_parser"] or None, "api_key": None,

@@ -28,6 +28,15 @@ Steps (paths under vllm/):
 
 The mamba state per sequence is therefore not a separate pool as in SGLang: each running request
 holds its (2 + k) state pages per mamba group out of the same blocks as the attention KV.
+
+A drafter (dflash, eagle3: the speculative config's ``model``) replaces the MTP layer. Its weights
+and cache are the SGLang emulator's figures (``memory.drafter_weights_gib``: DRAFTER_PARAMS_B in
+BF16 over the TP GPUs; ``memory.drafter_kv_bytes_per_token``: 10,240 bytes per token over the
+TP GPUs), laid out in vLLM's pool as attention layers of the target's page
+(``unify_kv_cache_spec_page_size`` scales or pads a draft layer's page to the common one): as
+many layer pages per token as its bytes need, rounded up (10,240 / 2 = 5,120 bytes at TP 2 = 2.5
+pages of 2,048 -> 3). The layer shapes of the drafter are not read (an assumption). DFlash's
+draft pass also caps the running requests (``VllmConfig``: max_num_batched_tokens // (k + 1)).
 """
 from __future__ import annotations
 
@@ -88,6 +97,8 @@ class VllmCapacity:
     max_num_seqs: int
     mamba_cache_mode: str
     num_speculative_tokens: int
+    drafter_layer_pages: int = 0
+    max_num_active_seqs: int | None = None
     warnings: List[str] = field(default_factory=list)
 
     # ---- the names the shared scheduler reads (memory.Capacity's) -------------------------
@@ -97,7 +108,8 @@ class VllmCapacity:
 
     @property
     def max_running_requests(self) -> int:
-        return self.max_num_seqs
+        # SchedulerConfig.max_num_active_seqs (set by dflash's draft pass) caps max_num_seqs
+        return min(self.max_num_seqs, self.max_num_active_seqs or self.max_num_seqs)
 
     @property
     def max_req_len(self) -> int:
@@ -140,11 +152,24 @@ def group_layers(counts: List[int]) -> tuple:
     return size, groups, padding
 
 
+def drafter_layer_pages(tp: int, per_token: int) -> int:
+    """The attention-layer pages a drafter's cache takes per token (module docstring)."""
+    return math.ceil(memory.drafter_kv_bytes_per_token(tp) / per_token)
+
+
 def compute(cfg: Dict[str, Any], gpu_memory_mib: float, activation_peak_mib: float,
-            non_torch_mib: float, cudagraph_mib: float) -> VllmCapacity:
+            non_torch_mib: float, cudagraph_mib: float,
+            drafter_params_b: float | None = None) -> VllmCapacity:
+    """The KV cache vLLM 0.33 sizes for the resolved ``cfg`` (args.resolve's dict);
+    ``drafter_params_b``: a drafter's weights (knobs.py DRAFTER_PARAMS_B), needed when the
+    speculative config loads one. Raises CapacityError with vLLM's messages."""
     tp = max(1, int(cfg["tp_size"]))
     mc = memory.read_model_config(cfg["model_path"])
-    k = int(cfg.get("speculative_num_steps") or 0)
+    # vLLM's num_speculative_tokens (args.resolve; an MTP config without it: its steps)
+    k = int(cfg.get("num_speculative_tokens", cfg.get("speculative_num_steps")) or 0)
+    drafter = bool(k) and cfg.get("speculative_draft_model_path") is not None
+    if drafter and drafter_params_b is None:
+        raise TypeError("capacity.compute: a drafter's weights (drafter_params_b) are needed")
     util = float(cfg["gpu_memory_utilization"])
     total = gpu_memory_mib * MIB
     free = total - memory.CUDA_CONTEXT_GIB * GIB
@@ -157,7 +182,8 @@ def compute(cfg: Dict[str, Any], gpu_memory_mib: float, activation_peak_mib: flo
     weights = memory.WEIGHTS_GIB_TP2 * 2.0 / tp
     if cfg.get("language_model_only"):
         weights -= VISION_WEIGHTS_GIB_TP2 * 2.0 / tp
-    draft = MTP_LAYER_GIB_TP2 * 2.0 / tp if k else 0.0
+    draft = (memory.drafter_weights_gib(drafter_params_b, tp) if drafter
+             else MTP_LAYER_GIB_TP2 * 2.0 / tp if k else 0.0)
     act, non_torch, graphs = activation_peak_mib / 1024.0, non_torch_mib / 1024.0, cudagraph_mib / 1024.0
     non_kv = weights + draft + act + non_torch
     available = requested / GIB - non_kv - graphs
@@ -169,11 +195,13 @@ def compute(cfg: Dict[str, Any], gpu_memory_mib: float, activation_peak_mib: flo
             "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details.")
 
     hybrid = bool(cfg.get("hybrid"))
-    attn_layers = memory.full_attention_layers(mc, hybrid) + (int(mc["mtp_num_hidden_layers"])
-                                                             if k else 0)
+    per_token = attn_page_bytes_per_token(mc, tp)
+    # the draft's attention layers: the MTP layer, or a drafter's cache in target-sized pages
+    draft_layers = (drafter_layer_pages(tp, per_token) if drafter
+                    else int(mc["mtp_num_hidden_layers"]) if k else 0)
+    attn_layers = memory.full_attention_layers(mc, hybrid) + draft_layers
     mamba_layers = int(mc["num_hidden_layers"]) - memory.full_attention_layers(mc, True) \
         if hybrid else 0
-    per_token = attn_page_bytes_per_token(mc, tp)
     state = mamba_state_bytes(mc, tp, k) if hybrid else 0
     block = KERNEL_BLOCK
     if state:
@@ -217,4 +245,5 @@ def compute(cfg: Dict[str, Any], gpu_memory_mib: float, activation_peak_mib: flo
         blocks_per_max_len_request=per_request, mamba_blocks_per_request=mamba_groups * per_state,
         max_concurrency=concurrency, kv_cache_size_tokens=int(concurrency * mml),
         max_model_len=mml, max_num_seqs=int(cfg["max_num_seqs"]), mamba_cache_mode=mode,
-        num_speculative_tokens=k, warnings=warnings)
+        num_speculative_tokens=k, drafter_layer_pages=draft_layers if drafter else 0,
+        max_num_active_seqs=cfg.get("max_num_active_seqs"), warnings=warnings)

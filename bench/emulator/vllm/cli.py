@@ -18,7 +18,7 @@ import socket
 import sys
 from typing import List
 
-from ..cli import _sleep_or_stop
+from ..cli import _sleep_or_stop, load_seconds
 from ..knobs import KnobError, Knobs, _get, parse_probs
 from . import capacity as capmod
 from .args import VLLM_VERSION, parse, resolve
@@ -91,10 +91,15 @@ async def serve(cfg, knobs: Knobs, mem, launch_command: str) -> int:
     sock = bind(cfg["host"], cfg["port"])
     eng = logging.getLogger("vllm.v1.worker.gpu_worker")
     eng.info("Loading model weights ...")
-    if await _sleep_or_stop(knobs.load_seconds, stop):
+    if cfg.get("speculative_draft_model_path"):
+        logging.getLogger("vllm.v1.worker.gpu_model_runner").info("Loading drafter model...")
+    # the target's LOAD_SECONDS, and a drafter's after it in the same time per weight (as the
+    # SGLang side loads it: ..cli.load_seconds)
+    if await _sleep_or_stop(load_seconds(cfg, knobs), stop):
         sock.close()
         return 0
-    cap = capmod.compute(cfg, knobs.gpu_memory_mib, **mem)  # raises vLLM's errors (exit 1)
+    # raises vLLM's errors (exit 1)
+    cap = capmod.compute(cfg, knobs.gpu_memory_mib, drafter_params_b=knobs.drafter_params_b, **mem)
     eng.info("Model loading took %.4f GiB memory", cap.weights_gib + cap.draft_weights_gib)
     eng.info("Available KV cache memory: %.2f GiB", cap.available_kv_cache_memory_gib)
     kv_log = logging.getLogger("vllm.v1.core.kv_cache_utils")

@@ -79,7 +79,12 @@ class VllmMetrics:
 
     def __init__(self, cfg: Dict[str, Any]):
         self.labels = [("model_name", cfg["served_model_name"]), ("engine", "0")]
-        self.num_spec = int(cfg.get("speculative_num_steps") or 0)
+        # SpecDecodingStats.new(num_spec_tokens): positions 0..k-1 of every method (mtp, dflash's
+        # block of k drafts after the anchor, eagle3's chain). args.resolve names k
+        # num_speculative_tokens (for dflash its speculative_num_steps is SGLang's 1); a config
+        # without it is an MTP one, whose steps are k.
+        self.num_spec = int(cfg.get("num_speculative_tokens", cfg.get("speculative_num_steps"))
+                            or 0)
         self.created = time.time()
         self.prompt_tokens = 0
         self.generation_tokens = 0
