@@ -22,34 +22,32 @@ def test_compare_engines_answers_on_the_plan_and_deploys_the_winner_through_the_
                 "compare_context_tokens": [1024, 4096], "compare_context_requests": 3,
                 "sglang_gate_calibrated": {"vllm_mtp_3": {
                     "coding": {"min_tok_s": 36, "min_accept_len": 2.3}}}}  # molecule/engine_switch: why 36
-    try:
-        p = play("playbooks/compare.yml", "-e", "compare_out_dir=%s" % tmp_path,
-                 "-e", "compare_engines=sglang,vllm", "-e", "compare_deploy_best=true",
-                 "-e", json.dumps(settings), timeout=1500)
-        assert p.returncode == 0, p.stdout[-4000:]
-        for name in ("results.json", "vars.json", "compare.md", "compare.csv", "compare.json", "compare.png"):
-            assert (tmp_path / name).stat().st_size > 100, name
-        summary = json.loads((tmp_path / "compare.json").read_text())["summary"]
-        assert summary["profiles"] == ["nextn_1step", "vllm_mtp_1", "vllm_mtp_3"]
-        # the (plumbing) gate plan, its one case, then the context depths in order
-        assert summary["plan_cases"] == ["coding", "context_1k", "context_4k"]
-        assert summary["winner"]["profile"] == "vllm_mtp_3"
-        decided = summary["winner"]["decided_by"]
-        assert decided in summary["plan_cases"]
-        md = (tmp_path / "compare.md").read_text()
-        assert md.index("## The answer") < md.index("| profile | engine |")
-        assert "vLLM 1 -> 3 steps" in md and "roofline share" in md
-        # where one more step stops paying, per context (vLLM: 1 -> 3 steps measured at each)
-        (ctx,) = summary["context"]
-        assert ctx["engine"] == "vllm" and [d["tokens"] for d in ctx["depths"]] == [1024, 4096]
-        assert "vLLM by context: one more MTP step at 1K " in md
-        out = flat(p.stdout)
-        assert "the winner is vllm_mtp_3 (vllm), decided by %s" % decided in out
-        assert "Rollout complete: every host passed its gate." in out
-        lines = on_host("cat /var/lib/sglang/gate-history.jsonl").splitlines()
-        runs = [json.loads(x) for x in lines[before:]]
-        assert [(r["profile"], r["engine"], r["passed"]) for r in runs] == [("vllm_mtp_3", "vllm", True)]
-        assert "-m bench.emulator.vllm serve" in on_host("systemctl show -p ExecStart --value sglang")
-    finally:
-        back = play("deploy.yml")  # the 3-step SGLang profile the other tests expect
-        assert back.returncode == 0, back.stdout[-3000:]
+    # the winner stays deployed: a test that needs the 3-step profile deploys it (ensure_deployed)
+    p = play("playbooks/compare.yml", "-e", "compare_out_dir=%s" % tmp_path,
+             "-e", "compare_engines=sglang,vllm", "-e", "compare_deploy_best=true",
+             "-e", json.dumps(settings), timeout=1500)
+    assert p.returncode == 0, p.stdout[-4000:]
+    for name in ("results.json", "vars.json", "compare.md", "compare.csv", "compare.json", "compare.png"):
+        assert (tmp_path / name).stat().st_size > 100, name
+    summary = json.loads((tmp_path / "compare.json").read_text())["summary"]
+    assert summary["profiles"] == ["nextn_1step", "vllm_mtp_1", "vllm_mtp_3"]
+    # the (plumbing) gate plan, its one case, then the context depths in order
+    assert summary["plan_cases"] == ["coding", "context_1k", "context_4k"]
+    assert summary["winner"]["profile"] == "vllm_mtp_3"
+    decided = summary["winner"]["decided_by"]
+    assert decided in summary["plan_cases"]
+    md = (tmp_path / "compare.md").read_text()
+    assert md.index("## The answer") < md.index("| profile | engine |")
+    assert "vLLM 1 -> 3 steps" in md and "roofline share" in md
+    # where one more step stops paying, per context (vLLM: 1 -> 3 steps measured at each)
+    (ctx,) = summary["context"]
+    assert ctx["engine"] == "vllm" and [d["tokens"] for d in ctx["depths"]] == [1024, 4096]
+    assert "vLLM by context: one more MTP step at 1K " in md
+    out = flat(p.stdout)
+    assert "the winner is vllm_mtp_3 (vllm), decided by %s" % decided in out
+    assert "Rollout complete: every host passed its gate." in out
+    lines = on_host("cat /var/lib/sglang/gate-history.jsonl").splitlines()
+    runs = [json.loads(x) for x in lines[before:]]
+    assert [(r["profile"], r["engine"], r["passed"]) for r in runs] == [("vllm_mtp_3", "vllm", True)]
+    assert "-m bench.emulator.vllm serve" in on_host("systemctl show -p ExecStart --value sglang")
+

@@ -66,6 +66,5 @@ def test_dflash_passes_the_gate_and_a_moved_main_short_of_its_bar_is_rolled_back
         assert "--speculative-algorithm DFLASH" in on_host("systemctl show -p ExecStart --value sglang")
         assert on_host("systemctl is-active sglang") == "active"
     finally:
+        # the dflash unit stays: a test that needs the 3-step profile deploys it (ensure_deployed)
         on_host("rm -rf %s/.cache %s/.cache" % (MODEL, DRAFTER))
-        back = play("deploy.yml")  # the 3-step profile the other tests expect
-        assert back.returncode == 0, back.stdout[-3000:]
