@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# The contract tier's venv: SGLang's own argument parser and benchmark client on a CPU machine.
+# The contract tier's venv: SGLang's own argument parser, resolution pipeline and benchmark client
+# on a CPU machine.
 #
 #   scripts/contract-venv.sh            build (or reuse) it; prints CONTRACT_PYTHON=<path>
 #   SGLANG_VERSION=0.5.24 scripts/contract-venv.sh    the version-bump drill: that release instead
 #
-# SGLang is installed with --no-deps beside exactly what parsing and sglang.benchmark.serving
-# import (requirements-contract.txt: CPU torch 2.13.0, transformers, ...; never torchvision, which
-# would pull CUDA torch). Triton is SGLang's own stub (tests/contract/sglang_parse.py). The older
+# SGLang is installed with --no-deps beside exactly what parsing, ServerArgs.resolve_once
+# (tests/contract/sglang_resolve.py) and sglang.benchmark.serving import (requirements-contract.txt:
+# CPU torch 2.13.0, transformers, dill, openai, ...; never torchvision, which would pull CUDA
+# torch). Triton is SGLang's own stub (tests/contract/sglang_parse.py). The older
 # release the flag table is checked against (SGLANG_OLD_VERSION, default 0.5.19: it parses both
 # mamba spellings) goes --no-deps with requirements-contract-old.txt into <venv>/old/<version>,
 # used via PYTHONPATH; the 0.5.13 wheel (the last with only --mamba-scheduler-strategy, which needs

@@ -1,9 +1,11 @@
-"""Contract tier: our unit files and our emulator held against SGLang's own argument parser.
+"""Contract tier: our unit files and our emulator held against SGLang's own argument parser, and
+the drafter and adaptive units against its whole resolution.
 
 SGLang is installed --no-deps in its own venv (scripts/contract-venv.sh, cached); the parser runs
 there (tests/contract/sglang_parse.py: prepare_server_args, what `python -m sglang.launch_server`
-calls). SGLANG_VERSION=X (the version-bump drill) renders the units for release X and parses them
-with X's parser, before any host is touched.
+calls; tests/contract/sglang_resolve.py: then ServerArgs.resolve_once on a stood-in CUDA host).
+SGLANG_VERSION=X (the version-bump drill) renders the units for release X and parses them with X's
+parser, before any host is touched.
 """
 from __future__ import annotations
 
@@ -20,10 +22,11 @@ import yaml
 
 from bench.emulator.args import build_parser, merge_config
 from bench.profiles import MODEL_ARGS, PROFILE_ARGS
-from conftest import ROOT, role_defaults
+from conftest import ROOT, raw_role_defaults, role_defaults
 from hostutil import play
 from sglang_perf import engines
 from sglang_perf import profile as flt
+from sglang_perf.inherit import resolve
 
 SGLANG = engines.get("sglang")  # its flags and choices, held against its parsers here
 
@@ -356,37 +359,212 @@ def test_the_flag_tables_oldest_rows_match_the_013_source(contract):
         assert '"%s"' % flt.flag_for(setting, "0.5.13") in source, setting
 
 
-DRAFT_MODEL = {"repo": "z-lab/Qwen3.6-27B-DFlash", "params_b": 1.7, "kv_bytes_per_token": 10240}
-# Drafter and adaptive profiles (tests/test_drafters.py holds their preflight): the argv the
-# records render for them is what each release's parser takes, landing in the fields named.
-DRAFTER_PROFILES = {
-    "dflash": {"speculative_algorithm": "DFLASH", "speculative_num_draft_tokens": 16,
-               "speculative_draft_model_path": "/srv/models/Qwen3.6-27B-DFlash",
-               "draft_model": DRAFT_MODEL},
-    "eagle3": {"speculative_algorithm": "EAGLE3", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
-               "speculative_num_draft_tokens": 4, "speculative_draft_model_path": "/srv/models/eagle3",
-               "draft_model": DRAFT_MODEL},
-    "nextn_adaptive": {"speculative_algorithm": "NEXTN", "speculative_num_steps": 3,
-                       "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4,
-                       "speculative_adaptive": True},
+# --- drafters and adaptive speculation through SGLang's own resolution ------------------------
+#
+# Stand-in drafters (config.json only, no weights), holding what SGLang 0.5.23's and vLLM 0.33's
+# code reads of one - resolution before the load, and the model classes at the load - and no more:
+#   architectures   SGLang: speculative_hook.py _resolve_speculative_algorithm_alias reads it (a
+#                   Gemma-4 draft is promoted), its model registry builds it (models/dflash.py,
+#                   models/llama_eagle3.py EntryClass); vLLM: EAGLEConfig keeps a name starting
+#                   with DFlash / ending in Eagle3, and its registry maps it (models/registry.py:
+#                   DFlashDraftModel -> qwen3_dflash, LlamaForCausalLMEagle3 -> llama_eagle3);
+#   model_type      transformers' AutoConfig, which both engines load the drafter's config with
+#                   (vLLM's DFlash Qwen3 model takes a Qwen3Config; an EAGLE-3 head a Llama one);
+#   dflash_config   block_size: SGLang's _handle_dflash reads it when the argv gives no block
+#                   (dflash_utils.py parse_dflash_draft_config; 16, the role's block), the draft
+#                   worker compares it with the block it runs; target_layer_ids: the target layers
+#                   whose hidden states the drafter takes (SGLang validates them there, vLLM's
+#                   eagle3_utils.py get_eagle3_aux_layers_from_config reads them): what SGLang's
+#                   build_target_layer_ids picks for a 5-layer drafter on the 64-layer target;
+#   num_hidden_layers   the drafter's layers: 5 (the DFlash drafter's figure the role counts in
+#                   kv_bytes_per_token), 1 (an EAGLE-3 head);
+#   hidden_size, vocab_size   the target's (vllm_parse.py STAND_IN_TEXT, transformers' Qwen3.5
+#                   vocabulary): both engines feed the target's hidden states into the drafter
+#                   (vLLM: target_hidden_size, else hidden_size) and draft in its vocabulary.
+DFLASH_CONFIG = {"architectures": ["DFlashDraftModel"], "model_type": "qwen3",
+                 "dflash_config": {"block_size": 16, "target_layer_ids": [1, 16, 31, 46, 61]},
+                 "num_hidden_layers": 5, "hidden_size": 5120, "vocab_size": 248320}
+EAGLE3_CONFIG = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama",
+                 "num_hidden_layers": 1, "hidden_size": 5120, "vocab_size": 248320}
+# The EAGLE-3 drafter docs/profiles-and-engines.md names (its size figures: stand-ins, read by the
+# memory preflight only).
+EAGLE3_DRAFT = {"repo": "Ex0bit/Qwen3.6-27B-PRISM-EAGLE3", "revision": "main", "params_b": 1.7,
+                "kv_bytes_per_token": 10240}
+# The role's drafter and adaptive profiles beside its defaults: the EAGLE-3 profile the docs show
+# (on both engines) and NEXTN with adaptive steps, each on its base as an operator writes it.
+EXTRA_PROFILES = {
+    "eagle3": {"base": "nextn_3step", "speculative_algorithm": "EAGLE3", "draft_model": EAGLE3_DRAFT},
+    "nextn_adaptive": {"base": "nextn_3step", "speculative_adaptive": True},
+    "vllm_eagle3": {"base": "vllm_mtp_3", "speculative_algorithm": "EAGLE3", "draft_model": EAGLE3_DRAFT},
 }
+# A second DFlash drafter whose config.json says another block (loaded in place: draft_model.path).
+BLOCK_8 = "dflash-block-8"
 
 
-@pytest.mark.parametrize("old", [False, True], ids=["SGLANG_VERSION", "SGLANG_OLD_VERSION"])
-def test_drafter_and_adaptive_units_are_what_sglangs_parser_takes(contract, old):
+def stand_in_drafters(model_dir):
+    """The stand-in drafters in ``model_dir``, and the role's profiles (with EXTRA_PROFILES) flat
+    and placed by the deploy plan's own code (sglang_perf.inherit.resolve: each drafter beside the
+    target in that directory), so that the argv the records render names them."""
+    for name, config in (("Qwen3.6-27B-DFlash", DFLASH_CONFIG), ("Qwen3.6-27B-PRISM-EAGLE3", EAGLE3_CONFIG),
+                         (BLOCK_8, dict(DFLASH_CONFIG, dflash_config=dict(DFLASH_CONFIG["dflash_config"],
+                                                                          block_size=8)))):
+        (model_dir / name).mkdir()
+        (model_dir / name / "config.json").write_text(json.dumps(config, indent=1))
+    profiles = dict(raw_role_defaults()["sglang_profiles"], **EXTRA_PROFILES)
+    flat, _, problems = resolve(profiles, None, str(model_dir))
+    assert problems == []
+    return {"dir": model_dir, "profiles": flat}
+
+
+@pytest.fixture(scope="module")
+def drafters(tmp_path_factory):
+    return stand_in_drafters(tmp_path_factory.mktemp("models"))
+
+
+def sglang_resolve(contract, argvs, old=False):
+    """Each argv through SGLang's parser and its whole resolution as on a CUDA host
+    (tests/contract/sglang_resolve.py): {"ok", "fields" (resolved), "warnings", "error"}."""
+    python, old_path, _ = contract
+    p = subprocess.run([python, str(ROOT / "tests/contract/sglang_resolve.py")],
+                       input=json.dumps({"argvs": argvs}), capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH=old_path if old else ""), timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    out = json.loads(p.stdout)
+    assert out["version"] == (OLD_VERSION if old else VERSION), out["version"]
+    return out["results"]
+
+
+# Drafter and adaptive profiles (tests/test_drafters.py holds their preflight): the role's `dflash`,
+# the docs' EAGLE-3 profile, NEXTN with adaptive steps.
+DRAFTER_PROFILES = ("dflash", "eagle3", "nextn_adaptive")
+
+
+def changed(drafters, name, **change):
+    """Profile ``name`` of ``drafters`` with settings changed (None: removed)."""
+    p = dict(drafters["profiles"][name], **change)
+    return {k: v for k, v in p.items() if v is not None}
+
+
+def block_8(drafters, **change):
+    """The role's `dflash` loading the block-8 drafter in place."""
+    p = changed(drafters, "dflash", **change)
+    path = str(drafters["dir"] / BLOCK_8)
+    return dict(p, draft_model=dict(p["draft_model"], path=path), speculative_draft_model_path=path)
+
+
+# What SGLang's own resolution does with the silent overrides the preflight refuses
+# (engines/sglang.py spec_errors / _dflash_errors): (name, profile, the preflight's words, what
+# SGLang resolves the field to, SGLang's warning or None when it says nothing).
+def refused_cases(drafters):
+    return [
+        ("DFLASH with 3 steps", changed(drafters, "dflash", speculative_num_steps=3),
+         "speculative_num_steps must be 1 (or unset) with DFLASH, got 3",
+         ("speculative_num_steps", 1), "overriding speculative_num_steps=3 to 1"),
+        ("DFLASH with topk 2", changed(drafters, "dflash", speculative_eagle_topk=2),
+         "speculative_eagle_topk must be 1 (or unset) with DFLASH, got 2",
+         ("speculative_eagle_topk", 1), "overriding speculative_eagle_topk=2 to 1"),
+        ("adaptive with topk 2", changed(drafters, "nextn_adaptive", speculative_eagle_topk=2),
+         "speculative_adaptive needs speculative_eagle_topk 1, got 2",
+         ("speculative_adaptive", False), "speculative_adaptive disabled: speculative_eagle_topk=2"),
+        ("adaptive on DFLASH", changed(drafters, "dflash", speculative_adaptive=True),
+         "speculative_adaptive needs speculative_algorithm NEXTN or EAGLE or EAGLE3, got DFLASH",
+         ("speculative_adaptive", False), "speculative_adaptive disabled: speculative_algorithm=DFLASH"),
+        # no block in the profile: SGLang takes the drafter's own (8 here), without a word
+        ("DFLASH without its block", block_8(drafters, speculative_num_draft_tokens=None),
+         "needs sglang_profiles.p.speculative_num_draft_tokens, the block size",
+         ("speculative_num_draft_tokens", 8), None),
+    ]
+
+
+# What SGLang's resolution does that the preflight does not check yet: (name, profile, the field
+# and its value, or SGLang's refusal at start-up, per release).
+def unchecked_cases(drafters):
+    return [
+        # a block the drafter's config.json does not say: resolution keeps the argv's, without a
+        # word (the draft worker warns "DFLASH block size mismatch" when it loads, on a GPU)
+        ("DFLASH block 16 on a drafter of 8", block_8(drafters), ("speculative_num_draft_tokens", 16)),
+        # adaptive speculation starts from a step among its candidate steps
+        # (adaptive_spec_params.py DEFAULT_ADAPTIVE_CONFIG: 0.5.19 [0, 1, 3, 7], 0.5.23 [0, 1, 3, 5, 7])
+        ("adaptive from 2 steps", changed(drafters, "nextn_2step", speculative_adaptive=True),
+         {"*": "--speculative-num-steps=2 is not in the adaptive config candidate_steps"}),
+        ("adaptive from 5 steps", changed(drafters, "nextn_5step", speculative_adaptive=True),
+         {OLD_VERSION: "--speculative-num-steps=5 is not in the adaptive config candidate_steps",
+          VERSION: ("speculative_num_steps", 5)}),
+    ]
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["SGLANG_VERSION", "SGLANG_OLD_VERSION"])
+def resolved(request, contract, drafters):
+    """One run of sglang_resolve.py per release: DRAFTER_PROFILES, refused_cases and
+    unchecked_cases, rendered by the records for that release, each through SGLang's resolution."""
+    old = request.param
     version = OLD_VERSION if old else VERSION
-    names = sorted(DRAFTER_PROFILES)
-    for n in names:
-        assert flt.sglang_profile_errors(DRAFTER_PROFILES, n, version=version) == [], n
-    argvs = [MODEL_ARGS + flt.sglang_argv(DRAFTER_PROFILES[n], version) for n in names]
-    # the older release through its parser alone, as its other profiles (its start-up checks
-    # resolve NEXTN before from_string, which the stand-in above calls directly)
-    results = sglang_parse(contract, argvs, old=old, startup=not old)
-    rejected = ["%s: %s" % (n, r["error"]) for n, r in zip(names, results) if not r["ok"]]
-    assert not rejected, "SGLang %s rejects:\n" % version + "\n".join(rejected)
-    for n, r in zip(names, results):
-        p = DRAFTER_PROFILES[n]
-        for key in ("speculative_algorithm", "speculative_num_steps", "speculative_num_draft_tokens",
-                    "speculative_draft_model_path"):
-            assert r["fields"][key] == p.get(key), (n, key)
-        assert r["fields"]["speculative_adaptive"] is bool(p.get("speculative_adaptive")), n
+    refused, unchecked = refused_cases(drafters), unchecked_cases(drafters)
+    cases = [(n, drafters["profiles"][n]) for n in DRAFTER_PROFILES]
+    cases += [(c[0], c[1]) for c in refused + unchecked]
+    results = sglang_resolve(contract, [MODEL_ARGS + flt.sglang_argv(p, version) for _, p in cases], old)
+    return {"version": version, "profiles": dict(cases), "refused": refused, "unchecked": unchecked,
+            "results": dict(zip([n for n, _ in cases], results))}
+
+
+def test_drafter_and_adaptive_units_resolve_in_sglang_as_rendered(resolved, drafters):
+    """The role's drafter and adaptive profiles, rendered by the records for each release, go
+    through SGLang's parser and its whole resolution (a CUDA host stood in) and come out as the
+    profile says: algorithm (NEXTN as EAGLE, as the drift table reports it), steps, topk, draft
+    tokens (DFLASH: the block, also the drafter's config's), the drafter, adaptive speculation on -
+    with no warning from SGLang at all, i.e. nothing overridden."""
+    version, results = resolved["version"], resolved["results"]
+    for n in DRAFTER_PROFILES:
+        p, r = resolved["profiles"][n], results[n]
+        assert flt.sglang_profile_errors(drafters["profiles"], n, version=version) == [], n
+        assert r["ok"], "SGLang %s refuses %s: %s" % (version, n, r["error"])
+        assert r["warnings"] == [], (n, r["warnings"])
+        algo = p["speculative_algorithm"]
+        one = 1 if algo == "DFLASH" else None  # DFLASH: one step of topk 1, unset in the profile
+        want = {"speculative_algorithm": SGLANG.SPEC_REPORTED_AS.get(algo, algo),
+                "speculative_num_steps": p.get("speculative_num_steps", one),
+                "speculative_eagle_topk": p.get("speculative_eagle_topk", one),
+                "speculative_num_draft_tokens": p["speculative_num_draft_tokens"],
+                "speculative_draft_model_path": p.get("speculative_draft_model_path"),
+                "speculative_adaptive": bool(p.get("speculative_adaptive")),
+                "max_running_requests": p["max_running_requests"], "tp_size": p["tp_size"]}
+        assert {k: r["fields"][k] for k in want} == want, n
+    assert results["dflash"]["fields"]["speculative_num_draft_tokens"] == \
+        DFLASH_CONFIG["dflash_config"]["block_size"]
+    # the draft attention backend SGLang picks when the profile leaves it unset runs on SM 8.6
+    dflash = dict(drafters["profiles"]["dflash"], speculative_draft_attention_backend=results["dflash"][
+        "fields"]["speculative_draft_attention_backend"])
+    assert SGLANG.hardware_errors(dflash, "p", {"compute_capability": 8.6}) == []
+
+
+def test_what_the_preflight_refuses_sglangs_resolution_overrides(resolved):
+    """Each silent override the preflight refuses by name is one SGLang's own resolution makes:
+    the field comes out changed, with SGLang's warning (or none: a block left to the drafter)."""
+    version, results = resolved["version"], resolved["results"]
+    for name, p, words, (field, value), warning in resolved["refused"]:
+        errors = flt.sglang_profile_errors({"p": p}, "p", version=version)
+        assert any(words in e for e in errors), (name, errors)
+        r = results[name]
+        assert r["ok"], (name, r)
+        assert r["fields"][field] == value, (name, field, r["fields"][field])
+        said = [w for w in r["warnings"] if "speculative_hook" in w]
+        if warning is None:
+            assert said == [], (name, said)
+        else:
+            assert len(said) == 1 and warning in said[0], (name, r["warnings"])
+
+
+def test_what_sglang_resolves_that_the_preflight_does_not_check(resolved):
+    """SGLang's answers where the preflight has no rule yet (a block the drafter's config does not
+    say; adaptive speculation from a step outside the release's candidate steps): held here so
+    that a rule added for them follows SGLang's own."""
+    version, results = resolved["version"], resolved["results"]
+    for name, _p, want in resolved["unchecked"]:
+        r = results[name]
+        if isinstance(want, dict):
+            want = want.get(version, want.get("*"))
+        if isinstance(want, str):
+            assert not r["ok"] and want in r["error"], (name, r)
+        else:
+            assert r["ok"] and r["fields"][want[0]] == want[1], (name, r)
+            assert [w for w in r["warnings"] if "speculative_hook" in w] == [], (name, r["warnings"])

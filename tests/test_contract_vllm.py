@@ -21,16 +21,18 @@ from bench.emulator.vllm import args as emu
 from conftest import ROOT, role_defaults
 from sglang_perf import engines
 from sglang_perf import profile as flt
-from test_contract import KEY, exec_argv, render_units, with_secrets_file
+from test_contract import DFLASH_CONFIG, EAGLE3_CONFIG, KEY, exec_argv, render_units, stand_in_drafters, \
+    with_secrets_file
 
 pytestmark = pytest.mark.contract
 
 DEFAULTS = role_defaults()
 VERSION = os.environ.get("VLLM_VERSION") or DEFAULTS["sglang_vllm_version"]
-# the drafter profiles' engine_config stage loads the drafter's config.json, which no stand-in here
-# provides: they are held up to the serve checks below (test_drafter_units_are_what_vllms_parser_takes)
-PROFILES = sorted(n for n, p in DEFAULTS["sglang_profiles"].items()
-                  if flt.profile_engine(p) == "vllm" and "draft_model" not in p)
+# every vLLM profile of the defaults (vllm_dflash's drafter: test_contract.py's stand-in), and the
+# EAGLE-3 profile the docs show (test_contract.py EXTRA_PROFILES)
+PROFILES = sorted(n for n, p in DEFAULTS["sglang_profiles"].items() if flt.profile_engine(p) == "vllm")
+DRAFTERS = ("vllm_dflash", "vllm_eagle3")
+VLLM = engines.get("vllm")
 # rendered through render.yml in both inventories (a playbook run each); the other MTP depths
 # differ from vllm_mtp_3 only in the steps, and are parsed from the filter's argv
 RENDERED = ["vllm_mtp_3", "vllm_no_spec"]
@@ -64,14 +66,22 @@ def rendered(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def vllm(vllm_python, rendered, tmp_path_factory):
+def drafters(tmp_path_factory):
+    """test_contract.py's stand-in drafters, and the role's profiles placed beside them."""
+    return stand_in_drafters(tmp_path_factory.mktemp("models"))
+
+
+@pytest.fixture(scope="module")
+def vllm(vllm_python, rendered, drafters, tmp_path_factory):
     """vLLM's verdicts, in one run of vllm_parse.py (each run spends ~40 s importing vLLM): every
-    rendered unit and the filter's argv of every vLLM profile ("units": {name: (argv, verdict)}),
-    FLAG_CASES and REFUSED_BOTH ({name: verdict}), the registered names and the choices."""
+    rendered unit and the filter's argv of every vLLM profile and DRAFTERS ("units": {name:
+    (argv, verdict)}; the profiles placed with the stand-in drafters, see test_contract.py
+    drafters), FLAG_CASES and REFUSED_BOTH ({name: verdict}), the registered names and the
+    choices."""
     tmp = tmp_path_factory.mktemp("secrets")
     units = {n: with_secrets_file(exec_argv(u), tmp) for n, u in rendered.items()}
-    for name in PROFILES:
-        units["filter/%s" % name] = flt.sglang_argv(DEFAULTS["sglang_profiles"][name], VERSION, SERVER,
+    for name in sorted(set(PROFILES) | set(DRAFTERS)):
+        units["filter/%s" % name] = flt.sglang_argv(drafters["profiles"][name], VERSION, SERVER,
                                                     engine="vllm")
     cases = [(n, a) for n, a, _ in FLAG_CASES] + [("refused: " + n, a) for n, _, a in REFUSED_BOTH]
     names = sorted(units)
@@ -91,16 +101,17 @@ def test_the_units_launch_vllms_cli_with_serve_model_first(rendered):
         assert exec_argv(unit)[:1] == ["serve"], name
 
 
-def test_every_vllm_profile_lands_where_our_table_says(vllm):
+def test_every_vllm_profile_lands_where_our_table_says(vllm, drafters):
     results = {n: r for n, (_, r) in vllm["units"].items()}
     argvs = {n: a for n, (a, _) in vllm["units"].items()}
-    assert {n.rsplit("/", 1)[1].split("+")[0] for n in results} == set(PROFILES)
+    assert {n.rsplit("/", 1)[1].split("+")[0] for n in results} == set(PROFILES) | set(DRAFTERS)
     rejected = ["%s: %s at %s" % (n, r["error"], r["stage"]) for n, r in results.items() if not r["ok"]]
     assert not rejected, "vLLM %s rejects our argv:\n" % VERSION + "\n".join(rejected)
     for name, r in results.items():
-        p = DEFAULTS["sglang_profiles"][name.rsplit("/", 1)[1].split("+")[0]]
+        p = drafters["profiles"][name.rsplit("/", 1)[1].split("+")[0]]
         args, cfg = r["fields"]["args"], r["fields"]["config"]
         spec = p.get("speculative_algorithm")
+        method = VLLM.SPEC_METHODS[spec.upper()] if spec else None
         assert args["model_tag"] == argvs[name][1], name
         want = {
             "tensor_parallel_size": p["tp_size"], "max_model_len": p["context_length"],
@@ -110,9 +121,11 @@ def test_every_vllm_profile_lands_where_our_table_says(vllm):
             "trust_remote_code": True,
             # MambaModelConfig: align with prefix caching, none without (--mamba-cache-mode: a no-op)
             "mamba_cache_mode": "align" if p["enable_prefix_caching"] else "none",
-            "speculative_method": "mtp" if spec else None,
+            "speculative_method": method,
             "num_speculative_tokens": p.get("speculative_num_steps"),
-            "draft_architecture": "Qwen3_5MTP" if spec else None,
+            # the MTP head of the model, or the drafter's own (its config.json)
+            "draft_architecture": {None: None, "mtp": "Qwen3_5MTP", "dflash": "DFlashDraftModel",
+                                   "eagle3": "LlamaForCausalLMEagle3"}[method],
             "per_request_spec_decode_metrics": "summary" if spec else "none",
         }
         assert {k: cfg[k] for k in want} == want, name
@@ -264,25 +277,34 @@ def test_what_the_filter_refuses_vllm_refuses_too(vllm):
     assert "--per-request-spec-decode-metrics" not in NO_SPEC
 
 
-# The drafter methods (tests/test_drafters.py holds their preflight): what the records render is
-# what vLLM's parser and serve checks take, the drafter inside --speculative-config. Its
-# engine_config stage would load the drafter's config.json, which no stand-in here provides.
-DRAFT_MODEL = {"repo": "z-lab/Qwen3.6-27B-DFlash", "params_b": 1.7, "kv_bytes_per_token": 10240}
-DRAFTERS = {"dflash": ("DFLASH", 15), "eagle3": ("EAGLE3", 3)}
+# The drafter methods (tests/test_drafters.py holds their preflight): the role's vllm_dflash and the
+# docs' EAGLE-3 profile, their drafters the stand-ins of test_contract.py (config.json only). The
+# vllm fixture ran them through vLLM's SpeculativeConfig in create_engine_config: the drafter's
+# config is loaded into the draft's ModelConfig, wrapped in EAGLEConfig, and its model class
+# looked up in vLLM's registry. The rest - the DFlash / EAGLE-3 proposer, its weights and KV cache
+# - is the GPU worker's, not run here.
+DRAFT_CLASSES = {"dflash": ("DFlashQwen3ForCausalLM", DFLASH_CONFIG),
+                 "eagle3": ("Eagle3LlamaForCausalLM", EAGLE3_CONFIG)}
 
 
-def test_drafter_units_are_what_vllms_parser_takes(vllm_python):
-    argvs = {}
-    for method, (algo, tokens) in DRAFTERS.items():
-        p = {"engine": "vllm", "tp_size": 2, "speculative_algorithm": algo, "speculative_num_steps": tokens,
-             "speculative_draft_model_path": "/srv/models/%s-drafter" % method,
-             "draft_model": DRAFT_MODEL}
-        assert flt.sglang_profile_errors({method: p}, method, version=VERSION) == [], method
-        argvs[method] = flt.sglang_argv(p, VERSION, dict(SERVER))
-    results = dict(zip(argvs, vllm_run(vllm_python, {"argvs": list(argvs.values())})["results"]))
-    for method, (_algo, tokens) in DRAFTERS.items():
-        r = results[method]
-        assert r["ok"], (method, r)
+def test_drafter_units_resolve_in_vllms_speculative_config(vllm, drafters):
+    for name in DRAFTERS:
+        p = drafters["profiles"][name]
+        assert flt.sglang_profile_errors(drafters["profiles"], name, version=VERSION) == [], name
+        _, r = vllm["units"]["filter/%s" % name]
+        assert r["ok"], (name, r)
+        method = VLLM.SPEC_METHODS[p["speculative_algorithm"]]
+        path = p["speculative_draft_model_path"]  # placed beside the target: the stand-in
+        assert path == "%s/%s" % (drafters["dir"], p["draft_model"]["repo"].split("/")[1]), path
         assert r["fields"]["args"]["speculative_config"] == {
-            "method": method, "num_speculative_tokens": tokens,
-            "model": "/srv/models/%s-drafter" % method}, r["fields"]["args"]
+            "method": method, "num_speculative_tokens": p["speculative_num_steps"], "model": path}, name
+        cls, config = DRAFT_CLASSES[method]
+        cfg = r["fields"]["config"]
+        assert (cfg["speculative_method"], cfg["num_speculative_tokens"], cfg["draft_model"]) == (
+            method, p["speculative_num_steps"], path), name
+        assert (cfg["draft_architecture"], cfg["draft_model_class"]) == (config["architectures"][0], cls), \
+            name
+        assert cfg["parallel_drafting"] is (method == "dflash"), name  # one pass drafts the block
+    # vllm_dflash: 15 tokens drafted per block of 16 (the drafter's block_size)
+    assert drafters["profiles"]["vllm_dflash"]["speculative_num_steps"] + 1 == \
+        DFLASH_CONFIG["dflash_config"]["block_size"]

@@ -22,7 +22,10 @@ build_async_engine_client):
                 with Qwen's think / tool-call tokens): ModelConfig (architecture Qwen3_5MTP for
                 the draft), SpeculativeConfig, CacheConfig, SchedulerConfig, and VllmConfig's
                 post-init checks (the reasoning parser by name, --per-request-spec-decode-metrics
-                without speculation, MambaModelConfig's mamba cache mode).
+                without speculation, MambaModelConfig's mamba cache mode). A drafter
+                (--speculative-config "model", dflash and eagle3) is loaded from the path the
+                argv names: the caller's stand-in directory (its config.json), read by
+                SpeculativeConfig into the draft's ModelConfig and EAGLEConfig.
 "fields": the parsed namespace's values ("args") and, after engine_config, where each setting
 landed in the VllmConfig ("config").
 
@@ -150,6 +153,17 @@ ARG_FIELDS = ("model_tag", "tensor_parallel_size", "max_model_len", "gpu_memory_
               "api_key", "enable_metrics")
 
 
+def draft_model_class(spec):
+    """The class vLLM's model registry names for the draft's resolved architecture
+    (ModelConfig.architecture, the registry key it matched), without importing it."""
+    if not (spec and spec.draft_model_config):
+        return None
+    from vllm.model_executor.models.registry import ModelRegistry
+
+    model = ModelRegistry.models.get(spec.draft_model_config.architecture)
+    return getattr(model, "class_name", None) or getattr(getattr(model, "model_cls", None), "__name__", None)
+
+
 def config_fields(cfg):
     spec = cfg.speculative_config
     mm = cfg.model_config.multimodal_config
@@ -162,6 +176,12 @@ def config_fields(cfg):
         "num_speculative_tokens": spec.num_speculative_tokens if spec else None,
         "draft_architecture": (spec.draft_model_config.architectures[0]
                                if spec and spec.draft_model_config else None),
+        # the model class vLLM builds for the draft (its registry's answer, after EAGLEConfig's
+        # renaming for eagle3 and dflash), the directory it loads it from, and whether it
+        # drafts the whole block in one pass (dflash)
+        "draft_model_class": draft_model_class(spec),
+        "draft_model": spec.draft_model_config.model if spec and spec.draft_model_config else None,
+        "parallel_drafting": spec.parallel_drafting if spec else None,
         "enable_prefix_caching": cfg.cache_config.enable_prefix_caching,
         "mamba_cache_mode": cfg.cache_config.mamba_cache_mode,
         "reasoning_parser": cfg.structured_outputs_config.reasoning_parser,
