@@ -476,8 +476,10 @@ def refused_cases(drafters):
     ]
 
 
-# What SGLang's resolution does that the preflight does not check yet: (name, profile, the field
-# and its value, or SGLang's refusal at start-up, per release).
+# What SGLang's resolution does with settings the preflight either does not check (a block the
+# drafter's config does not say: the role's model step reads the drafter) or checks per release
+# (adaptive speculation's candidate steps, engines/sglang.py release_errors): (name, profile, the
+# field and its value, or SGLang's refusal at start-up, per release).
 def unchecked_cases(drafters):
     return [
         # a block the drafter's config.json does not say: resolution keeps the argv's, without a
@@ -554,15 +556,20 @@ def test_what_the_preflight_refuses_sglangs_resolution_overrides(resolved):
             assert len(said) == 1 and warning in said[0], (name, r["warnings"])
 
 
-def test_what_sglang_resolves_that_the_preflight_does_not_check(resolved):
-    """SGLang's answers where the preflight has no rule yet (a block the drafter's config does not
-    say; adaptive speculation from a step outside the release's candidate steps): held here so
-    that a rule added for them follows SGLang's own."""
+def test_what_sglang_resolves_beyond_the_profiles_own_checks(resolved):
+    """SGLang's answers on a block the drafter's config does not say (kept without a word: the
+    role's model step compares the two on the host) and on adaptive speculation from a step
+    outside the release's candidate steps, which the preflight refuses for exactly the releases
+    SGLang refuses it in."""
     version, results = resolved["version"], resolved["results"]
-    for name, _p, want in resolved["unchecked"]:
+    for name, p, want in resolved["unchecked"]:
         r = results[name]
         if isinstance(want, dict):
             want = want.get(version, want.get("*"))
+        if p.get("speculative_adaptive"):
+            errors = flt.sglang_profile_errors({"p": p}, "p", version=version)
+            refused = [e for e in errors if "with speculative_adaptive on SGLang %s" % version in e]
+            assert bool(refused) == isinstance(want, str), (name, version, errors)
         if isinstance(want, str):
             assert not r["ok"] and want in r["error"], (name, r)
         else:

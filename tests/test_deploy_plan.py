@@ -177,7 +177,9 @@ def test_the_plan_names_the_drafter_the_model_step_judges(good):
     dflash = plan_for({"sglang_profile": "dflash"}, plumbing=False)
     assert dflash["problems"] == []
     assert dflash["drafter"] == {"repo": "z-lab/Qwen3.6-27B-DFlash", "revision": "main",
-                                 "path": "/srv/models/Qwen3.6-27B-DFlash", "download": True}
+                                 "path": "/srv/models/Qwen3.6-27B-DFlash", "download": True, "block": 16}
+    # vLLM's block: num_speculative_tokens 15 + the token the drafter anchors on
+    assert plan_for({"sglang_profile": "vllm_dflash"}, plumbing=False)["drafter"]["block"] == 16
     # what the gate's fingerprint reads the commits of: the model where it is loaded, the drafter
     assert dflash["gate"]["identity"]["model"] == {"repo": "Qwen/Qwen3.6-27B", "revision": "main",
                                                    "path": dflash["model_load_path"]}

@@ -335,8 +335,12 @@ def test_the_drafter_is_placed_beside_the_target_or_loaded_in_place():
     assert placed["e"]["speculative_draft_model_path"] == "/data/dflash"
     assert "speculative_draft_model_path" not in raw  # the input is not changed
     # beside the target: the role downloads it there; in place: loaded as it is, never downloaded into
-    assert drafter.artifact(placed["d"]) == {"repo": "z-lab/Qwen3.6-27B-DFlash", "revision": "main",
-                                             "path": "/srv/models/Qwen3.6-27B-DFlash", "download": True}
+    assert drafter.artifact(placed["d"], 16) == {"repo": "z-lab/Qwen3.6-27B-DFlash", "revision": "main",
+                                                 "path": "/srv/models/Qwen3.6-27B-DFlash", "download": True,
+                                                 "block": 16}
+    # the block is a DFLASH drafter's: an EAGLE-3 drafter's config says none
+    eagle = dict(placed["d"], speculative_algorithm="EAGLE3")
+    assert drafter.artifact(eagle, 4)["block"] is None
     assert drafter.artifact(placed["e"])["path"] == "/data/dflash"
     assert drafter.artifact(placed["e"])["download"] is False
     assert drafter.artifact(ADAPTIVE) is None and drafter.artifact(raw) is None  # none, or not placed
@@ -437,3 +441,29 @@ def test_pipeline_parallelism_renders_on_both_engines():
     assert pairs(flt.sglang_argv(dict(ADAPTIVE, pp_size=2), "0.5.23", dict(SERVER)))["--pp-size"] == "2"
     vllm = dict(BASE, engine="vllm", pp_size=2)
     assert pairs(flt.sglang_argv(vllm, "0.33.0", dict(SERVER)))["--pipeline-parallel-size"] == "2"
+
+
+@pytest.mark.parametrize("version, refused", [
+    ("0.5.23", (2, 4, 6)), ("0.5.19", (2, 4, 5, 6)),
+])
+def test_adaptive_speculation_starts_from_one_of_the_releases_candidate_steps(version, refused):
+    """SGLang refuses at start-up an adaptive server whose steps are not among its default
+    config's candidates (0.5.19: 0, 1, 3, 7; 0.5.23: 0, 1, 3, 5, 7; tests/test_contract.py holds
+    both against SGLang's resolution); a config file of the operator's names its own."""
+    for steps in range(1, 8):
+        p = dict(ADAPTIVE, speculative_num_steps=steps, speculative_num_draft_tokens=steps + 1)
+        said = [e for e in errors(p, version=version) if "with speculative_adaptive on SGLang" in e]
+        if steps in refused:
+            candidates = "0, 1, 3, 5, 7" if version == "0.5.23" else "0, 1, 3, 7"
+            assert said == ["sglang_profiles.p.speculative_num_steps must be one of %s with "
+                            "speculative_adaptive on SGLang %s, got %d (SGLang refuses it at start-up: "
+                            "'not in the adaptive config candidate_steps'; or name the candidates in "
+                            "speculative_adaptive_config)" % (candidates, version, steps)]
+        else:
+            assert said == [], (steps, said)
+        # the candidates of an operator's config file are on the host: not second-guessed here
+        with_config = dict(p, speculative_adaptive_config="/etc/sglang/adaptive.json")
+        assert [e for e in errors(with_config, version=version) if "candidate" in e] == []
+        # without adaptive speculation any depth goes
+        plain = dict(p, speculative_adaptive=None)
+        assert [e for e in errors(plain, version=version) if "candidate" in e] == []

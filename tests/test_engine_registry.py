@@ -28,8 +28,8 @@ INTERFACE = ("name", "label", "docs", "compare_profiles", "version_var", "oldest
              "request_prompt_tokens", "per_position", "info_gauges", "window_accept_len_convention",
              "counts_verify_steps", "spec_chunk", "spec_fields", "capacity_labels", "capacity_figures",
              "request_fields", "capacity_label", "no_spec_metrics_note", "metrics_note", "normalised",
-             "same_algorithm", "spec_errors", "hardware_errors", "render", "read_positional",
-             "read_special", "drift",
+             "same_algorithm", "spec_errors", "release_errors", "hardware_errors", "render",
+             "read_positional", "read_special", "drift",
              "drift_from")
 # The release each emulator stands in for.
 EMULATED = {"sglang": sglang_emu.SGLANG_VERSION, "vllm": vllm_emu.VLLM_VERSION}

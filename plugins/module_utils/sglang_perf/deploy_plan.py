@@ -321,7 +321,8 @@ def make(v, host, groups, hostvars, play_hosts=None, facts=None, read_lock=None,
         "secrets_path": "%s/%s-secrets.yaml" % (config_dir, service),
         "model_load_path": snapshot or v.get("sglang_model_path"),
         # the profile's drafter, which tasks/model.yml judges beside the model (None: none)
-        "drafter": drafter.artifact(chosen) if valid_profile else None,
+        "drafter": drafter.artifact(chosen, profile.accept_ceiling(chosen, engine))
+        if valid_profile else None,
         "launch_module": (v.get("sglang_launch_modules") or {}).get(engine) if engine_ok else None,
         "ready_paths": list(getattr(engines.find(engine), "ready_paths", [])),
         "drift_paths": list(getattr(engines.find(engine), "drift_paths", [])),

@@ -91,12 +91,15 @@ def place(profiles, model_dir, var="sglang_profiles"):
     return out, problems
 
 
-def artifact(profile):
+def artifact(profile, block=None):
     """What tasks/model.yml judges of a flat, placed profile's drafter: {repo, revision, path,
-    download} (download: it lives beside the target, so the role may fetch it; a ``path`` of the
-    profile's own is loaded in place); None when the profile loads none."""
+    download, block} (download: it lives beside the target, so the role may fetch it; a ``path``
+    of the profile's own is loaded in place; block: a DFLASH drafter's block size, the tokens one
+    verify takes - its config.json must say the same: SGLang keeps the profile's without a word
+    and the drafter drafts what it was trained for); None when the profile loads none."""
     draft = profile.get("draft_model") if isinstance(profile, dict) else None
     if not isinstance(draft, dict) or not profile.get(SETTING):
         return None
+    dflash = str(profile.get("speculative_algorithm") or "").upper() == "DFLASH"
     return {"repo": draft["repo"], "revision": draft.get("revision") or DEFAULT_REVISION,
-            "path": profile[SETTING], "download": not draft.get("path")}
+            "path": profile[SETTING], "download": not draft.get("path"), "block": block if dflash else None}

@@ -93,6 +93,7 @@ def sglang_profile_errors(profiles, name, gpu_count=None, min_accept_len=None,
     spec, draft = eng.spec_errors(p, var, algo, steps, topk, draft, p.get("mamba_cache_strategy"))
     errors.extend(spec)
     errors.extend(drafter.errors(p, var))
+    errors.extend(eng.release_errors(p, var, version))
     errors.extend(eng.hardware_errors(p, var, hardware))
     nodes = nnodes if _is_int(nnodes) and nnodes > 1 else 1
     if nodes > 1 and not eng.multinode:

@@ -303,6 +303,37 @@ def _dflash_errors(p, var, steps, topk, draft):
     return errors
 
 
+# The draft steps adaptive speculation starts from must be one of its candidates: the union of the
+# default config's per-batch-size candidate_steps (adaptive_spec_params.py DEFAULT_ADAPTIVE_CONFIG;
+# speculative_hook.py _init_adaptive_speculative_params refuses any other at start-up). [(first
+# release with these candidates, candidates)], oldest first; read in 0.5.19's and 0.5.23's source.
+ADAPTIVE_CANDIDATE_STEPS = [("0.5.19", (0, 1, 3, 7)), ("0.5.23", (0, 1, 3, 5, 7))]
+
+
+def release_errors(p, var, version):
+    """What this release refuses at start-up of settings valid in themselves: adaptive speculation
+    starting at a step count its default config has no candidate for (with
+    speculative_adaptive_config the host's file names the candidates: not checked here)."""
+    steps = p.get("speculative_num_steps")
+    if p.get("speculative_adaptive") is not True or p.get("speculative_adaptive_config") is not None \
+            or not settings_is_int(steps):
+        return []
+    try:
+        v = version_tuple(version or common.newest_release(sys.modules[__name__]))
+    except ProfileError:
+        return []  # not a release version: reported by the version's own check
+    candidates = None
+    for since, steps_of in ADAPTIVE_CANDIDATE_STEPS:
+        if version_tuple(since) <= v:
+            candidates = steps_of
+    if candidates is None or steps in candidates:
+        return []
+    return ["%s.speculative_num_steps must be one of %s with speculative_adaptive on SGLang %s, got "
+            "%d (SGLang refuses it at start-up: 'not in the adaptive config candidate_steps'; or name "
+            "the candidates in speculative_adaptive_config)" % (var, ", ".join(map(str, candidates)),
+                                                                version or "(newest)", steps)]
+
+
 def hardware_errors(p, var, hardware):
     """What the host's GPUs (sglang_hardware.compute_capability) cannot run: the draft attention
     backend's kernels (DRAFT_BACKEND_CAPABILITY)."""

@@ -293,6 +293,12 @@ def spec_errors(p, var, algo, steps, topk, draft, strategy):
     return errors, draft
 
 
+def release_errors(p, var, version):
+    """What this release refuses at start-up of settings valid in themselves: none beyond the
+    records' checks (vLLM has no adaptive speculation to start from a candidate)."""
+    return []
+
+
 def hardware_errors(p, var, hardware):
     """What the host's GPUs cannot run of the settings this role renders for vLLM: none (its
     draft attention backend is not rendered)."""
