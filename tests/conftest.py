@@ -104,6 +104,7 @@ CONTAINER_FILES = {
     "test_local_host.py": DEFAULT_HOST,
     "test_deploy.py": DEFAULT_HOST,
     "test_deploy_bad_inputs.py": DEFAULT_HOST,
+    "test_drafter_host.py": DEFAULT_HOST,
 }
 
 

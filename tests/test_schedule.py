@@ -3,6 +3,7 @@ the job count) and conftest.py's test order (the long tests first)."""
 from __future__ import annotations
 
 import ast
+import re
 
 from conftest import LONG_TESTS, ROOT, run_order
 from scripts import molecule_run as mr
@@ -70,3 +71,14 @@ def test_the_long_tests_run_first_after_the_container_tier():
     order = [i.path.name for i in sorted(items, key=run_order)]
     assert order == ["test_secrets.py", "test_unlisted_host.py", "test_playbooks.py", "test_gate_plan.py",
                      "test_a.py"]
+
+
+def test_every_container_tier_file_is_on_one_container():
+    """A container tier file left out of CONTAINER_FILES would run on the default container beside
+    the files that are on it, its deploys racing theirs for the host's deploy lock."""
+    from conftest import CONTAINER_FILES
+    marked = re.compile(r"^(pytestmark = .*|@)(needs_local_host|pytest\.mark\.container)", re.M)
+    tier = sorted(p.name for p in (ROOT / "tests").glob("test_*.py") if marked.search(p.read_text()))
+    assert "test_deploy.py" in tier and "test_drafter_host.py" in tier
+    missing = [name for name in tier if name not in CONTAINER_FILES]
+    assert missing == [], "add each to conftest.CONTAINER_FILES: %s" % ", ".join(missing)
