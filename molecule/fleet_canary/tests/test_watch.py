@@ -41,7 +41,9 @@ def test_a_host_whose_gate_passed_runs_the_watch_timer_and_one_run_writes_its_fi
     settings = json.loads(host.file(SETTINGS).content_string)
     labels = frozenset(settings["labels"].items())
     assert settings["labels"]["profile"] == "nextn_3step" and settings["window_s"] == 1
-    assert settings["probe"] == {"case": "coding", "prompts": "coding", "requests": 1, "max_tokens": 96}
+    assert settings["probe"] == {"case": "coding", "prompts": "coding", "requests": 1, "max_tokens": 96,
+                                 "thinking": False}
+    assert settings["thinking_probe"] is None  # the plumbing plan has no thinking case
     assert fams["sglang_watch_up"] == {labels: 1}
     assert fams["sglang_watch_source"][frozenset(dict(settings["labels"], source="probe").items())] == 1
     assert 2.8 < fams["sglang_watch_accept_length"][labels] < 4.0
