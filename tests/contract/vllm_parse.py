@@ -107,14 +107,16 @@ def stand_in(directory):
 
 def prepare(workdir):
     """The environment vLLM reads at import: the CPU platform, offline, no usage report, its
-    caches in ``workdir``; the torchvision stub here and in vLLM's subprocesses."""
+    caches beside the contract venv (the model classes' inspections, each a subprocess of about
+    10 s, kept from run to run: vLLM keys each by its module's source hash, and the venv's name
+    by its pins); the torchvision stub here and in vLLM's subprocesses."""
     stub_dir = os.path.join(workdir, "stub")
     os.makedirs(stub_dir)
     with open(os.path.join(stub_dir, "sitecustomize.py"), "w") as f:
         f.write(SITECUSTOMIZE)
+    cache = os.environ.get("VLLM_CACHE_ROOT") or os.path.join(sys.prefix, "vllm-cache")
     os.environ.update(VLLM_TARGET_DEVICE="cpu", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-                      VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1",
-                      VLLM_CACHE_ROOT=os.environ.get("VLLM_CACHE_ROOT") or os.path.join(workdir, "cache"),
+                      VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1", VLLM_CACHE_ROOT=cache,
                       PYTHONPATH=os.pathsep.join(filter(None, [stub_dir, os.environ.get("PYTHONPATH")])))
     # this process: site ran before PYTHONPATH named the stub
     exec(compile(SITECUSTOMIZE, os.path.join(stub_dir, "sitecustomize.py"), "exec"), {})
