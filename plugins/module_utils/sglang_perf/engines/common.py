@@ -23,18 +23,25 @@ def flag_for(eng, setting, version):
     return chosen
 
 
-def choices_for(eng, setting, version):
-    """The values ``eng`` ``version`` accepts for ``setting``, or None: not a choice setting, a
-    release before its first row, or not a release version (reported elsewhere)."""
+def row_for(rows, version):
+    """The value of the newest (first release, value) row of ``rows`` (oldest first) at or below
+    ``version``; None before the first row, or for what is not a release version (reported
+    elsewhere)."""
     try:
         v = version_tuple(version)
     except ProfileError:
         return None
     chosen = None
-    for since, values in eng.choices.get(setting, ()):
+    for since, value in rows:
         if version_tuple(since) <= v:
-            chosen = values
+            chosen = value
     return chosen
+
+
+def choices_for(eng, setting, version):
+    """The values ``eng`` ``version`` accepts for ``setting``, or None: not a choice setting, a
+    release before its first row, or not a release version (reported elsewhere)."""
+    return row_for(eng.choices.get(setting, ()), version)
 
 
 def newest_release(eng):

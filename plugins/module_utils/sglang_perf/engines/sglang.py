@@ -318,14 +318,8 @@ def release_errors(p, var, version):
     if p.get("speculative_adaptive") is not True or p.get("speculative_adaptive_config") is not None \
             or not settings_is_int(steps):
         return []
-    try:
-        v = version_tuple(version or common.newest_release(sys.modules[__name__]))
-    except ProfileError:
-        return []  # not a release version: reported by the version's own check
-    candidates = None
-    for since, steps_of in ADAPTIVE_CANDIDATE_STEPS:
-        if version_tuple(since) <= v:
-            candidates = steps_of
+    release = version or common.newest_release(sys.modules[__name__])
+    candidates = common.row_for(ADAPTIVE_CANDIDATE_STEPS, release)
     if candidates is None or steps in candidates:
         return []
     return ["%s.speculative_num_steps must be one of %s with speculative_adaptive on SGLang %s, got "
