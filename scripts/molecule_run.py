@@ -39,7 +39,7 @@ FIRST_RUN_TIMES = {"sglang": 335, "brownfield": 329, "deploy_rollback": 303, "en
                    "fleet_canary": 284, "multinode": 258, "nvidia_gpu": 226}
 # Up to this many scenarios every order is tried; above it, the slowest first.
 EXACT_ORDER_MAX = 8
-DEFAULT_JOBS = 2
+DEFAULT_JOBS = 3
 TAIL_LINES = 60
 
 

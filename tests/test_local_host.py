@@ -113,6 +113,10 @@ def test_nsenter_connection_runs_inside_the_container(local_host, tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     assert "EXEC ['/bin/sh', '-c', '/usr/bin/python3 && sleep 0']" in p.stdout, p.stdout[-2000:]
     assert "PUT " not in p.stdout, p.stdout[-2000:]
+    # its zipped Python compiled once, into root's own cache (tests/test_nsenter_compile.py)
+    rc, res = _adhoc("-m", "ansible.builtin.shell", "-a",
+                     "stat -c '%U %a' /tmp/ansible-nsenter-pyc-0; ls /tmp/ansible-nsenter-pyc-0 | wc -l")
+    assert rc == 0 and res["stdout_lines"][0] == "root 700" and int(res["stdout_lines"][1]) > 10, res
     # files go through a shell inside the container: a symlink resolves as the container sees it
     src = tmp_path / "payload"
     src.write_bytes(bytes(range(256)) * 64)

@@ -3,6 +3,8 @@
 
 Why not the collection's containers.podman.podman: its `podman exec` calls (five a task, no
 pipelining) make the test suite CPU-bound; the figures are in docs/testing.md, "The transport".
+For the same reason a module's Python is compiled once per container, not once per task (see
+`_cached_compile`).
 """
 from __future__ import annotations
 
@@ -16,6 +18,10 @@ description:
     cgroup), its root and working directory, and its PID 1's environment. Modules are pipelined
     (sent on stdin, no temporary files); files are written and read by a shell inside the
     container, so paths and symlinks resolve as the container sees them.
+  - A pipelined Python module (an AnsiballZ wrapper) runs with its zipped module_utils compiled
+    through a bytecode cache in the container (C(/tmp/ansible-nsenter-pyc-UID), keyed by the
+    source's SHA-256). Python never caches what it imports from a zip, and compiling Ansible's
+    module_utils anew was most of each task's CPU. The module and its code are unchanged.
   - Differences from C(podman exec) that tests must not rely on - the commands run in the
     controller's cgroups and with its resource limits (systemd inside the container, and what it
     starts, are unaffected).
@@ -54,6 +60,62 @@ from ansible.plugins.connection import ConnectionBase
 from ansible.utils.display import Display
 
 display = Display()
+
+# What marks a pipelined module as a Python AnsiballZ wrapper (ansible/_internal/_ansiballz).
+_ANSIBALLZ_MARK = b"\n_ANSIBALLZ_WRAPPER = True"
+# Run before the wrapper, in the container's Python: zipimport's compile step (a module-level
+# function of the standard library's zipimport, which compiles every .py it imports from a zip)
+# goes through a per-user cache of marshalled code, keyed by the source's hash and the
+# interpreter's cache tag. A cache directory that is not the user's own, mode 0700, is not used.
+# The wrapper itself then runs as __main__ would have run it from stdin.
+_CACHED_COMPILE = r"""
+def _cached_compile():
+    import hashlib, marshal, os, stat, sys, tempfile, types, zipimport, _imp
+    base = os.path.join(tempfile.gettempdir(), "ansible-nsenter-pyc-%d" % os.getuid())
+    try:
+        os.mkdir(base, 0o700)
+    except FileExistsError:
+        pass
+    st = os.lstat(base)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        return
+    compile_source, tag = zipimport._compile_source, sys.implementation.cache_tag
+
+    def cached(pathname, source):
+        path = os.path.join(base, "%s.%s" % (hashlib.sha256(source).hexdigest(), tag))
+        try:
+            with open(path, "rb") as fh:
+                code = marshal.load(fh)
+        except (OSError, EOFError, ValueError, TypeError):
+            code = None
+        if not isinstance(code, types.CodeType):
+            code = compile_source(pathname, source)
+            try:
+                with open("%s.%d" % (path, os.getpid()), "wb") as fh:
+                    marshal.dump(code, fh)
+                os.replace(fh.name, path)
+            except OSError:
+                pass
+            return code
+        _imp._fix_co_filename(code, pathname)
+        return code
+    zipimport._compile_source = cached
+try:
+    _cached_compile()
+except Exception:
+    pass
+del _cached_compile
+exec(compile(WRAPPER, "<stdin>", "exec"), globals())
+"""
+
+
+def _cached_compile(in_data):
+    """A pipelined AnsiballZ wrapper, run after the compile cache is in place; other input as is."""
+    if not in_data or _ANSIBALLZ_MARK not in in_data:
+        return in_data
+    shebang, _, _ = in_data.partition(b"\n")
+    return b"%s\n%s" % (shebang if shebang.startswith(b"#!") else b"",
+                         _CACHED_COMPILE.replace("WRAPPER", repr(in_data)).encode())
 
 
 def _start_time(pid):
@@ -154,7 +216,7 @@ class Connection(ConnectionBase):
     # -- the connection interface --------------------------------------------------------------
     def exec_command(self, cmd, in_data=None, sudoable=False):
         super().exec_command(cmd, in_data=in_data, sudoable=sudoable)
-        return self._run(shlex.split(to_native(cmd, errors="surrogate_or_strict")), in_data)
+        return self._run(shlex.split(to_native(cmd, errors="surrogate_or_strict")), _cached_compile(in_data))
 
     def put_file(self, in_path, out_path):
         super().put_file(in_path, out_path)

@@ -26,6 +26,25 @@ ready_paths = ["/health_generate"]
 # and the DFLASH drafter beside them
 compare_profiles = ("no_spec", "nextn_1step", "nextn_2step", "nextn_3step", "nextn_4step", "nextn_5step",
                     "dflash")
+# What the tuner (tune.py) sets for its kinds of speculation, over the profile's own: a chain of
+# the model's MTP head at topk 1 (draft tokens = steps + 1), adaptive steps on top of it, and a
+# drafter's block (the block is the draft tokens; DFLASH runs steps and topk 1).
+tune_algorithms = {"chain": "NEXTN", "block": "DFLASH"}
+tune_adaptive = True
+
+
+def tune_settings(kind, depth, adaptive=False):
+    """The speculative settings of one tuner setting: ``kind`` none/chain/block, ``depth`` its
+    steps (chain) or block (block)."""
+    if kind == "chain":
+        return {"speculative_algorithm": "NEXTN", "speculative_num_steps": depth, "speculative_eagle_topk": 1,
+                "speculative_num_draft_tokens": depth + 1, "speculative_adaptive": True if adaptive else None}
+    if kind == "block":
+        return {"speculative_algorithm": "DFLASH", "speculative_num_draft_tokens": depth,
+                "speculative_num_steps": None, "speculative_eagle_topk": None}
+    return {}
+
+
 # What the drift check reads (roles/sglang/tasks/drift.yml); its answer holds the API key.
 drift_paths = ["/server_info"]
 drift_answers_secret = True

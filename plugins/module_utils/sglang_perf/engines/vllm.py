@@ -25,6 +25,23 @@ ready_paths = ["/health", "/v1/models"]
 # and the DFlash drafter beside them
 compare_profiles = ("vllm_no_spec", "vllm_mtp_1", "vllm_mtp_2", "vllm_mtp_3", "vllm_mtp_4", "vllm_mtp_5",
                     "vllm_dflash")
+# What the tuner (tune.py) sets: the model's MTP head with n speculative tokens (a chain: n
+# steps, n + 1 tokens a verify), a drafter's block of k + 1 tokens; vLLM has no adaptive steps.
+tune_algorithms = {"chain": "MTP", "block": "DFLASH"}
+tune_adaptive = False
+
+
+def tune_settings(kind, depth, adaptive=False):
+    """The speculative settings of one tuner setting (depth: chain steps, or the block)."""
+    if adaptive:
+        raise ValueError("vLLM has no adaptive speculation")
+    if kind == "chain":
+        return {"speculative_algorithm": "MTP", "speculative_num_steps": depth}
+    if kind == "block":
+        return {"speculative_algorithm": "DFLASH", "speculative_num_steps": depth - 1}
+    return {}
+
+
 # No /server_info outside VLLM_SERVER_DEV_MODE: what it tells is /v1/models (max_model_len, the
 # served name), /metrics (vllm:cache_config_info) and /version.
 drift_paths = ["/v1/models", "/metrics", "/version"]
