@@ -330,8 +330,9 @@ def main(argv=None):
     p_run.set_defaults(func=cmd_run)
     from bench import selfcheck
     selfcheck.add_parser(sub)
-    from bench import compare, compare_plan, gate, history
+    from bench import compare, compare_plan, gate, history, tune
     gate.add_parser(sub)
+    tune.add_parser(sub)
     gate.add_calibrate_parser(sub)
     history.add_parser(sub)
     # compare --plan and compare-report --plan are compare_plan's (which builds on compare)

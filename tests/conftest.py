@@ -99,6 +99,7 @@ CONTAINER_FILES = {
     "test_watch_prometheus.py": "sglang-local-2",
     "test_secrets.py": "sglang-local-3",
     "test_compare_host.py": "sglang-local-3",
+    "test_tune_host.py": "sglang-local-3",
     "test_service_faults.py": "sglang-local-4",
     "test_deploy_lock.py": "sglang-local-4",
     "test_local_host.py": DEFAULT_HOST,

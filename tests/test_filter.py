@@ -189,3 +189,16 @@ def test_the_algorithm_is_accepted_in_any_case_and_rendered_as_sglang_sees_it():
     drift = engines.get("sglang").drift({"speculative_algorithm": "EAGLE", "speculative_num_steps": 3},
                            {"speculative_algorithm": "nextn", "speculative_num_steps": 3}, "0.5.23")
     assert [d for d in drift["differences"] if d["setting"] == "speculative_algorithm"] == []
+
+
+def test_systemd_run_properties_carry_the_units_service_settings():
+    from plugins.filter.systemd_run_properties import systemd_run_properties
+    unit = ("[Unit]\nDescription=x\n\n[Service]\nType=simple\nUser=sglang\n# a comment\n"
+            "ExecStart=/opt/venv/bin/python -m sglang.launch_server \\\n  --port 30000\nRestart=on-failure\n"
+            "RestartSec=5\nCapabilityBoundingSet=\nDeviceAllow=char-nvidia-frontend rw\n"
+            "DeviceAllow=char-nvidia-uvm rw\nRestrictAddressFamilies=AF_UNIX AF_INET\n\n[Install]\n"
+            "WantedBy=multi-user.target\n")
+    assert systemd_run_properties(unit) == [
+        "-p", "User=sglang", "-p", "CapabilityBoundingSet=", "-p", "DeviceAllow=char-nvidia-frontend rw",
+        "-p", "DeviceAllow=char-nvidia-uvm rw", "-p", "RestrictAddressFamilies=AF_UNIX AF_INET"]
+    assert systemd_run_properties("") == [] and systemd_run_properties(None) == []

@@ -324,7 +324,8 @@ def tasks_of(node):
 
 # each playbook that changes or measures a server, and its host's work (tasks/locked.yml's body)
 LOCKED = {"deploy.yml": "deploy_host.yml", "rollback.yml": "rollback_host.yml",
-          "compare.yml": "compare_profiles.yml", "calibrate.yml": "measure.yml", "bench.yml": "measure.yml"}
+          "compare.yml": "compare_profiles.yml", "calibrate.yml": "measure.yml", "bench.yml": "measure.yml",
+          "tune.yml": "tune_host.yml"}
 # playbooks that neither change nor measure a server (preflight, render: no change; drift: reads)
 UNLOCKED = {"drift.yml", "preflight.yml", "render.yml"}
 
@@ -356,6 +357,7 @@ def lock_steps(path):
     ("playbooks/tasks/measure_run.yml", "Keep the run's figures"),
     ("playbooks/tasks/deploy_host.yml", "Gate"),
     ("playbooks/tasks/deploy_host.yml", "Watch on the running server"),
+    ("playbooks/tasks/tune_host.yml", "Stop the host's server"),
 ])
 def test_a_lock_check_comes_before_each_step_that_changes_the_server(path, change):
     steps = lock_steps(path)

@@ -163,12 +163,19 @@ def plan_host(loader, templar, task_vars, roles=deploy_plan.ROLES, review=False)
     """The plan of the host whose variables are ``task_vars``."""
     roles = list(roles)
     values, problems = inputs(loader, templar, task_vars, roles)
-    host = task_vars.get("inventory_hostname")
     if problems:  # types are wrong: the value checks would only repeat them
-        return {"host": host, "problems": problems, "roles": roles}
-    return deploy_plan.make(values, host, task_vars.get("groups", {}), task_vars.get("hostvars", {}),
-                            task_vars.get("ansible_play_hosts_all"), task_vars.get("ansible_facts", {}),
-                            read_lock=_read_lock, wheel_digest=_sha256, review=review, roles=roles,
+        return {"host": task_vars.get("inventory_hostname"), "problems": problems, "roles": roles}
+    return plan_values(values, task_vars, roles, review)
+
+
+def plan_values(values, task_vars, roles=deploy_plan.ROLES, review=False):
+    """The plan of role inputs ``values`` (inputs()'s, checked) on the host of ``task_vars``: what
+    plan_host does after the inputs, for a caller that plans many variants of one host's inputs
+    (bench/tune.py: one setting each)."""
+    return deploy_plan.make(values, task_vars.get("inventory_hostname"), task_vars.get("groups", {}),
+                            task_vars.get("hostvars", {}), task_vars.get("ansible_play_hosts_all"),
+                            task_vars.get("ansible_facts", {}), read_lock=_read_lock, wheel_digest=_sha256,
+                            review=review, roles=list(roles),
                             locks_dir=os.path.join(role_dir("sglang"), "files", "locks"))
 
 

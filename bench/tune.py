@@ -1,0 +1,533 @@
+"""``python -m bench tune``: the fastest setting that passes the host's gate, within a launch budget.
+
+    python -m bench tune --launch 'COMMAND' (-i INVENTORY --host NAME | --vars FILE ...)
+        [--engines sglang,vllm] [--space FILE] [--budget-launches N] [--budget-minutes M]
+        [--objective CASE] [--out DIR]
+
+COMMAND starts one candidate server: ``{args}`` becomes the candidate's engine arguments exactly
+as the unit's ExecStart passes them after the launch module (rendered by the deploy plan's own
+code for the engine and version the host runs) with the port the tuner chose, ``{port}`` that
+port (``{args_remote}``: the arguments quoted once more, for a command that hands them to a
+second shell, as ssh does); ``ENGINE=COMMAND`` gives one engine its own command. Each launch
+runs in a process group of its own: started, waited for as the deploy waits (the engine's
+readiness paths, the host's sglang_ready_timeout), measured on the host's gate plan with its
+current profile's thresholds (the objective case first: a launch whose upper bound is under the
+leader's lower bound stops there), then stopped (SIGTERM, then SIGKILL; a process left behind is
+an error; then --stop's command, for what the launch started elsewhere). The search and the
+answer are plugins/module_utils/sglang_perf/tune.py's.
+
+Writes DIR/tune.md (the answer first, then every launch), tune.json, tune.png and tuned.yml (the
+winner as a named profile with thresholds from its own figures, and sglang_profile set to it:
+``ansible-playbook deploy.yml -e @DIR/tuned.yml``). Exit status: 0 an answer (the winner, or the
+current profile kept), 1 no setting passed, 2 bad input (before any launch) or the host's own
+profile refused by its preflight.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from sglang_perf import capacity, engines, inherit, plan, profile, tune
+from sglang_perf.client import ConfigError, MeasureError
+
+from bench.common import EXIT_FAILED, EXIT_PASSED, EXIT_UNMEASURED
+from bench.launch import free_port
+from bench.paths import ROOT
+
+DEFAULT_OUT = ROOT / "out" / "tune"
+PLANNED_ROLES = ("sglang", "sglang_gate")  # whose inputs a setting is planned with
+TAIL = 2000  # characters of a launch's log kept when it did not start
+STOP_GRACE = 30.0  # seconds between SIGTERM and SIGKILL when a launch is stopped
+
+
+class TuneError(ValueError):
+    pass
+
+
+# ------------------------------------------------------------------------------ the host ------
+class Host(object):
+    """The host's variables (as ansible-playbook sees them, or the role defaults under --vars
+    files), its profiles and gate plan, and the deploy plan's rendering of a setting."""
+
+    def __init__(self, args):
+        from bench import hostvars
+        try:
+            if args.inventory:
+                if not args.host:
+                    raise TuneError("-i %s needs --host NAME" % args.inventory)
+                self.dl, self.vars = hostvars.task_vars(args.inventory, args.host, vars_files=args.vars or (),
+                                                        vault_password_file=args.vault_password_file)
+            else:
+                self.dl = hostvars.loader(args.vault_password_file)
+                self.vars = hostvars.role_defaults(self.dl)
+                for path in args.vars or ():
+                    for f in hostvars._files(Path(path).resolve()):
+                        self.vars.update(hostvars.load(self.dl, f))
+                # a host of no inventory: what the role defaults template from
+                self.vars.update(inventory_hostname="tune", inventory_dir=str(DEFAULT_OUT), groups={},
+                                 hostvars={})
+            names = ("sglang_profiles", "sglang_profile", "sglang_gate_plan", "sglang_gate_thresholds",
+                     "sglang_gate_calibrated", "sglang_model_dir", "sglang_model_size", "sglang_hardware",
+                     "sglang_ready_timeout", "sglang_api_key", "sglang_memory_full_context_requests",
+                     "sglang_gate_api", "sglang_gate_warmup", "sglang_gate_confidence",
+                     "sglang_gate_inconclusive", "sglang_gate_first_token_timeout",
+                     "sglang_gate_stall_timeout", "sglang_gate_run_timeout", "sglang_launch_modules")
+            # plain data (Ansible's tagged strings are not YAML's): what tuned.yml and tune.json write
+            self.v = json.loads(json.dumps(hostvars.resolve(self.dl, self.vars, names)))
+        except hostvars.HostVarsError as e:
+            raise TuneError(str(e))
+        if args.api_key and not self.v.get("sglang_api_key"):
+            # a key given by the environment (playbooks/tune.yml): the host has one, whatever the
+            # inventory's vault this process cannot read says (the argv names its --config file)
+            self.vars["sglang_api_key"] = self.v["sglang_api_key"] = args.api_key
+        self.raw_profiles = dict(self.v.get("sglang_profiles") or {})
+        self.profiles, self.thresholds, problems = inherit.resolve(
+            self.raw_profiles, self.v.get("sglang_gate_thresholds"), self.v.get("sglang_model_dir"))
+        if problems:
+            raise TuneError("; ".join(problems))
+        self.current = self.v.get("sglang_profile")
+        if self.current not in self.profiles:
+            raise TuneError("sglang_profile %r is not in sglang_profiles" % (self.current,))
+
+    def current_key(self):
+        """The current profile as a setting of the space's shape."""
+        p = self.profiles[self.current]
+        engine = p.get("engine") or self.vars.get("sglang_engine") or engines.DEFAULT
+        algo = (p.get("speculative_algorithm") or "").upper()
+        eng = engines.get(engine)
+        mem = p.get("mem_fraction_static") or self.v.get("sglang_memory_default_fraction") or 0.88
+        if not algo:
+            return (engine, "none", 0, False, float(mem))
+        if algo == eng.tune_algorithms["block"] or p.get("draft_model"):
+            return (engine, "block", profile.accept_ceiling(p, engine), False, float(mem))
+        steps = int(p.get("speculative_num_steps") or 1)
+        return (engine, "chain", steps, p.get("speculative_adaptive") is True, float(mem))
+
+    def drafter_engines(self):
+        return {e for e in engines.names()
+                if tune.template_of(self.profiles, e, "block", self.current) is not None}
+
+    def setting(self, key):
+        """(name, raw profile entry, flat profile) of a setting; the current key is the current
+        profile itself."""
+        if key == self.current_key():
+            return self.current, self.raw_profiles[self.current], self.profiles[self.current]
+        made = tune.settings_of(key, self.profiles, self.current)
+        if made is None:
+            return None
+        base, diff = made
+        entry = dict({"base": base}, **diff)
+        return tune.key_name(key), entry, tune.flat(self.profiles[base], diff)
+
+    def render(self, key, port):
+        """(argv after the launch module, problems) of a setting, by the deploy plan's own code
+        (plugins/action/sglang_deploy_plan.py, as a unit rendered for review): the host's inputs
+        templated and type-checked once, then planned with the setting as its profile."""
+        from plugins.action.sglang_deploy_plan import plan_values
+        made = self.setting(key)
+        if made is None:
+            return None, ["the host has no profile of this kind to write it over (a drafter profile)"]
+        name, entry, _ = made
+        values = dict(self._inputs(), sglang_profiles=dict(self.raw_profiles, **{name: entry}),
+                      sglang_profile=name, sglang_port=port)
+        thresholds = dict(values.get("sglang_gate_thresholds") or {})
+        thresholds.setdefault(name, self.thresholds.get(self.current) or {})
+        values["sglang_gate_thresholds"] = thresholds
+        p = plan_values(values, self.vars, PLANNED_ROLES, review=True)
+        problems = [x.split(": ", 1)[1] if x.startswith("%s: " % p.get("host")) else x
+                    for x in p.get("problems") or []]
+        if problems or not p.get("argv"):
+            return None, problems or ["no command line rendered"]
+        return p["argv"][3:], []
+
+    def _inputs(self):
+        """The roles' inputs of the host, templated and checked against their argument specs."""
+        if getattr(self, "_values", None) is None:
+            from ansible.template import Templar
+
+            from plugins.action.sglang_deploy_plan import inputs
+            values, problems = inputs(self.dl, Templar(loader=self.dl, variables=self.vars), self.vars,
+                                     PLANNED_ROLES)
+            if problems:
+                raise TuneError("the host's variables: %s" % "; ".join(problems))
+            self._values = values
+        return self._values
+
+    def capacity_model(self, key, mem):
+        """The memory model's (KV tokens, running requests) of a setting at ``mem``, or None."""
+        made = self.setting(key)
+        if made is None or not self.v.get("sglang_hardware") or not self.v.get("sglang_model_size"):
+            return None
+        try:
+            b = capacity.profile_memory_budget(dict(made[2], mem_fraction_static=mem),
+                                               self.v["sglang_model_size"],
+                                               self.v["sglang_hardware"],
+                                               self.v.get("sglang_memory_full_context_requests") or 1)
+        except capacity.CapacityError:
+            return None
+        return b["kv_tokens"], b["effective_running_requests"]
+
+
+# ---------------------------------------------------------------------------- launching ------
+def launch_commands(given, engine_names):
+    """{engine: command template} from --launch (COMMAND for every engine, ENGINE=COMMAND for one)."""
+    out, default = {}, None
+    for text in given or ():
+        head, sep, rest = text.partition("=")
+        if sep and head in engines.names():
+            out[head] = rest
+        else:
+            default = text
+    for e in engine_names:
+        out.setdefault(e, default)
+        if not out[e]:
+            raise TuneError("no --launch command for %s (give --launch 'COMMAND' or --launch %s='COMMAND')"
+                            % (e, e))
+        if "{args}" not in out[e] and "{args_remote}" not in out[e]:
+            raise TuneError("--launch for %s has no {args} (or {args_remote}): %r" % (e, out[e]))
+    return out
+
+
+def fill(template, argv, port):
+    """The command of one launch: ``{args}`` the arguments quoted for the shell that runs the
+    command, ``{args_remote}`` quoted twice (for a command that passes them through a second
+    shell, as ssh does), ``{port}`` the port."""
+    once = " ".join(shlex.quote(a) for a in argv)
+    twice = " ".join(shlex.quote(shlex.quote(a)) for a in argv)
+    return template.replace("{args_remote}", twice).replace("{args}", once).replace("{port}", str(port))
+
+
+class Launch(object):
+    """One candidate server, in a process group of its own; its output to ``log``."""
+
+    def __init__(self, command, log):
+        self.log = log
+        self.fh = open(str(log), "wb")
+        self.proc = subprocess.Popen(command, shell=True, stdout=self.fh, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True, cwd=str(ROOT))
+
+    def wait_ready(self, url, paths, timeout, deadline):
+        """None once every path answers 200, else why not (it exited, or the time ran out)."""
+        end = min(time.monotonic() + timeout, deadline)
+        pending = list(paths)
+        while pending:
+            if self.proc.poll() is not None:
+                return "exited with status %s before it was ready: %s" % (self.proc.returncode, self.tail())
+            if time.monotonic() > end:
+                return "not ready after %.0f s (readiness %s)" % (timeout, ", ".join(paths))
+            try:
+                with urllib.request.urlopen(url + pending[0], timeout=5) as r:
+                    if r.status == 200:
+                        pending.pop(0)
+                        continue
+            except OSError:
+                pass
+            time.sleep(0.2)
+        return None
+
+    def tail(self):
+        self.fh.flush()
+        text = Path(self.log).read_bytes()[-TAIL:].decode("utf-8", "replace").strip()
+        return text.splitlines()[-1] if text else "no output"
+
+    def memory(self):
+        """What the log's end says of the fraction: "under" (the pools are too small: a higher
+        one may start), "over" (the GPU ran out of memory: a lower one may), else None."""
+        self.fh.flush()
+        text = Path(self.log).read_bytes()[-4 * TAIL:].decode("utf-8", "replace").lower()
+        return tune.memory_signal(text)
+
+    def stop(self, grace=STOP_GRACE):
+        """SIGTERM to the group, SIGKILL after ``grace``; the processes left (none expected)."""
+        pgid = self.proc.pid
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
+            try:
+                os.killpg(pgid, sig)
+            except ProcessLookupError:
+                break
+            end = time.monotonic() + wait
+            while time.monotonic() < end:
+                self.proc.poll()
+                if not _group_alive(pgid):
+                    break
+                time.sleep(0.1)
+            if not _group_alive(pgid):
+                break
+        self.proc.poll()
+        self.fh.close()
+        return _group_members(pgid)
+
+
+def _group_members(pgid):
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                out.append(int(d.name))
+    return out
+
+
+def _group_alive(pgid):
+    return bool(_group_members(pgid))
+
+
+# ---------------------------------------------------------------------------- measuring ------
+def objective_figures(result, case):
+    """(outcome figures) of the objective case of a plan result."""
+    r = next((c for c in result.get("cases") or [] if c.get("case") == case), None) or {}
+    iv = (r.get("intervals") or {}).get("decode_tok_s") or {}
+    return {"tok_s": {k: iv.get(k) for k in ("estimate", "lower", "upper")} if iv.get("estimate") is not None
+            else None,
+            "accept_len": r.get("accept_len"), "by_position": r.get("accept_by_position"),
+            "verdict": r.get("verdict")}
+
+
+def measure(host, args, url, name, cases, objective, bar, deadline):
+    """The launch's outcome: the objective case first, on a fixed sample of the most requests the
+    gate would measure (--objective-requests), stopped there under ``bar``; then the plan's other
+    cases; capacity judged on both runs. Each run ends by ``deadline`` (a MeasureError past it)."""
+    from bench import gate
+    common = gate.common_options(host.v, url, args.api_key or host.v.get("sglang_api_key"), None)
+    if deadline != float("inf"):
+        left = deadline - time.monotonic()
+        common["run_timeout"] = max(5.0, min(common.get("run_timeout") or 1800.0, left))
+    promise = {k: host.profiles[host.current].get(k) for k in tune.PROMISES}
+    first = []
+    for c in cases:
+        if c["case"] == objective:
+            n = args.objective_requests or c["options"]["max_requests"]
+            first.append(dict(c, options=dict(c["options"], requests=n, max_requests=n)))
+    rest = [c for c in cases if c["case"] != objective and not c.get("report_only")]
+    results = [plan.run_cases(common, first, name, promise=promise)]
+    out = dict(objective_figures(results[0], objective), started=True)
+    out["capacity"] = results[0]["capacity"]["figures"]
+    iv = tune.interval(out)
+    if iv is not None and iv[2] < bar:
+        out.update(stopped="slower", passed=False, failed_cases=[])
+        return out, results
+    if rest:
+        results.append(plan.run_cases(common, rest, name, promise=promise))
+    failed = []
+    for res in results:
+        failed += [c for c in res.get("failed_cases") or [] if c not in failed]
+    out["failed_cases"] = failed
+    out["passed"] = all(res.get("passed") for res in results)
+    out["failed_only_capacity"] = failed == ["capacity"]
+    out["failure"] = "; ".join(plan.failure_message(res) for res in results if not res.get("passed"))
+    return out, results
+
+
+# ------------------------------------------------------------------------------- output ------
+def add_parser(sub):
+    p = sub.add_parser("tune", help="find the fastest setting that passes the gate within a launch budget",
+                       description=__doc__.split("\n\n")[0])
+    p.add_argument("--launch", action="append", metavar="[ENGINE=]COMMAND",
+                   help="starts one candidate: {args} its engine arguments, {port} its port (repeatable "
+                        "with ENGINE= for a command per engine)")
+    from bench import gate
+    gate.add_inventory_args(p, "with -i: the host whose settings, profiles and gate plan are tuned")
+    p.add_argument("--vars", metavar="FILE", action="append",
+                   help="vars files over the role defaults (without -i), or over the host's (with -i)")
+    p.add_argument("--engines", help="engines to tune, comma-separated (default: the space's, sglang)")
+    p.add_argument("--space", metavar="FILE", help="YAML narrowing or widening the space (%s)"
+                   % ", ".join(tune.SPACE_KEYS))
+    p.add_argument("--budget-launches", type=int, default=12, help="launches at most (default 12)")
+    p.add_argument("--budget-minutes", type=float, help="wall minutes at most (never exceeded)")
+    p.add_argument("--objective", default="coding", help="the case whose C=1 decode tok/s is maximised")
+    p.add_argument("--objective-requests", type=int,
+                   help="the objective case's fixed sample (default: its max_requests, the most the gate "
+                        "measures: the intervals that decide ties)")
+    p.add_argument("--api-key", default=os.environ.get("SGLANG_API_KEY"),
+                   help="the candidates' API key (default: $SGLANG_API_KEY, else the host's)")
+    p.add_argument("--stop", metavar="COMMAND",
+                   help="run after each launch's own group is stopped, to stop what it started elsewhere "
+                        "(e.g. a transient unit on the host); {port}, {args} as in --launch; must exit 0")
+    p.add_argument("--address", default="127.0.0.1",
+                   help="where the candidates are reached (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="every candidate's port (default: a free one each); the host's "
+                                            "own when its service is stopped for the tuning")
+    p.add_argument("--url", help="where the candidates are measured (default http://ADDRESS:PORT; a port "
+                                 "forwarded elsewhere, e.g. a container's published port)")
+    p.add_argument("--ready-timeout", type=float, help="seconds a candidate may take to be ready "
+                                                      "(default: the host's sglang_ready_timeout)")
+    p.add_argument("--out", metavar="DIR", help="the report's directory (default out/tune/<UTC time>)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_tune)
+
+
+def cmd_tune(args):
+    try:
+        return _tune(args)
+    except (TuneError, tune.SpaceError, ConfigError) as e:
+        sys.stderr.write("bench tune: %s\n" % e)
+        return EXIT_UNMEASURED
+
+
+def _space(args):
+    data = None
+    if args.space:
+        import yaml
+        try:
+            data = yaml.safe_load(Path(args.space).read_text())
+        except (OSError, yaml.YAMLError) as e:
+            raise TuneError("cannot read --space %s: %s" % (args.space, e))
+    wanted = [e.strip() for e in args.engines.split(",") if e.strip()] if args.engines else None
+    return tune.space_of(data, wanted)
+
+
+def _tune(args):
+    if args.budget_launches < 1:
+        raise TuneError("--budget-launches must be 1 or more, got %d" % args.budget_launches)
+    if args.port is not None and not 0 < args.port < 65536:
+        raise TuneError("--port must be a port number, got %d" % args.port)
+    if args.objective_requests is not None and args.objective_requests < 2:
+        raise TuneError("--objective-requests must be 2 or more, got %d" % args.objective_requests)
+    if args.budget_minutes is not None and args.budget_minutes <= 0:
+        raise TuneError("--budget-minutes must be above 0, got %g" % args.budget_minutes)
+    space = _space(args)
+    host = Host(args)
+    current = host.current_key()
+    commands = launch_commands(args.launch, sorted(set(space["engines"]) | {current[0]}))
+    try:
+        cases = plan.resolve(host.v.get("sglang_gate_plan"), host.thresholds, host.current,
+                             host.v.get("sglang_gate_calibrated"))
+    except ConfigError as e:
+        raise TuneError("the host's gate plan: %s" % e.message)
+    if args.objective not in [c["case"] for c in cases]:
+        raise TuneError("--objective %s is not a case of the host's gate plan (%s)"
+                        % (args.objective, ", ".join(c["case"] for c in cases)))
+    keys = tune.candidates(space, host.drafter_engines())
+    if current not in keys:
+        keys.append(current)
+    _, problems = host.render(current, 30000)
+    if problems:
+        raise TuneError("the host's own profile %s is refused by the deploy's preflight: %s"
+                        % (host.current, "; ".join(problems)))
+    refused = {}
+    for key in keys:
+        _, problems = host.render(key, 30000)
+        if problems:
+            refused[key] = "; ".join(problems)
+    objective = next(c for c in cases if c["case"] == args.objective)
+    needs = (host.profiles[host.current].get("context_length"), objective["options"]["concurrency"])
+    needs = (max([needs[0] or 0] + [c["options"]["prompt_tokens"] + c["options"]["max_tokens"]
+                                    for c in cases if c["options"]["prompts"] == "long_context"]) or None,
+             max([c["options"]["concurrency"] for c in cases]))
+    tuner = tune.Tuner(keys, current, refused=refused, capacity_model=host.capacity_model, needs=needs,
+                       budget=args.budget_launches)
+    stamp = datetime.datetime.utcnow().strftime("%Y%m%dT%H%M%SZ")
+    out_dir = Path(args.out) if args.out else DEFAULT_OUT / stamp
+    out_dir.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    # a launch's own end leaves room to stop it (SIGTERM's grace, then SIGKILL) within the budget
+    deadline = started + args.budget_minutes * 60 - STOP_GRACE - 10 if args.budget_minutes else float("inf")
+    ready_timeout = args.ready_timeout or float(host.v.get("sglang_ready_timeout") or 900)
+    records, durations = [], []
+    say = (lambda text: None) if args.quiet else (lambda text: sys.stderr.write(text + "\n"))
+    say("tune %s: %d settings, %d refused by the preflight; budget %d launches%s"
+        % (host.current, len(keys), len(refused), args.budget_launches,
+           ", %g min" % args.budget_minutes if args.budget_minutes else ""))
+    while True:
+        key = tuner.next()
+        if key is None:
+            break
+        if durations and time.monotonic() + max(durations) > deadline:
+            tuner.notes.append("stopped with %d launches left: the next would pass --budget-minutes"
+                               % tuner.left())
+            break
+        t0 = time.monotonic()
+        record = run_one(host, args, key, commands[key[0]], cases, tuner.bar(), ready_timeout, deadline,
+                         out_dir / "launches" / ("%02d-%s.log" % (len(records) + 1, tune.key_name(key))))
+        durations.append(time.monotonic() - t0)
+        tuner.record(key, record["outcome"])
+        records.append(record)
+        lead = tuner.leader()
+        say("[%s] %2d/%d %-44s %s | best %s | %d launch%s left"
+            % (_bar(len(records), args.budget_launches), len(records), args.budget_launches,
+               tune.key_label(key), _short(record["outcome"]),
+               "%s %.1f tok/s" % (tune.key_label(lead), tune.interval(tuner.passed()[lead])[0])
+               if lead else "-",
+               tuner.left(), "" if tuner.left() == 1 else "es"))
+        if record.get("stray"):
+            raise TuneError("launch %s left processes behind after SIGKILL: %s"
+                            % (tune.key_name(key), record["stray"]))
+    report = write_report(out_dir, host, tuner, records, cases, args, time.monotonic() - started)
+    print(report["headline"])
+    say("bench tune: wrote %s" % out_dir)
+    return EXIT_PASSED if report["answer"]["winner"] else EXIT_FAILED
+
+
+def _bar(done, total, width=12):
+    filled = int(round(width * done / float(max(total, 1))))
+    return "#" * filled + "." * (width - filled)
+
+
+def _short(o):
+    if not o.get("started", True):
+        return "did not start"
+    iv = tune.interval(o)
+    fig = "%.1f tok/s" % iv[0] if iv else "-"
+    if o.get("stopped"):
+        return fig + " (slower, stopped)"
+    return fig + (" passed" if o.get("passed") else " failed %s" % ",".join(o.get("failed_cases") or ()))
+
+
+def run_one(host, args, key, template, cases, bar, ready_timeout, deadline, log):
+    """Launch, wait, measure, stop one setting: its record (argv, outcome, seconds)."""
+    port = args.port or free_port()
+    argv, problems = host.render(key, port)
+    name = host.setting(key)[0]
+    record = {"key": list(key), "name": name, "label": tune.key_label(key), "argv": argv, "port": port}
+    if problems:
+        record["outcome"] = {"started": False, "error": "; ".join(problems)}
+        return record
+    command = fill(template, argv, port)
+    record["command"] = command
+    log.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    launch = Launch(command, log)
+    try:
+        engine = engines.get(key[0])
+        url = (args.url or "http://%s:%d" % (args.address, port)).rstrip("/")
+        why = launch.wait_ready(url, engine.ready_paths, ready_timeout, deadline)
+        record["ready_s"] = round(time.monotonic() - t0, 1)
+        if why:
+            record["outcome"] = {"started": False, "error": why, "memory": launch.memory()}
+        else:
+            try:
+                outcome, results = measure(host, args, url, name, cases, args.objective, bar, deadline)
+                record["outcome"] = outcome
+                record["results"] = [{k: r.get(k) for k in ("passed", "verdict", "failed_cases", "cases",
+                                                             "capacity")} for r in results]
+            except MeasureError as e:
+                record["outcome"] = {"started": True, "passed": False, "failed_cases": ["unmeasured"],
+                                     "failure": str(e)}
+    finally:
+        stray = launch.stop()
+        if stray:
+            record["stray"] = stray
+        if args.stop:  # what stops the candidate where the launch command cannot (a remote host)
+            done = subprocess.run(fill(args.stop, argv, port), shell=True, cwd=str(ROOT), capture_output=True,
+                                  text=True, timeout=STOP_GRACE + 60)
+            if done.returncode != 0:
+                record["stray"] = "--stop exited %d: %s" % (done.returncode,
+                                                            (done.stdout + done.stderr).strip()[-300:])
+    record["seconds"] = round(time.monotonic() - t0, 1)
+    return record
+
+
+def write_report(out_dir, host, tuner, records, cases, args, seconds):
+    from bench import tune_report
+    return tune_report.write(out_dir, host, tuner, records, cases, args, seconds)

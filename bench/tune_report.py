@@ -1,0 +1,199 @@
+"""What `python -m bench tune` writes: tune.md (the answer first, why every other setting lost,
+then every launch), tune.json (every launch's argv, figures and verdicts; ``winner.argv``),
+tune.png (each launch's objective figure on its interval) and tuned.yml (the winner as a named
+profile over its base, thresholds from its own figures, ``sglang_profile`` set to it)."""
+from __future__ import annotations
+
+import datetime
+import json
+
+from sglang_perf import plan, tune
+
+# Thresholds of the winner: this far beyond its own figures' interval bounds (plan.propose's
+# margin, bench calibrate's default).
+MARGIN = 0.1
+
+
+def _iv(o):
+    return tune.interval(o) if o else None
+
+
+def _fmt_iv(o):
+    iv = _iv(o)
+    return "-" if iv is None else "%.1f [%.1f, %.1f]" % iv
+
+
+def gain(a, b):
+    """(estimate, lower, upper) in percent of a over b, the bounds from the two intervals."""
+    x, y = _iv(a), _iv(b)
+    if x is None or y is None or min(y) <= 0:
+        return None
+    return 100 * (x[0] / y[0] - 1), 100 * (x[1] / y[2] - 1), 100 * (x[2] / y[1] - 1)
+
+
+def _gain_text(g):
+    return "-" if g is None else "%+.1f%% [%+.1f, %+.1f]" % g
+
+
+def winner_results(records, key):
+    for r in reversed(records):
+        if tuple(r["key"]) == tuple(key) and r.get("results"):
+            return r["results"]
+    return []
+
+
+def _at_bounds(result):
+    """A plan result whose figures are their intervals' bounds on the side a threshold holds
+    (lower for speed and accept length, upper for TTFT): one run of the tuner stands for the
+    spread bench calibrate reads from several."""
+    cases = []
+    for r in result.get("cases") or []:
+        iv = r.get("intervals") or {}
+
+        def bound(name, side, fallback, iv=iv):
+            value = (iv.get(name) or {}).get(side)
+            return fallback if value is None else value
+        cases.append(dict(r, decode_tok_s={"median": bound("decode_tok_s", "lower",
+                                                            (r.get("decode_tok_s") or {}).get("median"))},
+                          accept_len=bound("accept_len", "lower", r.get("accept_len")),
+                          aggregate_tok_s=bound("aggregate_tok_s", "lower", r.get("aggregate_tok_s")),
+                          ttft_s={"p50": bound("ttft_s", "upper", (r.get("ttft_s") or {}).get("p50"))}))
+    return dict(result, cases=cases)
+
+
+def thresholds_for(records, key, host):
+    """{case: thresholds} of the winner from its own figures: MARGIN beyond their intervals' bounds
+    (plan.propose, as bench calibrate); a case it has no figure for keeps the current profile's."""
+    proposed = plan.propose([_at_bounds(r) for r in winner_results(records, key)], MARGIN)
+    current = host.thresholds.get(host.current) or {}
+    out = {}
+    for case in (host.v.get("sglang_gate_plan") or {}):
+        if case in proposed and proposed[case]["thresholds"]:
+            out[case] = proposed[case]["thresholds"]
+        elif case in current:
+            out[case] = current[case]
+    return out
+
+
+def tuned_vars(host, tuner, answer, records, when):
+    """The vars file: the host's profiles and thresholds with the winner added (extra variables
+    replace a variable whole), sglang_profile set to it; the current profile alone when it is kept."""
+    winner = answer["winner"]
+    if winner is None or winner == tuner.current or not answer["beats_current"]:
+        return {"sglang_profile": host.current}, None
+    name, entry, _ = host.setting(winner)
+    profiles = dict(host.raw_profiles, **{name: entry})
+    thresholds = dict(host.v.get("sglang_gate_thresholds") or {})
+    thresholds[name] = thresholds_for(records, winner, host)
+    return {"sglang_profile": name, "sglang_profiles": profiles, "sglang_gate_thresholds": thresholds}, name
+
+
+def write(out_dir, host, tuner, records, cases, args, seconds):
+    import yaml
+    answer = tuner.answer()
+    when = datetime.datetime.utcnow().replace(microsecond=0).isoformat() + "Z"
+    outcomes = {tuple(k): o for k, o in tuner.launches}
+    winner, cur = answer["winner"], tuner.current
+    wo, co = outcomes.get(winner), outcomes.get(cur)
+    host_name = host.vars.get("inventory_hostname")
+    lines = ["# Tuning %s (profile %s)" % (host_name, host.current), "", "## The answer", ""]
+    if winner is None:
+        headline = "no setting passed the gate plan: nothing to deploy (the launches below say why)"
+    elif winner == cur or not answer["beats_current"]:
+        best = max((k for k in tuner.passed() if k != cur), key=lambda k: tune.interval(tuner.passed()[k])[0],
+                   default=None)
+        headline = "nothing beats the current profile %s (%s tok/s) beyond the intervals: it is kept%s" % (
+            host.current, _fmt_iv(co),
+            "; the best other, %s, %s tok/s (%s)" % (tune.key_label(best), _fmt_iv(outcomes[best]),
+                                                     _gain_text(gain(outcomes[best], co))) if best else "")
+    else:
+        name = host.setting(winner)[0]
+        headline = "the winner is %s (`%s`): %s tok/s on %s at C=1, accept length %s; against the current " \
+                   "profile %s (%s tok/s): %s" % (
+                       tune.key_label(winner), name, _fmt_iv(wo), args.objective,
+                       "%.2f" % wo["accept_len"] if wo.get("accept_len") else "-", host.current, _fmt_iv(co),
+                       _gain_text(gain(wo, co)))
+    lines.append(headline + ".")
+    if answer["runner_up"] is not None and winner is not None:
+        ru = answer["runner_up"]
+        lines += ["", "Runner-up: %s, %s tok/s; the winner against it: %s." % (
+            tune.key_label(ru), _fmt_iv(outcomes[ru]), _gain_text(gain(wo, outcomes[ru])))]
+    grid = len(tuner.keys) - len(tuner.refused)
+    mean = sum(r.get("seconds", 0) for r in records) / float(len(records)) if records else 0.0
+    lines += ["", "%d launches of a budget of %d in %.1f min (%s); the %d settings the preflight accepts "
+              "would take %d launches, about %.0f min at this run's %.0f s a launch." % (
+                  len(records), tuner.budget, seconds / 60.0,
+                  "the search ended" if tuner.left() > 0 and not tuner.notes else "; ".join(tuner.notes) or
+                  "the budget was spent", grid, grid, grid * mean / 60.0, mean)]
+    lines += ["", "Intervals at the gate's level; ties (overlapping intervals) go to the cheaper setting: no "
+              "drafter before a drafter, fewer draft tokens, adaptive off, the lower memory fraction.", "",
+              "## Why each other setting lost", "", "| setting | why |", "|---|---|"]
+    order = sorted(answer["reasons"], key=lambda k: (k not in outcomes, k in tuner.refused, tune.cost(k)))
+    for k in order:
+        lines.append("| %s | %s |" % (tune.key_label(k), answer["reasons"][k].replace("|", "\\|")))
+    lines += ["", "## Launches", "", "| # | setting | ready (s) | %s tok/s | accept length | capacity | "
+              "verdict | seconds |" % args.objective, "|---|---|---|---|---|---|---|---|"]
+    for i, r in enumerate(records, 1):
+        o = r["outcome"]
+        cap = o.get("capacity") or {}
+        lines.append("| %d | %s | %s | %s | %s | %s | %s | %s |" % (
+            i, r["label"], r.get("ready_s", "-"), _fmt_iv(o),
+            "%.2f" % o["accept_len"] if o.get("accept_len") else "-",
+            "context %s, %s running" % (cap.get("effective_context"), cap.get("max_running_requests"))
+            if cap else "-", _verdict(o), r.get("seconds", "-")))
+    (out_dir / "tune.md").write_text("\n".join(lines) + "\n")
+    tuned, tuned_name = tuned_vars(host, tuner, answer, records, when)
+    header = "# python -m bench tune, %s: %s\n# deploy it through the gate: ansible-playbook deploy.yml " \
+             "-e @%s\n" % (
+        when, headline.replace("\n", " ")[:300], out_dir / "tuned.yml")
+    (out_dir / "tuned.yml").write_text(header + yaml.safe_dump(tuned, sort_keys=False,
+                                                               default_flow_style=False))
+    data = {"host": host_name, "profile": host.current, "time": when, "seconds": round(seconds, 1),
+            "objective": args.objective, "budget_launches": tuner.budget, "cases": [c["case"] for c in cases],
+            "settings": len(tuner.keys), "refused": {tune.key_name(k): v for k, v in tuner.refused.items()},
+            "launches": records, "notes": tuner.notes, "headline": headline,
+            "winner": {"key": list(winner), "name": host.setting(winner)[0], "label": tune.key_label(winner),
+                       "argv": next((r["argv"] for r in reversed(records) if tuple(r["key"]) == winner),
+                                    None),
+                       "tok_s": (wo or {}).get("tok_s"), "beats_current": answer["beats_current"],
+                       "profile": tuned_name} if winner else None,
+            "runner_up": tune.key_name(answer["runner_up"]) if answer["runner_up"] else None,
+            "reasons": {tune.key_name(k): v for k, v in answer["reasons"].items()}}
+    (out_dir / "tune.json").write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+    chart(out_dir / "tune.png", records, winner, args.objective)
+    return {"answer": answer, "headline": headline}
+
+
+def _verdict(o):
+    if not o.get("started", True):
+        return "did not start: %s" % (o.get("error") or "")[:120].replace("|", "\\|")
+    if o.get("stopped"):
+        return "slower (stopped after the objective)"
+    return "passed" if o.get("passed") else "failed: %s" % ", ".join(o.get("failed_cases") or ())
+
+
+def chart(path, records, winner, objective):
+    """Each launch's objective figure on its interval, in launch order; the winner marked."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(9, 0.45 * max(len(records), 3) + 1.2))
+    for i, r in enumerate(records):
+        iv = tune.interval(r["outcome"])
+        y = len(records) - i
+        if iv is None:
+            ax.text(0, y, "  did not start", va="center", fontsize=8, color="#a33")
+            continue
+        colour = "#2a7" if r["outcome"].get("passed") else "#999"
+        if tuple(r["key"]) == winner:
+            colour = "#16c"
+        ax.plot([iv[1], iv[2]], [y, y], color=colour, lw=3)
+        ax.plot([iv[0]], [y], "o", color=colour)
+    ax.set_yticks([len(records) - i for i in range(len(records))])
+    ax.set_yticklabels([r["label"] for r in records], fontsize=8)
+    ax.set_xlabel("%s decode tok/s at C=1 (interval); blue: the answer, green: passed, grey: did not pass"
+                  % objective, fontsize=8)
+    ax.set_xlim(left=0)
+    fig.tight_layout()
+    fig.savefig(str(path), dpi=100)
+    plt.close(fig)

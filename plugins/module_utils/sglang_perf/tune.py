@@ -1,0 +1,637 @@
+# -*- coding: utf-8 -*-
+"""The tuner's decisions (docs/tune.md): the space of settings around a host's profile, what one
+launch's figures predict for the settings not launched, which launch comes next within the
+budget, and the answer. No I/O: bench/tune.py launches, measures and writes; this decides.
+Standard library only.
+
+A setting is one engine, one kind of speculation (none; a chain of the model's MTP head at
+``depth`` steps, adaptive or not; a drafter's block of ``depth`` tokens) and one
+mem_fraction_static. The host's context length and max running requests are kept: they are
+promises to its users.
+
+Economy, in the order the search spends launches:
+
+1. the host's current profile (the figure to beat, and a point of the step-time model);
+2. the deepest chain of each engine (its acceptance at every position: the accept length of
+   every shallower chain is the sum of its first positions, read, not launched) and the largest
+   block of the host's drafter (the same for smaller blocks);
+3. the settings whose prediction - accept length over a step time fitted on the launches'
+   measured step times, a + b x draft tokens per kind - reaches the leader's lower bound, best
+   first, the model refitted after each; a launch is measured on the objective case first and
+   stopped there when its upper bound is under the leader's lower bound;
+4. the memory fraction last: speed does not follow it, capacity does. For the leaders, the
+   lowest fraction whose capacity - the launch's reported figures moved by the memory model's
+   change between the two fractions - holds the promise and the plan's needs; a setting that
+   failed capacity moves up, one that did not start (out of memory) moves down.
+
+Every setting in the answer was measured (finalists are launched, never only predicted); the
+answer is the fastest that passed the whole plan, ties (overlapping intervals) to the cheaper:
+no drafter before a drafter, fewer draft tokens, adaptive off, the lower fraction. When nothing
+beats the current profile beyond the intervals, the current profile is the answer."""
+from __future__ import annotations
+
+from . import engines
+
+# The default space (issue 34): chains of 1-6 steps with and without adaptive, drafter blocks
+# 4/8/16, fractions 0.80-0.92 by 0.02.
+DEFAULT_SPACE = {"engines": ["sglang"], "no_spec": True, "chain_steps": [1, 2, 3, 4, 5, 6],
+                 "adaptive": [False, True], "blocks": [4, 8, 16],
+                 "mem_fractions": [0.80, 0.82, 0.84, 0.86, 0.88, 0.90, 0.92]}
+SPACE_KEYS = {"engines": list, "no_spec": bool, "chain_steps": list, "adaptive": list, "blocks": list,
+              "mem_fractions": list}
+KINDS = ("none", "chain", "block")
+# Every speculative setting a profile may carry: a setting of the tuner states its own and no other.
+SPEC_KEYS = ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
+             "speculative_num_draft_tokens", "speculative_adaptive", "speculative_adaptive_config",
+             "draft_model")
+PROMISES = ("context_length", "max_running_requests")
+# Launches of a setting at other fractions before it is given up (capacity up / start-up down).
+MEMORY_TRIES = 3
+
+
+# What an engine says at start-up when the fraction was wrong, lower case: its pools too small
+# for what it must hold (SGLang's memory pool errors: "... increase --mem-fraction-static"; vLLM's
+# "no available memory for the cache blocks", "... increasing `gpu_memory_utilization`"), or the GPU
+# out of memory (torch's OutOfMemoryError) - checked in that order.
+MEMORY_UNDER = ("increase --mem-fraction-static", "too small to serve", "not enough gpu memory for hybrid",
+                "no available memory for the cache blocks", "increasing `gpu_memory_utilization`",
+                "increase gpu_memory_utilization")
+MEMORY_OVER = ("out of memory", "outofmemoryerror")
+
+
+def memory_signal(text):
+    """"under", "over" or None for a failed start's log text (lower case)."""
+    if any(sign in text for sign in MEMORY_UNDER):
+        return "under"
+    if any(sign in text for sign in MEMORY_OVER):
+        return "over"
+    return None
+
+
+class SpaceError(ValueError):
+    """A --space file that cannot be read as a space; the message names the key."""
+
+
+def space_of(data, engines_given=None):
+    """DEFAULT_SPACE with the keys of ``data`` (a --space file's mapping) over it; SpaceError
+    naming what is wrong. ``engines_given``: --engines, over the file's."""
+    data = {} if data is None else data
+    if not isinstance(data, dict):
+        raise SpaceError("the space must be a mapping of %s, got %r" % (", ".join(SPACE_KEYS), data))
+    unknown = sorted(set(data) - set(SPACE_KEYS))
+    if unknown:
+        raise SpaceError("unknown key(s) %s (known: %s)"
+                         % (", ".join(map(str, unknown)), ", ".join(SPACE_KEYS)))
+    space = {k: (list(v) if isinstance(v, list) else v) for k, v in DEFAULT_SPACE.items()}
+    for key, value in data.items():
+        if not isinstance(value, SPACE_KEYS[key]):
+            raise SpaceError("%s must be a %s, got %r" % (key, SPACE_KEYS[key].__name__, value))
+        space[key] = value
+    if engines_given:
+        space["engines"] = list(engines_given)
+    for e in space["engines"]:
+        if engines.find(e) is None:
+            raise SpaceError("engines: %r is not an engine (known: %s)" % (e, ", ".join(engines.names())))
+    for key in ("chain_steps", "blocks"):
+        bad = [x for x in space[key] if isinstance(x, bool) or not isinstance(x, int) or x < 1]
+        if bad:
+            raise SpaceError("%s must be whole numbers of at least 1, got %s" % (key, bad))
+    if [b for b in space["blocks"] if b < 2]:
+        raise SpaceError("blocks must be at least 2 tokens (one drafted), got %s" % space["blocks"])
+    if any(not isinstance(a, bool) for a in space["adaptive"]):
+        raise SpaceError("adaptive must list true and/or false, got %s" % space["adaptive"])
+    bad = [f for f in space["mem_fractions"] if isinstance(f, bool) or not isinstance(f, (int, float))
+           or not 0 < f < 1]
+    if bad or not space["mem_fractions"]:
+        raise SpaceError("mem_fractions must be fractions between 0 and 1, got %s" % space["mem_fractions"])
+    space["mem_fractions"] = sorted({round(float(f), 4) for f in space["mem_fractions"]})
+    return space
+
+
+# ---------------------------------------------------------------------------- settings ------
+def key_name(key):
+    """A setting's profile name: tune_<engine>_<kind><depth>[_adaptive]_m<fraction x 100>."""
+    engine, kind, depth, adaptive, mem = key
+    what = {"none": "no_spec", "chain": "chain%d" % depth, "block": "block%d" % depth}[kind]
+    return "tune_%s_%s%s_m%s" % (engine, what, "_adaptive" if adaptive else "",
+                                 ("%g" % (mem * 100)).replace(".", "p"))
+
+
+def key_label(key):
+    """How a report names a setting: 'SGLang NEXTN 4 steps adaptive, mem 0.86'."""
+    engine, kind, depth, adaptive, mem = key
+    eng = engines.get(engine)
+    what = {"none": "no speculation",
+            "chain": "%s %d step%s%s" % (eng.tune_algorithms["chain"], depth, "" if depth == 1 else "s",
+                                         " adaptive" if adaptive else ""),
+            "block": "%s block %d" % (eng.tune_algorithms["block"], depth)}[kind]
+    return "%s %s, mem %.2f" % (eng.label, what, mem)
+
+
+def draft_tokens(key):
+    """Tokens one verify can yield: chain steps + 1, the block, 1 without speculation."""
+    _, kind, depth, _, _ = key
+    return depth + 1 if kind == "chain" else depth if kind == "block" else 1
+
+
+def cost(key):
+    """Ties go to the cheaper: no drafter, fewer draft tokens, adaptive off, the lower fraction."""
+    _, kind, _, adaptive, mem = key
+    return (kind == "block", draft_tokens(key), bool(adaptive), mem)
+
+
+def spec_of(key):
+    """The setting without its fraction: what speed follows."""
+    return key[:4]
+
+
+def candidates(space, drafter_engines):
+    """Every setting of ``space``: (engine, kind, depth, adaptive, mem). ``drafter_engines``: the
+    engines the host has a drafter profile on (blocks only there)."""
+    out = []
+    for engine in space["engines"]:
+        eng = engines.get(engine)
+        specs = [("none", 0, False)] if space["no_spec"] else []
+        for steps in space["chain_steps"]:
+            for adaptive in space["adaptive"]:
+                if adaptive and not eng.tune_adaptive:
+                    continue
+                specs.append(("chain", steps, adaptive))
+        if engine in drafter_engines:
+            specs += [("block", b, False) for b in space["blocks"]]
+        out += [(engine, kind, depth, adaptive, mem) for kind, depth, adaptive in specs
+                for mem in space["mem_fractions"]]
+    return out
+
+
+def template_of(profiles, engine, kind, current):
+    """The host profile a setting is written over (tuned.yml names it as the base): the current
+    profile for its own engine and kind, else the first profile of that engine and kind (a block
+    needs the host's drafter profile), else for no speculation or a chain the engine's first
+    profile. None when the host has none (a block without a drafter profile)."""
+    def kind_of(p):
+        algo = (p.get("speculative_algorithm") or "").upper()
+        if not algo:
+            return "none"
+        return "block" if p.get("draft_model") else "chain"
+
+    def engine_of(p):
+        return p.get("engine") or engines.DEFAULT
+
+    named = [current] + sorted(n for n in profiles if n != current)
+    for want_kind in ((kind,) if kind == "block" else (kind, None)):
+        for name in named:
+            p = profiles.get(name)
+            if isinstance(p, dict) and engine_of(p) == engine and \
+                    (want_kind is None or kind_of(p) == want_kind):
+                if kind == "block" and p.get("speculative_algorithm", "").upper() != \
+                        engines.get(engine).tune_algorithms["block"]:
+                    continue
+                return name
+    return None
+
+
+def settings_of(key, profiles, current):
+    """(base profile name, what the setting states over it) for ``key`` on the host whose flat
+    profiles are ``profiles``; None when it has no profile to write it over."""
+    engine, kind, depth, adaptive, mem = key
+    base = template_of(profiles, engine, kind, current)
+    if base is None:
+        return None
+    eng = engines.get(engine)
+    base_p = profiles[base]
+    # the base's speculation goes (a block keeps the base's drafter), the setting's comes
+    over = {k: None for k in set(SPEC_KEYS) | {k for k in base_p if k.startswith("speculative_")}
+            if kind != "block" or not (k == "draft_model" or k.startswith("speculative_draft_"))}
+    over.update({k: v for k, v in eng.tune_settings(kind, depth, adaptive).items()})
+    over["mem_fraction_static"] = mem
+    cur = profiles.get(current) or {}
+    for k in PROMISES:  # the host's promises, as its current profile makes them
+        over[k] = cur.get(k)
+    # only what differs from the base (a null removes the base's)
+    diff = {k: v for k, v in over.items() if base_p.get(k) != v and not (v is None and k not in base_p)}
+    return base, diff
+
+
+def flat(base_profile, diff):
+    """The flat profile of a setting (inherit.resolve's rule: a null removes the base's)."""
+    out = dict(base_profile)
+    for k, v in diff.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = v
+    return out
+
+
+# ----------------------------------------------------------------------- measurements ------
+def interval(outcome):
+    """(estimate, lower, upper) of a launch's objective decode tok/s; None when not measured."""
+    iv = (outcome or {}).get("tok_s") or {}
+    if iv.get("estimate") is None:
+        return None
+    est = float(iv["estimate"])
+    return est, float(iv.get("lower", est) if iv.get("lower") is not None else est), \
+        float(iv.get("upper", est) if iv.get("upper") is not None else est)
+
+
+def step_time(outcome):
+    """Seconds a verify takes at C=1: accept length / decode tok/s (1 / tok/s without drafts)."""
+    iv = interval(outcome)
+    if iv is None or iv[0] <= 0:
+        return None
+    return float(outcome.get("accept_len") or 1.0) / iv[0]
+
+
+def fit_line(points):
+    """Least squares (a, b) of t = a + b x over ``points`` [(x, t)]; with one x: (t, 0)."""
+    xs = {x for x, _ in points}
+    n = len(points)
+    if n == 0:
+        return None
+    mx = sum(x for x, _ in points) / float(n)
+    mt = sum(t for _, t in points) / float(n)
+    if len(xs) < 2:
+        return mt, 0.0
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    b = sum((x - mx) * (t - mt) for x, t in points) / sxx
+    return mt - b * mx, b
+
+
+def accept_from_positions(by_position, positions):
+    """The accept length of a draft of ``positions`` positions, from a deeper one's acceptance
+    per position (the share of verifies that accepted position k: the first ``positions`` of a
+    chain or a block are the same drafts). None when the deeper draft is not deep enough."""
+    if by_position is None or positions > len(by_position):
+        return None
+    return 1.0 + sum(float(p) for p in by_position[:positions])
+
+
+class Tuner(object):
+    """The search over ``keys`` (candidates()) around the current setting ``current_key``.
+
+    ``refused``: {key: reason} the preflight gave (never launched). ``capacity_model(key, mem)``:
+    the memory model's (kv tokens, running requests) of a setting, or None; ``needs``: (context
+    tokens, running requests) the promise and the plan need. Record each launch with record();
+    next() names the next setting to launch (None: done); answer() says what won and why every
+    other setting lost."""
+
+    def __init__(self, keys, current_key, refused=None, capacity_model=None, needs=(None, None),
+                 budget=12):
+        self.keys = list(keys)
+        self.current = current_key
+        self.refused = dict(refused or {})
+        self.capacity_model = capacity_model
+        self.needs = needs
+        self.budget = int(budget)
+        self.launches = []  # [(key, outcome)]
+        self.notes = []
+
+    # -- what is known ---------------------------------------------------------------------
+    def outcome(self, key):
+        for k, o in reversed(self.launches):
+            if k == key:
+                return o
+        return None
+
+    def measured(self):
+        """{key: outcome} of launches with an objective figure."""
+        return {k: o for k, o in self.launches if interval(o) is not None}
+
+    def passed(self):
+        return {k: o for k, o in self.measured().items() if o.get("passed")}
+
+    def leader(self):
+        """The passing launch with the highest estimate, or None."""
+        ok = self.passed()
+        if not ok:
+            return None
+        return max(ok, key=lambda k: interval(ok[k])[0])
+
+    def record(self, key, outcome):
+        self.launches.append((key, dict(outcome)))
+
+    def left(self):
+        return self.budget - len(self.launches)
+
+    # -- the model -------------------------------------------------------------------------
+    def _launched_specs(self):
+        return {spec_of(k) for k, _ in self.launches}
+
+    def _speed_by_spec(self):
+        """{spec: outcome} the best-measured launch of each spec (speed does not follow the fraction)."""
+        out = {}
+        for k, o in self.launches:
+            if interval(o) is not None:
+                out[spec_of(k)] = o
+        return out
+
+    def predict(self, spec):
+        """Predicted (tok/s, accept length) of a spec from the launches, or None: the deepest
+        launch of its kind gives the accept length, a line through the kind's step times the time."""
+        engine, kind, depth, adaptive, _ = spec + (None,)
+        speeds = self._speed_by_spec()
+        if spec in speeds:
+            o = speeds[spec]
+            return interval(o)[0], o.get("accept_len") or 1.0
+        same = [(s, o) for s, o in speeds.items() if s[0] == engine and s[1] == kind]
+        if kind == "none":
+            chains = [(draft_tokens(s + (0,)), step_time(o)) for s, o in speeds.items()
+                      if s[0] == engine and s[1] == "chain" and not s[3] and step_time(o)]
+            line = fit_line(chains) if len({x for x, _ in chains}) >= 2 else None
+            if line is None:
+                return None
+            t0 = line[0] + line[1] * 1  # one token a step, the chain's line at no draft
+            return (1.0 / t0, 1.0) if t0 > 0 else None
+        positions = depth if kind == "chain" else depth - 1
+        deep = [o for s, o in same if o.get("by_position") and len(o["by_position"]) >= positions]
+        if not deep:
+            return None
+        al = accept_from_positions(max(deep, key=lambda o: len(o["by_position"]))["by_position"], positions)
+        pts = [(draft_tokens(s + (0,)), step_time(o)) for s, o in same if not s[3] and step_time(o)]
+        if not pts:
+            return None
+        a, b = fit_line(pts)
+        if len({x for x, _ in pts}) < 2:
+            b = 0.0  # one depth known: the same step time (optimistic for a shorter draft)
+        t = a + b * (depth + 1 if kind == "chain" else depth)
+        if adaptive:  # adaptive at C=1 settles on one of its candidate steps: at best the best fixed
+            return None
+        return (al / t, al) if t > 0 else None
+
+    # -- the next launch -------------------------------------------------------------------
+    def _at_fraction(self, spec, prefer):
+        """The setting of ``spec`` to launch: at the fraction its kind last started at on its
+        engine (else ``prefer``) when the preflight accepts it, else the nearest accepted fraction
+        (the higher first), never at or above one where its kind ran out of memory; None when
+        every fraction is excluded."""
+        kind = [(k, o) for k, o in self.launches if k[:2] == spec[:2]]
+        started = [k[4] for k, o in kind if o.get("started", True)]
+        no_room = [k[4] for k, o in kind if o.get("memory") == "over"]
+        prefer = started[-1] if started else prefer
+        options = [k for k in self.keys if spec_of(k) == spec and k not in self.refused
+                   and (not no_room or k[4] < min(no_room))]
+        if not options:
+            return None
+        return min(options, key=lambda k: (abs(k[4] - prefer), -k[4]))
+
+    def _fresh(self, key):
+        return key is not None and self.outcome(key) is None
+
+    def next(self):
+        """The next setting to launch, or None when the search is done (or the budget spent)."""
+        if self.left() <= 0:
+            return None
+        if self.outcome(self.current) is None and self.current not in self.refused:
+            return self.current
+        prefer = self.current[4]
+        engines_first = sorted({k[0] for k in self.keys}, key=lambda e: (e != self.current[0], e))
+        for engine in engines_first:
+            for kind in ("chain", "block"):
+                probe = self._probe(engine, kind, prefer)
+                if probe is not None:
+                    return probe
+        return self._next_contender(prefer) or self._next_memory() or self._next_spare(prefer)
+
+    def _probe(self, engine, kind, prefer):
+        """The deepest setting of a kind (its acceptance per position), then a second depth for
+        its step-time line: a chain's middle depth, a block's next largest (only when a smaller
+        block could still reach the leader at the chain's fastest step)."""
+        specs = sorted({spec_of(k) for k in self.keys if k[0] == engine and k[1] == kind and not k[3]
+                        and self._at_fraction(spec_of(k), prefer) is not None}, key=lambda s: s[2])
+        if not specs:
+            return None
+        launched = sorted({s[2] for s in self._launched_specs()
+                           if s[0] == engine and s[1] == kind and not s[3]})
+        if specs[-1][2] not in launched:
+            return self._at_fraction(specs[-1], prefer)
+        if not any(o.get("started", True) for k, o in self.launches if spec_of(k) == specs[-1]):
+            return self._retry(specs[-1])  # it did not start for its fraction: another one
+        if len(launched) >= 2:
+            return None
+        shallower = [s for s in specs if s[2] < specs[-1][2]]
+        if not shallower:
+            return None
+        if kind == "chain":
+            return self._at_fraction(shallower[len(shallower) // 2], prefer)
+        deep = self._speed_by_spec().get(specs[-1])
+        fastest = self._fastest_step(engine)
+        if deep is None or fastest is None:
+            return None
+        best = max(accept_from_positions(deep.get("by_position"), s[2] - 1) or 0.0
+                   for s in shallower) / fastest
+        return self._at_fraction(shallower[-1], prefer) if best >= self.bar() else None
+
+    def _retry(self, spec):
+        """After ``spec`` failed to start for its fraction: out of memory, the lowest accepted
+        fraction under the lowest that failed that the memory model says holds what is needed
+        (else one step down); pools too small, the lowest above the highest that failed. None
+        after MEMORY_TRIES launches, or when it failed for another reason."""
+        tried = [(k, o) for k, o in self.launches if spec_of(k) == spec]
+        signals = {o.get("memory") for _, o in tried}
+        if len(tried) >= MEMORY_TRIES or any(o.get("started", True) for _, o in tried) or None in signals:
+            return None
+        ceiling = min([k[4] for k, o in tried if o.get("memory") == "over"] or [2.0])
+        floor = max([k[4] for k, o in tried if o.get("memory") == "under"] or [-1.0])
+        options = sorted((k for k in self.keys if spec_of(k) == spec and k not in self.refused
+                          and floor < k[4] < ceiling), key=lambda k: k[4])
+        held = [k for k in options if self._holds_model(k)]
+        if held:  # the lowest the memory model says holds what is needed: the cheapest
+            return held[0]
+        unknown = [k for k in options if self._holds_model(k) is None]
+        if not unknown:
+            return None
+        return unknown[-1] if ceiling < 2.0 else unknown[0]  # no model: one step away
+
+    def _holds_model(self, key):
+        """The memory model's own word on ``key`` (no launch of it reported a capacity)."""
+        need_ctx, need_run = self.needs
+        m = self.capacity_model(key, key[4]) if self.capacity_model else None
+        if m is None:
+            return None
+        if need_ctx and m[0] < need_ctx:
+            return False
+        if need_run and m[1] is not None and m[1] < need_run:
+            return False
+        return True
+
+    def _fastest_step(self, engine):
+        """The chain line's intercept (a verify of the target alone), else the shortest step time
+        measured on the engine: no draft can verify faster."""
+        speeds = self._speed_by_spec()
+        pts = [(draft_tokens(s + (0,)), step_time(o)) for s, o in speeds.items()
+               if s[0] == engine and s[1] == "chain" and not s[3] and step_time(o)]
+        if len({x for x, _ in pts}) >= 2:
+            a, b = fit_line(pts)
+            if a + b > 0:
+                return a + b
+        times = [step_time(o) for s, o in speeds.items() if s[0] == engine and step_time(o)]
+        return min(times) if times else None
+
+    def bar(self):
+        """The lower bound a setting must reach to matter: the leader's (0 without one)."""
+        lead = self.leader()
+        return interval(self.passed()[lead])[1] if lead else 0.0
+
+    def _next_contender(self, prefer):
+        """The unlaunched spec predicted fastest among those predicted above the leader's lower bound."""
+        bar = self.bar()
+        launched = self._launched_specs()
+        best = None
+        for spec in sorted({spec_of(k) for k in self.keys} - launched):
+            pred = self.predict(spec)
+            if pred is None or pred[0] < bar:
+                continue
+            key = self._at_fraction(spec, prefer)
+            if key is not None and (best is None or pred[0] > best[0]):
+                best = (pred[0], key)
+        return best[1] if best else None
+
+    def _next_memory(self):
+        """For the fastest specs measured (those tied with the leader, or faster but failing only
+        on capacity or start-up): the lowest fraction predicted to hold what is needed, launched
+        to be measured; a failed start moves down, failed capacity up."""
+        ranked = self._speed_ranked()
+        if not ranked:
+            return None
+        top = interval(ranked[0][1])
+        for spec_key, o in ranked:
+            iv = interval(o)
+            if top and iv and iv[2] < top[1]:
+                break
+            key = self._memory_step(spec_key)
+            if key is not None:
+                return key
+        return None
+
+    def _speed_ranked(self):
+        """Launches whose only failure (if any) is capacity, fastest first; a setting that did
+        not start ranks by its prediction."""
+        rows = []
+        for k, o in self.launches:
+            if interval(o) is not None and (o.get("passed") or o.get("failed_only_capacity")):
+                rows.append((interval(o)[0], k, o))
+            elif not o.get("started", True):
+                pred = self.predict(spec_of(k))
+                if pred:
+                    rows.append((pred[0], k, dict(o, tok_s={"estimate": pred[0], "lower": pred[0],
+                                                          "upper": pred[0]})))
+        rows.sort(key=lambda r: -r[0])
+        return [(k, o) for _, k, o in rows]
+
+    def _memory_step(self, key):
+        """The next fraction to launch ``key``'s spec at, or None when nothing is left to learn."""
+        spec = spec_of(key)
+        fractions = sorted(k[4] for k in self.keys if spec_of(k) == spec and k not in self.refused)
+        tried = [(k, o) for k, o in self.launches if spec_of(k) == spec]
+        if len(tried) > MEMORY_TRIES:
+            return None
+        ok = [k[4] for k, o in tried if o.get("passed")]
+        no_start = [k[4] for k, o in tried if not o.get("started", True) and o.get("memory") != "under"]
+        short = [k[4] for k, o in tried if o.get("failed_only_capacity") or o.get("memory") == "under"]
+        ceiling = min(no_start) if no_start else None
+        floor = max(short) if short else None
+        cand = [f for f in fractions if (ceiling is None or f < ceiling) and (floor is None or f > floor)]
+        if ok:
+            cand = [f for f in cand if f < min(ok)]
+        if not cand:
+            return None
+        holds = [f for f in cand if self._holds(key, f, tried) is not False]
+        pick = min(holds) if holds else None
+        if pick is None:
+            return None
+        target = (spec + (pick,))
+        return target if self._fresh(target) else None
+
+    def _holds(self, key, mem, tried):
+        """Whether the spec of ``key`` at ``mem`` is predicted to hold the needs: a launch's
+        reported capacity moved by the memory model's change; None when it cannot be told."""
+        need_ctx, need_run = self.needs
+        reported = [(k, o["capacity"]) for k, o in tried if o.get("capacity")]
+        if not reported or self.capacity_model is None:
+            return None
+        k0, cap = reported[-1]
+        m0, m1 = self.capacity_model(k0, k0[4]), self.capacity_model(k0, mem)
+        if m0 is None or m1 is None:
+            return None
+        kv = (cap.get("effective_context") or 0) + (m1[0] - m0[0])
+        run = cap.get("max_running_requests")
+        if run is not None and m0[1] is not None and m1[1] is not None:
+            run = run + (m1[1] - m0[1])
+        if need_ctx and kv < need_ctx:
+            return False
+        if need_run and run is not None and run < need_run:
+            return False
+        return True
+
+    def _next_spare(self, prefer):
+        """Budget left and nothing predicted to win: the adaptive twin of the leading chain
+        (its speed cannot be predicted), else nothing."""
+        lead = self.leader()
+        if lead is None or lead[1] != "chain" or lead[3]:
+            return None
+        twin = (lead[0], "chain", lead[2], True, lead[4])
+        if twin in self.keys and twin not in self.refused and self._fresh(twin):
+            return twin
+        return None
+
+    # -- the answer ------------------------------------------------------------------------
+    def answer(self):
+        """{winner, runner_up, beats_current, current, ties, reasons {key: why it lost}}."""
+        ok = self.passed()
+        out = {"winner": None, "runner_up": None, "current": self.current, "beats_current": False,
+               "ties": [], "reasons": {}}
+        best = self.leader()
+        if best is not None:
+            cur = ok.get(self.current)
+            if cur is not None and (best == self.current or self._overlaps(ok[best], cur)):
+                winner = self.current  # nothing beats the current profile beyond the intervals
+                ties = [k for k in ok if self._overlaps(ok[k], cur)]
+            else:  # the cheapest of those tied with the best that beat the current profile too
+                ties = sorted((k for k in ok if self._overlaps(ok[k], ok[best])
+                               and (cur is None or not self._overlaps(ok[k], cur))), key=cost)
+                winner = ties[0]
+            out["winner"] = winner
+            out["ties"] = [k for k in ties if k != winner]
+            out["beats_current"] = winner != self.current
+            rest = sorted((k for k in ok if k != winner), key=lambda k: -interval(ok[k])[0])
+            out["runner_up"] = rest[0] if rest else None
+        for k in self.keys:
+            if k == out["winner"]:
+                continue
+            out["reasons"][k] = self._why(k, out["winner"], ok)
+        return out
+
+    @staticmethod
+    def _overlaps(a, b):
+        x, y = interval(a), interval(b)
+        return x[1] <= y[2] and y[1] <= x[2]
+
+    def _why(self, key, winner, ok):
+        if key in self.refused:
+            return "refused: %s" % self.refused[key]
+        o = self.outcome(key)
+        if o is None:
+            pred = self.predict(spec_of(key))
+            same = [k for k, _ in self.launches if spec_of(k) == spec_of(key)]
+            if same:
+                return "not launched: its speculation was measured at mem %.2f (speed does not follow " \
+                       "the fraction); the cheaper or passing fraction was chosen there" % same[-1][4]
+            if pred is not None:
+                return "not launched: predicted %.1f tok/s (accept length %.2f), below the leader's " \
+                       "lower bound" % pred if pred[0] < self.bar() else \
+                       "not launched: predicted %.1f tok/s (accept length %.2f); the budget ran out" % pred
+            if key[3]:
+                return "not launched: adaptive steps cannot be predicted; the budget went to settings " \
+                       "predicted faster"
+            return "not launched: the budget went to settings predicted faster"
+        if not o.get("started", True):
+            return "did not start: %s" % (o.get("error") or "no reason given")
+        if o.get("stopped") == "slower":
+            return "slower: stopped after the objective case (its upper bound under the leader's lower bound)"
+        if not o.get("passed"):
+            return "failed: %s" % (o.get("failure") or ", ".join(o.get("failed_cases") or ()) or "the gate")
+        if winner is not None and key in ok and self._overlaps(ok[key], ok[winner]):
+            return "a tie given to the cheaper %s" % key_label(winner) if cost(winner) <= cost(key) else \
+                "a tie: the current profile is kept (nothing beats it beyond the intervals)"
+        return "slower"

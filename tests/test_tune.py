@@ -1,0 +1,227 @@
+"""The tuner's decisions (plugins/module_utils/sglang_perf/tune.py): the space, the settings it
+writes over the host's profiles, the acceptance and step-time model, and the search against
+server families whose truth it never sees (tests/tune_families.py)."""
+from __future__ import annotations
+
+import random
+
+import pytest
+from sglang_perf import profile, tune
+
+from conftest import role_defaults
+from tune_families import Family, run
+
+SPACE = tune.space_of({})
+KEYS = tune.candidates(SPACE, {"sglang"})
+CURRENT = ("sglang", "chain", 3, False, 0.88)
+
+
+# -------------------------------------------------------------------------------- space ------
+def test_the_default_space_is_the_issues():
+    # no speculation, NEXTN 1-6 with and without adaptive, DFLASH 4/8/16, seven fractions
+    assert len(KEYS) == (1 + 12 + 3) * 7 == 112
+    assert SPACE["mem_fractions"] == [0.8, 0.82, 0.84, 0.86, 0.88, 0.9, 0.92]
+    assert len(tune.candidates(SPACE, set())) == (1 + 12) * 7  # no drafter profile: no blocks
+    both = tune.candidates(tune.space_of({}, ["sglang", "vllm"]), {"sglang", "vllm"})
+    # vLLM has no adaptive steps: 1 + 6 + 3 per fraction
+    assert len(both) == 112 + (1 + 6 + 3) * 7
+    assert not [k for k in both if k[0] == "vllm" and k[3]]
+
+
+@pytest.mark.parametrize("data, message", [
+    ([1, 2], "must be a mapping"),
+    ({"steps": [1]}, "unknown key(s) steps"),
+    ({"chain_steps": 3}, "chain_steps must be a list"),
+    ({"chain_steps": [0, 2]}, "whole numbers of at least 1"),
+    ({"blocks": [1]}, "at least 2 tokens"),
+    ({"adaptive": ["yes"]}, "adaptive must list true and/or false"),
+    ({"mem_fractions": [0.8, 1.2]}, "fractions between 0 and 1"),
+    ({"mem_fractions": []}, "fractions between 0 and 1"),
+    ({"engines": ["tgi"]}, "'tgi' is not an engine"),
+])
+def test_a_bad_space_is_refused_naming_the_key(data, message):
+    with pytest.raises(tune.SpaceError, match=None) as e:
+        tune.space_of(data)
+    assert message in str(e.value)
+
+
+def test_a_space_file_narrows_and_widens():
+    s = tune.space_of({"chain_steps": [2, 3], "adaptive": [False], "blocks": [], "no_spec": False,
+                       "mem_fractions": [0.9, 0.85, 0.9]})
+    keys = tune.candidates(s, {"sglang"})
+    assert sorted({k[2] for k in keys}) == [2, 3] and {k[4] for k in keys} == {0.85, 0.9}
+    assert len(keys) == 4
+    wide = tune.candidates(tune.space_of({"chain_steps": list(range(1, 9)), "adaptive": [False]}), set())
+    assert max(k[2] for k in wide) == 8
+
+
+# ----------------------------------------------------------------------------- settings ------
+def _profiles():
+    return role_defaults()["sglang_profiles"]  # flat, drafters placed (as the deploy plan has them)
+
+
+def test_a_setting_is_written_over_the_hosts_own_profile_keeping_its_promises():
+    profiles = _profiles()
+    base, diff = tune.settings_of(("sglang", "chain", 5, True, 0.9), profiles, "nextn_3step")
+    assert base == "nextn_3step"
+    assert diff == {"speculative_num_steps": 5, "speculative_num_draft_tokens": 6,
+                    "speculative_adaptive": True, "mem_fraction_static": 0.9}
+    base, diff = tune.settings_of(("sglang", "none", 0, False, 0.88), profiles, "nextn_3step")
+    flat = tune.flat(profiles[base], diff)
+    assert not any(k.startswith("speculative_") for k in flat)
+    assert (flat["context_length"], flat["max_running_requests"]) == (131072, 16)
+    # a block: over the host's drafter profile, with the current profile's promises
+    base, diff = tune.settings_of(("sglang", "block", 8, False, 0.9), profiles, "nextn_1step")
+    flat = tune.flat(profiles[base], diff)
+    assert base == "dflash" and flat["speculative_num_draft_tokens"] == 8
+    assert flat["draft_model"]["repo"] == "z-lab/Qwen3.6-27B-DFlash"
+    assert "max_running_requests" not in flat  # nextn_1step leaves it to the engine
+    # each passes the profile checks the deploy plan runs (adaptive from 5 steps: a 0.5.23 candidate)
+    for key in (("sglang", "chain", 5, True, 0.9), ("sglang", "block", 16, False, 0.92),
+                ("vllm", "chain", 3, False, 0.9), ("vllm", "block", 16, False, 0.9)):
+        base, diff = tune.settings_of(key, profiles, "nextn_3step")
+        name = tune.key_name(key)
+        flat = tune.flat(profiles[base], diff)
+        assert profile.sglang_profile_errors({name: flat}, name, 2, version="0.5.23" if key[0] == "sglang"
+                                             else "0.33.0", engine=key[0]) == [], key
+
+
+def test_a_block_needs_a_drafter_profile_of_its_engine():
+    profiles = {k: v for k, v in _profiles().items() if "dflash" not in k}
+    assert tune.settings_of(("sglang", "block", 8, False, 0.9), profiles, "nextn_3step") is None
+
+
+def test_names_labels_and_cost():
+    key = ("sglang", "chain", 4, True, 0.86)
+    assert tune.key_name(key) == "tune_sglang_chain4_adaptive_m86"
+    assert tune.key_label(key) == "SGLang NEXTN 4 steps adaptive, mem 0.86"
+    assert tune.key_label(("vllm", "block", 16, False, 0.9)) == "vLLM DFLASH block 16, mem 0.90"
+    ordered = sorted([("sglang", "block", 4, False, 0.8), ("sglang", "chain", 3, True, 0.8),
+                      ("sglang", "chain", 3, False, 0.9), ("sglang", "chain", 3, False, 0.8),
+                      ("sglang", "none", 0, False, 0.92)], key=tune.cost)
+    assert ordered == [("sglang", "none", 0, False, 0.92), ("sglang", "chain", 3, False, 0.8),
+                       ("sglang", "chain", 3, False, 0.9), ("sglang", "chain", 3, True, 0.8),
+                       ("sglang", "block", 4, False, 0.8)]
+
+
+# -------------------------------------------------------------------------------- model ------
+@pytest.mark.parametrize("n", [1, 6, 1024, 100000])
+def test_the_step_time_line_at_any_size(n):
+    rnd = random.Random(n)
+    points = [(x % 7 + 1, 0.04 + 0.005 * (x % 7 + 1) + rnd.uniform(-1e-4, 1e-4)) for x in range(n)]
+    a, b = tune.fit_line(points)
+    if n == 1:  # one depth: its time, no slope
+        assert (a, b) == (points[0][1], 0.0)
+    else:
+        assert a == pytest.approx(0.04, abs=2e-3) and b == pytest.approx(0.005, abs=5e-4)
+    assert tune.fit_line([]) is None
+
+
+def test_a_deep_launch_tells_every_shallower_accept_length():
+    pos = [0.8, 0.6, 0.45, 0.3, 0.2, 0.1]
+    assert tune.accept_from_positions(pos, 1) == pytest.approx(1.8)
+    assert tune.accept_from_positions(pos, 6) == pytest.approx(3.45)
+    assert tune.accept_from_positions(pos, 7) is None and tune.accept_from_positions(None, 1) is None
+    assert tune.accept_from_positions(pos, 0) == 1.0
+
+
+# ------------------------------------------------------------------------------- search ------
+def _check(family, refused=None, budget=12, draws=(0, 1, 2)):
+    for draw in draws:
+        tuner, answer = run(family, KEYS, CURRENT, refused=refused, budget=budget, seed=draw)
+        assert len(tuner.launches) <= budget
+        best = family.best(KEYS, refused or {})
+        assert answer["winner"] is not None
+        assert family.truth(answer["winner"])["passes"]
+        assert family.truth(answer["winner"])["tok_s"] >= 0.97 * family.truth(best)["tok_s"], (draw, answer)
+        assert not [k for k, _ in tuner.launches if k in (refused or {})]
+        assert set(answer["reasons"]) == set(KEYS) - {answer["winner"]}
+    return tuner, answer
+
+
+DEEPER = Family("deeper MTP pays", {"chain": [0.9, 0.92, 0.9, 0.85, 0.8, 0.7], "block": [0.7]},
+                {"chain": (4, 2.5), "block": (12, 0.5)}, 37.5, drafter_frac=0.04, spread=0.01)
+DRAFTER_MEMORY = Family("a drafter, at more memory",
+                        {"chain": [0.8, 0.9, 0.85, 0.4, 0.35, 0.3], "block": [0.88]},
+                        {"chain": (4, 5.2), "block": (10, 0.4)}, 37.5, drafter_frac=0.08, kv_zero=0.60,
+                        spread=0.01)
+CURRENT_BEST = Family("the current profile is best",
+                      {"chain": [0.75, 0.96, 0.96, 0.40, 0.35, 0.3], "block": [0.6]},
+                      {"chain": (4, 5.2), "block": (15, 0.8)}, 37.45, drafter_frac=0.04, kv_zero=0.66,
+                      spread=0.015)
+DRAFTER_OOM = Family("a drafter that does not start above 0.84",
+                     {"chain": [0.8, 0.9, 0.85, 0.4, 0.35, 0.3], "block": [0.9]},
+                     {"chain": (4, 5.2), "block": (9, 0.3)}, 37.5, drafter_frac=0.02,
+                     oom_above={"block": 0.84},
+                     kv_zero=0.55, spread=0.01)
+
+
+def test_deeper_mtp_is_found_at_the_lowest_fraction_that_holds():
+    tuner, answer = _check(DEEPER)
+    engine, kind, depth, adaptive, mem = answer["winner"]
+    assert (kind, adaptive) == ("chain", False) and depth >= 5 and mem < 0.88 and answer["beats_current"]
+    # shallower depths were read off the deep launch's positions, not launched
+    assert len(tuner.launches) <= 7
+
+
+def test_a_drafter_that_needs_more_memory_than_the_current_fraction():
+    tuner, answer = _check(DRAFTER_MEMORY)
+    assert answer["winner"][1] == "block" and answer["winner"][4] == 0.9
+    # it failed capacity at the current fraction, and the reason says so for that launch
+    first = next(o for k, o in tuner.launches if k[1] == "block")
+    assert first["failed_cases"] == ["capacity"]
+
+
+def test_a_drafter_that_runs_out_of_memory_is_moved_down():
+    tuner, answer = _check(DRAFTER_OOM)
+    assert answer["winner"][1] == "block" and answer["winner"][4] <= 0.84
+    assert any(not o.get("started", True) for _, o in tuner.launches)
+    assert tuner.answer()["reasons"][next(k for k, o in tuner.launches if not o.get("started", True))] \
+        .startswith("did not start: torch.OutOfMemoryError")
+
+
+def test_nothing_beats_the_current_profile():
+    tuner, answer = _check(CURRENT_BEST)
+    assert answer["winner"] == CURRENT and not answer["beats_current"]
+
+
+def test_refused_settings_are_never_launched_and_say_why():
+    refused = {k: "the preflight's reason" for k in KEYS if k[1] == "chain" and k[2] == 6}
+    tuner, answer = _check(DEEPER, refused=refused)
+    assert all(answer["reasons"][k] == "refused: the preflight's reason" for k in refused)
+
+
+@pytest.mark.parametrize("budget", [1, 2, 3, 5])
+def test_the_budget_is_never_exceeded(budget):
+    tuner, answer = run(DRAFTER_MEMORY, KEYS, CURRENT, budget=budget)
+    assert len(tuner.launches) == min(budget, len(tuner.launches)) <= budget
+    assert tuner.next() is None
+    if budget == 1:  # the current profile alone: it is the answer
+        assert answer["winner"] == CURRENT and [k for k, _ in tuner.launches] == [CURRENT]
+
+
+def test_held_out_families():
+    """Random families (acceptance per position, step costs, drafter memory, start-up limits): the
+    winner is within 3% of the best passing setting with 12 launches, whenever the intervals
+    (here +-1%) can tell them apart."""
+    misses, launches = [], []
+    for i in range(60):
+        r = random.Random(1000 + i)
+        fam = Family("random %d" % i,
+                     {"chain": [r.uniform(0.6, 0.95)] + [r.uniform(0.3, 0.97) for _ in range(5)],
+                      "block": [r.uniform(0.5, 0.92)]},
+                     {"chain": (r.uniform(2, 6), r.uniform(1, 7)),
+                      "block": (r.uniform(6, 20), r.uniform(0.1, 1.5))},
+                     r.uniform(30, 45), kv_zero=r.uniform(0.55, 0.68), drafter_frac=r.uniform(0.0, 0.1),
+                     oom_above={"block": r.choice([0.84, 0.86, 0.88, 0.9, 1.0]),
+                                "chain": r.choice([0.9, 1.0])},
+                     min_tok_s=r.uniform(20, 50), spread=0.01)
+        if not fam.truth(CURRENT)["passes"]:
+            continue
+        tuner, answer = run(fam, KEYS, CURRENT, seed=i)
+        launches.append(len(tuner.launches))
+        best = fam.best(KEYS)
+        if fam.truth(answer["winner"])["tok_s"] < 0.97 * fam.truth(best)["tok_s"]:
+            misses.append((i, tune.key_name(best), tune.key_name(answer["winner"])))
+    assert len(launches) >= 30 and max(launches) <= 12
+    assert misses == []

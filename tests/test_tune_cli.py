@@ -1,0 +1,153 @@
+"""`python -m bench tune` end to end: every candidate started through --launch (the emulator, its
+SGLEMU_* knobs in the command: the server family, which the tuner never sees), measured on the
+host's gate plan, stopped; the report, the JSON, the chart and a tuned.yml the deploy accepts."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import yaml
+
+from conftest import ROOT
+from planutil import plan_for
+
+# A fast emulator (8x the modelled speed, no warm-up requests): the family is the emulator's own
+# calibration (bench/emulator/README.md), in which the DFLASH drafter leads NEXTN on coding prompts.
+LAUNCH = "SGLEMU_SPEED_SCALE=4 SGLEMU_WARMUP_REQUESTS=0 exec %s -m bench.emulator {args}" % sys.executable
+# The host: 2 x A6000 whose bandwidth is scaled with the emulator's speed, so the roofline the
+# deploy's preflight holds thresholds against is the emulated host's (as tests/test_compare_cli.py).
+HARDWARE = {"gpu_count": 2, "gpu_bandwidth_gbs": 768 * 4, "gpu_memory_gib": 48, "compute_capability": 8.6}
+PLAN = """sglang_gate_plan:
+  coding: {prompts: coding, concurrency: 1, requests: 6, max_requests: 8, max_tokens: 128}
+sglang_gate_thresholds:
+  nextn_3step:
+    coding: {min_tok_s: 45, min_accept_len: 2.8}
+"""
+
+
+def tune(*args, timeout=600):
+    return subprocess.run([sys.executable, "-m", "bench", "tune", "--quiet", *map(str, args)], cwd=str(ROOT),
+                          env=dict(os.environ), capture_output=True, text=True, timeout=timeout)
+
+
+def _vars(tmp_path, drafter=True):
+    models = tmp_path / "models"
+    if drafter:  # the host's drafter, a stand-in whose config.json leaves the block to the profile
+        (models / "Qwen3.6-27B-DFlash").mkdir(parents=True)
+        (models / "Qwen3.6-27B-DFlash" / "config.json").write_text(json.dumps(
+            {"architectures": ["DFlashDraftModel"], "model_type": "qwen3", "dflash_config": {}}))
+    path = tmp_path / "host.yml"
+    path.write_text("sglang_model_dir: %s\nsglang_hardware: %s\n%s" % (models, json.dumps(HARDWARE), PLAN))
+    return path
+
+
+def _left_running(launches):
+    """Processes still serving on a launch's port (the tuner must have stopped every one)."""
+    ports = {str(x["port"]).encode() for x in launches}
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                cmd = open("/proc/%s/cmdline" % d, "rb").read().split(b"\0")
+            except OSError:
+                continue
+            at = cmd.index(b"--port") if b"--port" in cmd else None
+            if at is not None and at + 1 < len(cmd) and cmd[at + 1] in ports:
+                out.append(int(d))
+    return out
+
+
+def test_a_drafter_wins_and_its_tuned_vars_deploy(tmp_path):
+    out = tmp_path / "out"
+    p = tune("--vars", _vars(tmp_path), "--launch", LAUNCH, "--budget-launches", 6, "--out", out)
+    assert p.returncode == 0, p.stderr[-3000:]
+    data = json.loads((out / "tune.json").read_text())
+    launches = data["launches"]
+    assert 3 <= len(launches) <= 6
+    # the current profile first, then the deepest chain and the largest block (acceptance per position)
+    assert [tuple(x["key"][1:3]) for x in launches[:3]] == [("chain", 3), ("chain", 6), ("block", 16)]
+    for x in launches:  # exactly the deploy's argv, on the port the tuner chose
+        argv = x["argv"]
+        assert argv[argv.index("--port") + 1] == str(x["port"]) and "--model-path" in argv
+    win = data["winner"]
+    assert win["key"][1] == "block" and win["beats_current"], data["headline"]
+    assert "--speculative-algorithm" in win["argv"] and "DFLASH" in win["argv"]
+    md = (out / "tune.md").read_text()
+    assert md.index("## The answer") < md.index("## Why each other setting lost") < md.index("## Launches")
+    assert "the winner is SGLang DFLASH block" in md and "refused: " in md
+    assert (out / "tune.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # a vars file the deploy's preflight accepts as it is, running the winner
+    tuned = yaml.safe_load((out / "tuned.yml").read_text())
+    name = tuned["sglang_profile"]
+    assert name == win["name"] and tuned["sglang_profiles"][name]["base"] == "dflash"
+    assert set(tuned["sglang_gate_thresholds"][name]) == {"coding"}
+    assert tuned["sglang_gate_thresholds"][name]["coding"]["min_tok_s"] > 45
+    plan = plan_for(extra=dict(tuned, sglang_hardware=HARDWARE), review=True)
+    assert plan["problems"] == [] and plan["profile"] == name
+    assert plan["argv"][plan["argv"].index("--speculative-num-draft-tokens") + 1] == str(win["key"][2])
+    assert _left_running(launches) == []  # every candidate stopped
+
+
+def test_nothing_beats_the_current_profile_and_it_is_kept(tmp_path):
+    space = tmp_path / "space.yml"  # no drafter, one fraction: the depths around the current one
+    space.write_text("chain_steps: [2, 3]\nadaptive: [false]\nno_spec: false\nblocks: []\n"
+                     "mem_fractions: [0.88]\n")
+    out = tmp_path / "out"
+    p = tune("--vars", _vars(tmp_path, drafter=False), "--launch", LAUNCH, "--space", space, "--out", out)
+    assert p.returncode == 0, p.stderr[-3000:]
+    data = json.loads((out / "tune.json").read_text())
+    assert [x["name"] for x in data["launches"]][0] == "nextn_3step" and len(data["launches"]) <= 2
+    assert data["headline"].startswith("nothing beats the current profile nextn_3step")
+    assert yaml.safe_load((out / "tuned.yml").read_text()) == {"sglang_profile": "nextn_3step"}
+
+
+def test_launches_that_never_start_are_findings_not_a_crash(tmp_path):
+    out = tmp_path / "out"
+    stops = tmp_path / "stops"
+    p = tune("--vars", _vars(tmp_path), "--launch",
+             "echo 'torch.OutOfMemoryError: CUDA out of memory' {args}; exit 1", "--budget-launches", 3,
+             "--stop", "echo {port} >> %s" % stops, "--out", out)
+    assert p.returncode == 1, p.stderr[-2000:]
+    data = json.loads((out / "tune.json").read_text())
+    assert len(data["launches"]) <= 3 and data["winner"] is None
+    # --stop ran after each launch, with its port
+    assert stops.read_text().split() == [str(x["port"]) for x in data["launches"]]
+    assert all(x["outcome"]["started"] is False and x["outcome"]["memory"] == "over"
+               for x in data["launches"])
+    assert "no setting passed" in (out / "tune.md").read_text()
+
+
+def test_bad_input_is_refused_before_any_launch(tmp_path):
+    v = _vars(tmp_path)
+    bad_space = tmp_path / "bad.yml"
+    bad_space.write_text("blocks: [1]\n")
+    for args, message in (
+            (["--launch", "python -m bench.emulator"], "has no {args}"),
+            (["--launch", LAUNCH, "--space", bad_space], "blocks must be at least 2 tokens"),
+            (["--launch", LAUNCH, "--objective", "prose"], "--objective prose is not a case"),
+            (["--launch", LAUNCH, "--budget-launches", 0], "--budget-launches must be 1 or more"),
+            ([], "no --launch command for sglang")):
+        p = tune("--vars", v, *args, "--out", tmp_path / "never")
+        assert p.returncode == 2 and message in p.stderr, (args, p.stderr)
+    assert not (tmp_path / "never").exists()
+
+
+def test_args_remote_survive_a_second_shell(tmp_path):
+    """{args_remote}: through a command that joins its words and hands them to a shell again (as
+    ssh does), each argument arrives whole - vLLM's --speculative-config JSON too."""
+    from bench.tune import fill
+    fake_ssh = tmp_path / "ssh"
+    fake_ssh.write_text("#!/bin/sh\nexec sh -c \"$*\"\n")
+    fake_ssh.chmod(0o755)
+    argv = ["serve", "/srv/models/Qwen3.6-27B", "--speculative-config",
+            '{"method": "mtp", "num_speculative_tokens": 3}', "--served-model-name", "a b$c"]
+    script = tmp_path / "args.py"
+    script.write_text("import json, sys\nprint(json.dumps(sys.argv[1:]))\n")
+    done = subprocess.run(fill("%s %s %s {args_remote}" % (fake_ssh, sys.executable, script), argv, 1),
+                          shell=True, capture_output=True, text=True, timeout=30)
+    assert json.loads(done.stdout) == argv, done.stderr
+    once = subprocess.run(fill("%s %s {args}" % (sys.executable, script), argv, 1), shell=True,
+                          capture_output=True, text=True, timeout=30)
+    assert json.loads(once.stdout) == argv

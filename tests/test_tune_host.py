@@ -1,0 +1,72 @@
+"""On the local container: playbooks/tune.yml stops the service, runs each candidate as a
+transient unit with the service's user and hardening from the host's release, measures it from
+the controller, and starts the host's own server again; the report and tuned.yml come back, and
+-e tune_deploy_best=true deploys the winner through the gate."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import yaml
+
+from conftest import DEFAULT_HOST
+from hostutil import ensure_deployed, flat, needs_local_host, on_host, play
+
+pytestmark = needs_local_host
+
+
+def test_tune_playbook_launches_transient_units_puts_the_server_back_and_deploys_the_winner(tmp_path):
+    ensure_deployed()
+    unit = on_host("sha256sum /etc/systemd/system/sglang.service")
+    history = on_host("wc -l /var/lib/sglang/gate-history.jsonl")
+    main_pid = on_host("systemctl show -p MainPID --value sglang")
+    # the 3-step profile beside the drafter staged on the container (block 16), one fraction: two
+    # launches; the emulator's calibration has the drafter well ahead on coding prompts
+    space = tmp_path / "space.yml"
+    space.write_text("chain_steps: [3]\nadaptive: [false]\nno_spec: false\nblocks: [16]\n"
+                     "mem_fractions: [0.88]\n")
+    out = tmp_path / "out"
+    container = os.environ.get("LOCAL_HOST_NAME", DEFAULT_HOST)
+    # the candidates listen on the container's loopback (the local inventory's sglang_host): the
+    # tuner runs in the container's network namespace, the candidates start through podman exec
+    pid = subprocess.run(["podman", "inspect", "--format", "{{.State.Pid}}", container], capture_output=True,
+                         text=True, check=True).stdout.strip()
+    p = play("playbooks/tune.yml", "-e", "tune_out_dir=%s" % out, "-e", "tune_space_file=%s" % space,
+             "-e", json.dumps({"tune_exec": "podman exec %s" % container, "tune_exec_shell": False,
+                               "tune_runner_prefix": ["nsenter", "--target", pid, "--net", "--"],
+                               "tune_url": "http://127.0.0.1:30000", "tune_budget_launches": 3,
+                               "tune_deploy_best": True}), timeout=900)
+    assert p.returncode == 0, p.stdout[-4000:]
+    data = json.loads((out / "tune.json").read_text())
+    launches = data["launches"]
+    assert [x["name"] for x in launches] == ["nextn_3step", "tune_sglang_block16_m88"], data["headline"]
+    assert all(x["outcome"]["started"] and x["outcome"].get("tok_s") for x in launches)
+    assert all(x["argv"][x["argv"].index("--port") + 1] == "30000" for x in launches)
+    assert data["winner"]["name"] == "tune_sglang_block16_m88" and data["winner"]["beats_current"]
+    assert yaml.safe_load((out / "tuned.yml").read_text())["sglang_profile"] == "tune_sglang_block16_m88"
+    # each candidate ran as the service does: a transient unit with the installed unit's [Service]
+    # settings (systemd refuses to start one it cannot apply), from the host's release
+    release = on_host("systemctl show -p ExecStart --value sglang").split("path=")[1].split(" ;")[0]
+    for x in launches:
+        command = x["command"]
+        assert command.startswith("exec podman exec %s systemd-run --unit=sglang-tune " % container)
+        for setting in ("User=sglang", "ProtectSystem=strict", "'DeviceAllow=char-nvidia-uvm rw'",
+                        "EnvironmentFile=/etc/sglang/sglang.env", "UMask=0077"):
+            assert " -p %s " % setting in command, setting
+        assert " %s -m bench.emulator " % release in command
+    assert on_host("systemctl is-active sglang-tune", check=False) != "active"
+    # the host's own server came back after the tuning (the deploy below found it running) and the
+    # winner went through the normal gated deploy: one more history record, its own, passing
+    out_text = flat(p.stdout)
+    assert "Deploying it through the gated deploy next." in out_text
+    assert out_text.index("Start the host's own server again") \
+        < out_text.index("PLAY [Deploy SGLang with a gated benchmark")
+    assert "Rollout complete: every host passed its gate." in out_text
+    assert on_host("systemctl is-active sglang") == "active"
+    assert on_host("systemctl show -p MainPID --value sglang") != main_pid
+    assert on_host("sha256sum /etc/systemd/system/sglang.service") != unit
+    records = on_host("cat /var/lib/sglang/gate-history.jsonl").splitlines()
+    assert len(records) == int(history.split()[0]) + 1
+    last = json.loads(records[-1])
+    assert (last["profile"], last["passed"]) == ("tune_sglang_block16_m88", True)
