@@ -95,8 +95,9 @@ def write(out_dir, host, tuner, records, cases, args, seconds):
     outcomes = {tuple(k): o for k, o in tuner.launches}
     winner, cur = answer["winner"], tuner.current
     wo, co = outcomes.get(winner), outcomes.get(cur)
-    host_name = host.vars.get("inventory_hostname")
-    lines = ["# Tuning %s (profile %s)" % (host_name, host.current), "", "## The answer", ""]
+    host_name = args.host  # None: a host of --vars files only
+    title = host_name or "the host of %s" % ", ".join(args.vars or ())
+    lines = ["# Tuning %s (profile %s)" % (title, host.current), "", "## The answer", ""]
     if winner is None:
         headline = "no setting passed the gate plan: nothing to deploy (the launches below say why)"
     elif winner == cur or not answer["beats_current"]:

@@ -162,6 +162,10 @@ def test_deeper_mtp_is_found_at_the_lowest_fraction_that_holds():
     assert (kind, adaptive) == ("chain", False) and depth >= 5 and mem < 0.88 and answer["beats_current"]
     # shallower depths were read off the deep launch's positions, not launched
     assert len(tuner.launches) <= 7
+    above = (engine, kind, depth, adaptive, 0.92)
+    assert answer["reasons"][above] == "not launched: a higher fraction than mem %.2f, which passed (speed " \
+        "does not follow the fraction; the lower is the cheaper)" % mem
+    assert answer["reasons"][CURRENT].startswith("slower: ")
 
 
 def test_a_drafter_that_needs_more_memory_than_the_current_fraction():
@@ -170,6 +174,9 @@ def test_a_drafter_that_needs_more_memory_than_the_current_fraction():
     # it failed capacity at the current fraction, and the reason says so for that launch
     first = next(o for k, o in tuner.launches if k[1] == "block")
     assert first["failed_cases"] == ["capacity"]
+    # below the fraction that failed, the memory model (moved to the launch's report) says no
+    assert answer["reasons"][("sglang", "block", 16, False, 0.84)].startswith(
+        "not launched: the memory model, moved to what the launch at mem")
 
 
 def test_a_drafter_that_runs_out_of_memory_is_moved_down():
@@ -178,6 +185,16 @@ def test_a_drafter_that_runs_out_of_memory_is_moved_down():
     assert any(not o.get("started", True) for _, o in tuner.launches)
     assert tuner.answer()["reasons"][next(k for k, o in tuner.launches if not o.get("started", True))] \
         .startswith("did not start: torch.OutOfMemoryError")
+
+
+def test_a_start_failure_its_log_does_not_explain_is_tried_once_lower():
+    family = Family("a drafter that dies above 0.84 without a word",
+                    {"chain": [0.8, 0.9, 0.85, 0.4, 0.35, 0.3], "block": [0.9]},
+                    {"chain": (4, 5.2), "block": (9, 0.3)}, 37.5, drafter_frac=0.02,
+                    oom_above={"block": 0.84}, kv_zero=0.55, spread=0.01, oom_says=False)
+    tuner, answer = _check(family)
+    assert answer["winner"][1] == "block"
+    assert [k[4] for k, o in tuner.launches if k[1] == "block"][:2] == [0.88, 0.8]
 
 
 def test_nothing_beats_the_current_profile():

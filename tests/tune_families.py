@@ -19,7 +19,7 @@ class Family(object):
 
     def __init__(self, name, accept, step_ms, target_ms, kv_zero=0.62, kv_per_frac=6000, drafter_frac=0.0,
                  oom_above=None, adaptive_loss=0.97, min_tok_s=40.0, min_accept_len=1.0,
-                 need_ctx=131072, need_run=4, spread=0.02, mem_speed=None):
+                 need_ctx=131072, need_run=4, spread=0.02, mem_speed=None, oom_says=True):
         self.name, self.accept, self.step_ms, self.target_ms = name, accept, step_ms, target_ms
         self.kv_zero, self.kv_per_frac, self.drafter_frac = kv_zero, kv_per_frac, drafter_frac
         self.oom_above = oom_above or {}
@@ -28,6 +28,7 @@ class Family(object):
         self.need_ctx, self.need_run = need_ctx, need_run
         self.spread = spread
         self.mem_speed = mem_speed  # optional: speed x mem_speed(fraction)
+        self.oom_says = oom_says  # False: a failed start's log names no memory error
 
     # -- the truth ---------------------------------------------------------------------------
     def positions(self, kind, n):
@@ -88,6 +89,8 @@ class Family(object):
         rnd = rnd or random.Random(0)
         t = self.truth(key)
         if not t["starts"]:
+            if not self.oom_says:
+                return {"started": False, "memory": None, "error": "exited with status 1 (stand-in)"}
             return {"started": False, "memory": "over",
                     "error": "torch.OutOfMemoryError: CUDA out of memory (stand-in)"}
         est = t["tok_s"] * (1 + rnd.gauss(0, self.spread / 3))

@@ -423,15 +423,16 @@ class Tuner(object):
         return self._at_fraction(shallower[-1], prefer) if best >= self.bar() else None
 
     def _retry(self, spec):
-        """After ``spec`` failed to start for its fraction: out of memory, the lowest accepted
-        fraction under the lowest that failed that the memory model says holds what is needed
-        (else one step down); pools too small, the lowest above the highest that failed. None
-        after MEMORY_TRIES launches, or when it failed for another reason."""
+        """After ``spec`` failed to start: out of memory, the lowest accepted fraction under the
+        lowest that failed that the memory model says holds what is needed (else one step down);
+        pools too small, the lowest above the highest that failed. A failure whose log names
+        neither is taken for the commoner, out of memory, once. None after MEMORY_TRIES launches."""
         tried = [(k, o) for k, o in self.launches if spec_of(k) == spec]
-        signals = {o.get("memory") for _, o in tried}
-        if len(tried) >= MEMORY_TRIES or any(o.get("started", True) for _, o in tried) or None in signals:
+        unknown_failures = [o for _, o in tried if o.get("memory") is None]
+        if len(tried) >= MEMORY_TRIES or any(o.get("started", True) for _, o in tried) \
+                or len(unknown_failures) > 1:
             return None
-        ceiling = min([k[4] for k, o in tried if o.get("memory") == "over"] or [2.0])
+        ceiling = min([k[4] for k, o in tried if o.get("memory") in ("over", None)] or [2.0])
         floor = max([k[4] for k, o in tried if o.get("memory") == "under"] or [-1.0])
         options = sorted((k for k in self.keys if spec_of(k) == spec and k not in self.refused
                           and floor < k[4] < ceiling), key=lambda k: k[4])
@@ -613,10 +614,18 @@ class Tuner(object):
         o = self.outcome(key)
         if o is None:
             pred = self.predict(spec_of(key))
-            same = [k for k, _ in self.launches if spec_of(k) == spec_of(key)]
-            if same:
-                return "not launched: its speculation was measured at mem %.2f (speed does not follow " \
-                       "the fraction); the cheaper or passing fraction was chosen there" % same[-1][4]
+            tried = [(k, x) for k, x in self.launches if spec_of(k) == spec_of(key)]
+            if tried:
+                if self._holds(key, key[4], tried) is False:
+                    return "not launched: the memory model, moved to what the launch at mem %.2f reported, " \
+                           "says it cannot hold the context (%s tokens) and %s running requests there" % (
+                               tried[-1][0][4], self.needs[0], self.needs[1])
+                ok = [k[4] for k, x in tried if x.get("passed")]
+                if ok and key[4] > min(ok):
+                    return "not launched: a higher fraction than mem %.2f, which passed (speed does not " \
+                           "follow the fraction; the lower is the cheaper)" % min(ok)
+                return "not launched: its speculation was measured at mem %.2f (speed does not follow the " \
+                       "fraction)" % tried[-1][0][4]
             if pred is not None:
                 return "not launched: predicted %.1f tok/s (accept length %.2f), below the leader's " \
                        "lower bound" % pred if pred[0] < self.bar() else \
@@ -634,4 +643,7 @@ class Tuner(object):
         if winner is not None and key in ok and self._overlaps(ok[key], ok[winner]):
             return "a tie given to the cheaper %s" % key_label(winner) if cost(winner) <= cost(key) else \
                 "a tie: the current profile is kept (nothing beats it beyond the intervals)"
+        if winner is not None and winner in ok:
+            return "slower: %.1f [%.1f, %.1f] tok/s" % interval(o) \
+                + " against the winner's %.1f [%.1f, %.1f]" % interval(ok[winner])
         return "slower"
