@@ -19,8 +19,8 @@ answer are plugins/module_utils/sglang_perf/tune.py's.
 Writes DIR/tune.md (the answer first, then every launch), tune.json, tune.png and tuned.yml (the
 winner as a named profile with thresholds from its own figures, and sglang_profile set to it:
 ``ansible-playbook deploy.yml -e @DIR/tuned.yml``). Exit status: 0 an answer (the winner, or the
-current profile kept), 1 no setting passed, 2 bad input (before any launch) or the host's own
-profile refused by its preflight.
+current profile kept), 1 no setting passed, 2 bad input (before any launch), the host's own
+profile refused by its preflight, or a candidate not stopped cleanly (the search stops there).
 """
 from __future__ import annotations
 
@@ -388,6 +388,7 @@ def _space(args):
 
 
 def _tune(args):
+    started = time.monotonic()  # --budget-minutes counts from here
     if args.budget_launches < 1:
         raise TuneError("--budget-launches must be 1 or more, got %d" % args.budget_launches)
     if args.port is not None and not 0 < args.port < 65536:
@@ -420,17 +421,17 @@ def _tune(args):
         _, problems = host.render(key, 30000)
         if problems:
             refused[key] = "; ".join(problems)
-    objective = next(c for c in cases if c["case"] == args.objective)
-    needs = (host.profiles[host.current].get("context_length"), objective["options"]["concurrency"])
-    needs = (max([needs[0] or 0] + [c["options"]["prompt_tokens"] + c["options"]["max_tokens"]
-                                    for c in cases if c["options"]["prompts"] == "long_context"]) or None,
-             max([c["options"]["concurrency"] for c in cases]))
+    # what the capacity check holds a setting to: the promised context (or a longer case's), the
+    # plan's highest concurrency
+    needs = (max([host.profiles[host.current].get("context_length") or 0]
+                 + [c["options"]["prompt_tokens"] + c["options"]["max_tokens"]
+                    for c in cases if c["options"]["prompts"] == "long_context"]) or None,
+             max(c["options"]["concurrency"] for c in cases))
     tuner = tune.Tuner(keys, current, refused=refused, capacity_model=host.capacity_model, needs=needs,
                        budget=args.budget_launches)
     stamp = datetime.datetime.utcnow().strftime("%Y%m%dT%H%M%SZ")
     out_dir = Path(args.out) if args.out else DEFAULT_OUT / stamp
     out_dir.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
     # a launch's own end leaves room to stop it (SIGTERM's grace, then SIGKILL) within the budget
     deadline = started + args.budget_minutes * 60 - STOP_GRACE - 10 if args.budget_minutes else float("inf")
     ready_timeout = args.ready_timeout or float(host.v.get("sglang_ready_timeout") or 900)
@@ -460,12 +461,18 @@ def _tune(args):
                "%s %.1f tok/s" % (tune.key_label(lead), tune.interval(tuner.passed()[lead])[0])
                if lead else "-",
                tuner.left(), "" if tuner.left() == 1 else "es"))
-        if record.get("stray"):
-            raise TuneError("launch %s left processes behind after SIGKILL: %s"
-                            % (tune.key_name(key), record["stray"]))
+        if record.get("stray"):  # a candidate that would hold the GPUs under the next: stop here
+            tuner.notes.append("stopped: launch %s was not stopped cleanly (%s)"
+                               % (tune.key_name(key), record["stray"]))
+            break
     report = write_report(out_dir, host, tuner, records, cases, args, time.monotonic() - started)
     print(report["headline"])
     say("bench tune: wrote %s" % out_dir)
+    stray = [r for r in records if r.get("stray")]
+    if stray:
+        sys.stderr.write("bench tune: launch %s was not stopped cleanly: %s\n"
+                         % (stray[0]["name"], stray[0]["stray"]))
+        return EXIT_UNMEASURED
     return EXIT_PASSED if report["answer"]["winner"] else EXIT_FAILED
 
 
