@@ -35,7 +35,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from sglang_perf import capacity, engines, inherit, plan, profile, tune
+from sglang_perf import capacity, drafter, engines, inherit, plan, profile, tune
 from sglang_perf.client import ConfigError, MeasureError
 
 from bench.common import EXIT_FAILED, EXIT_PASSED, EXIT_UNMEASURED
@@ -110,6 +110,32 @@ class Host(object):
             return (engine, "block", profile.accept_ceiling(p, engine), False, float(mem))
         steps = int(p.get("speculative_num_steps") or 1)
         return (engine, "chain", steps, p.get("speculative_adaptive") is True, float(mem))
+
+    def drafter_blocks(self, given=(), root=None):
+        """{drafter path: the block it was trained for} of the host's drafter profiles: ``given``
+        (--drafter-block [PATH=]N: a bare N for every drafter), else the drafter's config.json where
+        this machine has it - at its path, or under ``root`` (--drafter-root: copies of the host's
+        files under their host paths) - None when unknown. The deploy refuses any other block."""
+        out = {}
+        for p in self.profiles.values():
+            path = p.get(drafter.SETTING) if isinstance(p, dict) and p.get("draft_model") else None
+            if not path:
+                continue
+            local = Path(root + "/" + path.lstrip("/")) if root else Path(path)
+            try:
+                out[path] = drafter.trained_block(json.loads((local / "config.json").read_text()))
+            except (OSError, ValueError):
+                out[path] = None
+        for text in given or ():
+            where, sep, n = text.rpartition("=")
+            try:
+                block = int(n)
+            except ValueError:
+                raise TuneError("--drafter-block takes [PATH=]N, got %r" % text)
+            for path in out:
+                if not sep or path == where:
+                    out[path] = block
+        return out
 
     def drafter_engines(self):
         return {e for e in engines.names()
@@ -345,6 +371,12 @@ def add_parser(sub):
                    % ", ".join(tune.SPACE_KEYS))
     p.add_argument("--budget-launches", type=int, default=12, help="launches at most (default 12)")
     p.add_argument("--budget-minutes", type=float, help="wall minutes at most (never exceeded)")
+    p.add_argument("--drafter-block", action="append", metavar="[PATH=]N",
+                   help="the block the host's drafter (at PATH) was trained for, when this machine cannot "
+                        "read its config.json: other blocks are refused, as the deploy refuses them")
+    p.add_argument("--drafter-root", metavar="DIR",
+                   help="a copy of the host's drafters' config.json files under their host paths "
+                        "(playbooks/tune.yml fetches them there)")
     p.add_argument("--objective", default="coding", help="the case whose C=1 decode tok/s is maximised")
     p.add_argument("--objective-requests", type=int,
                    help="the objective case's fixed sample (default: its max_requests, the most the gate "
@@ -417,8 +449,13 @@ def _tune(args):
         raise TuneError("the host's own profile %s is refused by the deploy's preflight: %s"
                         % (host.current, "; ".join(problems)))
     refused = {}
+    blocks = host.drafter_blocks(args.drafter_block, args.drafter_root)
     for key in keys:
         _, problems = host.render(key, 30000)
+        if not problems and key[1] == "block":
+            path = host.setting(key)[2].get(drafter.SETTING)
+            why = drafter.block_problem(path, blocks.get(path), key[2])
+            problems = [why] if why else []
         if problems:
             refused[key] = "; ".join(problems)
     # what the capacity check holds a setting to: the promised context (or a longer case's), the

@@ -10,8 +10,10 @@ import json
 from sglang_perf import plan, tune
 
 # Thresholds of the winner: this far beyond its own figures' interval bounds (plan.propose's
-# margin, bench calibrate's default).
-MARGIN = 0.1
+# margin). More than bench calibrate's 0.1 under the lowest of 3 runs' medians: one launch's
+# figures stand for them, and the gate then needs its own lower bound (about 8% under its median
+# at the plumbing plan's 12 requests) above the threshold.
+MARGIN = 0.15
 
 
 def _iv(o):

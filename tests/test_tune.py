@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from sglang_perf import profile, tune
+from sglang_perf import drafter, profile, tune
 
 from conftest import role_defaults
 from tune_families import Family, run
@@ -242,3 +242,18 @@ def test_held_out_families():
             misses.append((i, tune.key_name(best), tune.key_name(answer["winner"])))
     assert len(launches) >= 30 and max(launches) <= 12
     assert misses == []
+
+
+@pytest.mark.parametrize("config, block", [
+    ({"dflash_config": {"block_size": 16}}, 16), ({"block_size": 8}, 8),
+    ({"dflash_config": {"block_size": 4}, "block_size": 8}, 4), ({"dflash_config": {}}, None),
+    ({}, None), ({"block_size": "16"}, None), ({"block_size": True}, None), (None, None), ([16], None)])
+def test_the_block_a_drafter_was_trained_for(config, block):
+    assert drafter.trained_block(config) == block
+
+
+def test_a_block_the_drafter_was_not_trained_for_is_named():
+    assert drafter.block_problem("/m/d", 16, 16) is None and drafter.block_problem("/m/d", None, 8) is None
+    assert drafter.block_problem("/m/d", 16, 8) == (
+        "the drafter at /m/d was trained for a block of 16 tokens (its config.json), this setting drafts 8 "
+        "(the deploy refuses it on the host)")

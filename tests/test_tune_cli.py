@@ -32,12 +32,13 @@ def tune(*args, timeout=600):
                           env=dict(os.environ), capture_output=True, text=True, timeout=timeout)
 
 
-def _vars(tmp_path, drafter=True):
+def _vars(tmp_path, drafter=True, block=None):
     models = tmp_path / "models"
     if drafter:  # the host's drafter, a stand-in whose config.json leaves the block to the profile
         (models / "Qwen3.6-27B-DFlash").mkdir(parents=True)
         (models / "Qwen3.6-27B-DFlash" / "config.json").write_text(json.dumps(
-            {"architectures": ["DFlashDraftModel"], "model_type": "qwen3", "dflash_config": {}}))
+            {"architectures": ["DFlashDraftModel"], "model_type": "qwen3",
+             "dflash_config": {"block_size": block} if block else {}}))
     path = tmp_path / "host.yml"
     path.write_text("sglang_model_dir: %s\nsglang_hardware: %s\n%s" % (models, json.dumps(HARDWARE), PLAN))
     return path
@@ -151,3 +152,22 @@ def test_args_remote_survive_a_second_shell(tmp_path):
     once = subprocess.run(fill("%s %s {args}" % (sys.executable, script), argv, 1), shell=True,
                           capture_output=True, text=True, timeout=30)
     assert json.loads(once.stdout) == argv
+
+
+def test_blocks_the_drafter_was_not_trained_for_are_refused(tmp_path):
+    """A drafter whose config.json says block 16: blocks 4 and 8 are refused before any launch, as
+    the deploy's host check refuses them; --drafter-block says it for a drafter this machine cannot
+    read (a bare N: every drafter)."""
+    for extra, block, trained in (([], 16, 16), (["--drafter-block", "8"], None, 8)):
+        out = tmp_path / ("out%d" % trained)
+        p = tune("--vars", _vars(tmp_path / str(trained), block=block), "--launch", "exit 1 {args}",
+                 "--budget-launches", 1, "--out", out, *extra)
+        assert p.returncode == 1, p.stderr[-2000:]
+        refused = json.loads((out / "tune.json").read_text())["refused"]
+        for size in (4, 8, 16):
+            name = "tune_sglang_block%d_m88" % size
+            if size == trained:
+                assert name not in refused
+            else:
+                assert "was trained for a block of %d tokens (its config.json), this setting drafts %d" \
+                    % (trained, size) in refused[name], refused.get(name)

@@ -103,3 +103,23 @@ def artifact(profile, block=None):
     dflash = str(profile.get("speculative_algorithm") or "").upper() == "DFLASH"
     return {"repo": draft["repo"], "revision": draft.get("revision") or DEFAULT_REVISION,
             "path": profile[SETTING], "download": not draft.get("path"), "block": block if dflash else None}
+
+
+def trained_block(config):
+    """The block a DFLASH drafter was trained for, from its config.json's mapping (dflash_config's
+    block_size, else a top-level block_size, as SGLang's parse_dflash_draft_config reads them);
+    None when it says none."""
+    if not isinstance(config, dict):
+        return None
+    inner = config.get("dflash_config") if isinstance(config.get("dflash_config"), dict) else {}
+    block = inner.get("block_size", config.get("block_size"))
+    return int(block) if isinstance(block, int) and not isinstance(block, bool) else None
+
+
+def block_problem(path, trained, block):
+    """Why a DFLASH setting of ``block`` tokens cannot run the drafter at ``path`` trained for
+    ``trained`` (the deploy's host check refuses it: tasks/model_drafter.yml); None when it can."""
+    if trained is None or block is None or int(trained) == int(block):
+        return None
+    return ("the drafter at %s was trained for a block of %d tokens (its config.json), this setting "
+            "drafts %d (the deploy refuses it on the host)" % (path, int(trained), int(block)))
