@@ -102,9 +102,9 @@ class Family(object):
         fails = []
         if est < self.min_tok_s:
             fails.append("coding")
-        out["failed_only_capacity"] = not t["capacity_ok"] and not fails
-        if not t["capacity_ok"]:
-            fails.append("capacity")
+        if not t["capacity_ok"]:  # and the concurrent case, run on fewer requests at once than it needs
+            fails += ["capacity"] + (["concurrent"] if t["running"] < self.need_run else [])
+        out["failed_capacity"] = not t["capacity_ok"]
         return dict(out, passed=not fails, failed_cases=fails)
 
 

@@ -506,11 +506,11 @@ class Tuner(object):
         return None
 
     def _speed_ranked(self):
-        """Launches whose only failure (if any) is capacity, fastest first; a setting that did
-        not start ranks by its prediction."""
+        """Launches that passed or fell short of capacity (a higher fraction may pass), fastest
+        first; a setting that did not start ranks by its prediction."""
         rows = []
         for k, o in self.launches:
-            if interval(o) is not None and (o.get("passed") or o.get("failed_only_capacity")):
+            if interval(o) is not None and (o.get("passed") or o.get("failed_capacity")):
                 rows.append((interval(o)[0], k, o))
             elif not o.get("started", True):
                 pred = self.predict(spec_of(k))
@@ -529,7 +529,7 @@ class Tuner(object):
             return None
         ok = [k[4] for k, o in tried if o.get("passed")]
         no_start = [k[4] for k, o in tried if not o.get("started", True) and o.get("memory") != "under"]
-        short = [k[4] for k, o in tried if o.get("failed_only_capacity") or o.get("memory") == "under"]
+        short = [k[4] for k, o in tried if o.get("failed_capacity") or o.get("memory") == "under"]
         ceiling = min(no_start) if no_start else None
         floor = max(short) if short else None
         cand = [f for f in fractions if (ceiling is None or f < ceiling) and (floor is None or f > floor)]
