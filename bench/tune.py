@@ -409,7 +409,9 @@ def cmd_tune(args):
         return EXIT_UNMEASURED
 
 
-def _space(args):
+def _space(args, engine):
+    """The space: --space's file over the default, --engines over both; the host's engine when
+    neither names one."""
     data = None
     if args.space:
         import yaml
@@ -418,6 +420,8 @@ def _space(args):
         except (OSError, yaml.YAMLError) as e:
             raise TuneError("cannot read --space %s: %s" % (args.space, e))
     wanted = [e.strip() for e in args.engines.split(",") if e.strip()] if args.engines else None
+    if not wanted and not (isinstance(data, dict) and "engines" in data):
+        wanted = [engine]
     return tune.space_of(data, wanted)
 
 
@@ -431,9 +435,9 @@ def _tune(args):
         raise TuneError("--objective-requests must be 2 or more, got %d" % args.objective_requests)
     if args.budget_minutes is not None and args.budget_minutes <= 0:
         raise TuneError("--budget-minutes must be above 0, got %g" % args.budget_minutes)
-    space = _space(args)
     host = Host(args)
     current = host.current_key()
+    space = _space(args, current[0])
     commands = launch_commands(args.launch, sorted(set(space["engines"]) | {current[0]}))
     try:
         cases = plan.resolve(host.v.get("sglang_gate_plan"), host.thresholds, host.current,

@@ -171,3 +171,20 @@ def test_blocks_the_drafter_was_not_trained_for_are_refused(tmp_path):
             else:
                 assert "was trained for a block of %d tokens (its config.json), this setting drafts %d" \
                     % (trained, size) in refused[name], refused.get(name)
+
+
+def test_the_space_is_the_hosts_engine_unless_told(tmp_path):
+    """A host on vLLM is tuned on vLLM (no adaptive steps there: 10 settings a fraction);
+    --engines sglang,vllm adds SGLang's 16."""
+    v = tmp_path / "vllm.yml"  # over the host's file: its profile and that profile's thresholds
+    v.write_text("sglang_profile: vllm_mtp_3\n"
+                 "sglang_gate_thresholds:\n  vllm_mtp_3:\n    coding: {min_tok_s: 30}\n")
+    host = _vars(tmp_path)
+    for extra, settings in (([], 70), (["--engines", "sglang,vllm"], 70 + 112)):
+        out = tmp_path / ("out%d" % settings)
+        p = tune("--vars", host, "--vars", v, "--launch", "exit 1 {args}", "--budget-launches", 1,
+                 "--out", out, *extra)
+        assert p.returncode == 1, p.stderr[-2000:]
+        data = json.loads((out / "tune.json").read_text())
+        assert data["settings"] == settings and data["launches"][0]["name"] == "vllm_mtp_3"
+        assert data["launches"][0]["argv"][0] == "serve"
