@@ -62,7 +62,7 @@ def loader(vault_password_file=None, basedir=PLAYBOOKS, note=None):
     return dl
 
 
-def _files(path):
+def files_of(path):
     """``path``'s YAML files: itself, or a vars directory's *.yml/*.yaml."""
     path = Path(path)
     if path.is_dir():
@@ -110,7 +110,7 @@ def task_vars(inventory, host, roles=ROLES, play_vars_files=(), vars_files=(), e
     manager._hostvars = HostVars(inventory=inv, variable_manager=manager, loader=dl)  # as a run sets it
     on_top = {}
     for path in vars_files:
-        for f in _files(path):
+        for f in files_of(path):
             on_top.update(load(dl, f))
     on_top.update(dl.load(json.dumps(extra or {})))
     manager._extra_vars = on_top

@@ -35,9 +35,10 @@ import time
 import urllib.request
 from pathlib import Path
 
-from sglang_perf import capacity, drafter, engines, inherit, plan, profile, tune
+from sglang_perf import capacity, drafter, engine, engines, inherit, plan, profile, tune
 from sglang_perf.client import ConfigError, MeasureError
 
+from bench import tune_report
 from bench.common import EXIT_FAILED, EXIT_PASSED, EXIT_UNMEASURED
 from bench.launch import free_port
 from bench.paths import ROOT
@@ -69,7 +70,7 @@ class Host(object):
                 self.dl = hostvars.loader(args.vault_password_file)
                 self.vars = hostvars.role_defaults(self.dl)
                 for path in args.vars or ():
-                    for f in hostvars._files(Path(path).resolve()):
+                    for f in hostvars.files_of(Path(path).resolve()):
                         self.vars.update(hostvars.load(self.dl, f))
                 # a host of no inventory: what the role defaults template from
                 self.vars.update(inventory_hostname="tune", inventory_dir=str(DEFAULT_OUT), groups={},
@@ -79,7 +80,8 @@ class Host(object):
                      "sglang_ready_timeout", "sglang_api_key", "sglang_memory_full_context_requests",
                      "sglang_gate_api", "sglang_gate_warmup", "sglang_gate_confidence",
                      "sglang_gate_inconclusive", "sglang_gate_first_token_timeout",
-                     "sglang_gate_stall_timeout", "sglang_gate_run_timeout", "sglang_launch_modules")
+                     "sglang_gate_stall_timeout", "sglang_gate_run_timeout", "sglang_launch_modules",
+                     "sglang_engine", "sglang_memory_default_fraction")
             # plain data (Ansible's tagged strings are not YAML's): what tuned.yml and tune.json write
             self.v = json.loads(json.dumps(hostvars.resolve(self.dl, self.vars, names)))
         except hostvars.HostVarsError as e:
@@ -100,16 +102,16 @@ class Host(object):
     def current_key(self):
         """The current profile as a setting of the space's shape."""
         p = self.profiles[self.current]
-        engine = p.get("engine") or self.vars.get("sglang_engine") or engines.DEFAULT
-        algo = (p.get("speculative_algorithm") or "").upper()
-        eng = engines.get(engine)
-        mem = p.get("mem_fraction_static") or self.v.get("sglang_memory_default_fraction") or 0.88
-        if not algo:
-            return (engine, "none", 0, False, float(mem))
-        if algo == eng.tune_algorithms["block"] or p.get("draft_model"):
-            return (engine, "block", profile.accept_ceiling(p, engine), False, float(mem))
+        engine = profile.profile_engine(p, self.v.get("sglang_engine") or engines.DEFAULT)
+        # a fraction left to the engine: the one the memory preflight assumes
+        mem = float(p.get("mem_fraction_static") or self.v["sglang_memory_default_fraction"])
+        kind = tune.profile_kind(p)
+        if kind == "none":
+            return (engine, kind, 0, False, mem)
+        if kind == "block":
+            return (engine, kind, profile.accept_ceiling(p, engine), False, mem)
         steps = int(p.get("speculative_num_steps") or 1)
-        return (engine, "chain", steps, p.get("speculative_adaptive") is True, float(mem))
+        return (engine, kind, steps, p.get("speculative_adaptive") is True, mem)
 
     def drafter_blocks(self, given=(), root=None):
         """{drafter path: the block it was trained for} of the host's drafter profiles: ``given``
@@ -151,7 +153,7 @@ class Host(object):
             return None
         base, diff = made
         entry = dict({"base": base}, **diff)
-        return tune.key_name(key), entry, tune.flat(self.profiles[base], diff)
+        return tune.key_name(key), entry, tune.flat(base, self.profiles[base], diff)
 
     def render(self, key, port):
         """(argv after the launch module, problems) of a setting, by the deploy plan's own code
@@ -316,8 +318,7 @@ def objective_figures(result, case):
     iv = (r.get("intervals") or {}).get("decode_tok_s") or {}
     return {"tok_s": {k: iv.get(k) for k in ("estimate", "lower", "upper")} if iv.get("estimate") is not None
             else None,
-            "accept_len": r.get("accept_len"), "by_position": r.get("accept_by_position"),
-            "verdict": r.get("verdict")}
+            "accept_len": r.get("accept_len"), "by_position": r.get("accept_by_position")}
 
 
 def measure(host, args, url, name, cases, objective, bar, deadline):
@@ -328,8 +329,9 @@ def measure(host, args, url, name, cases, objective, bar, deadline):
     common = gate.common_options(host.v, url, args.api_key or host.v.get("sglang_api_key"), None)
     if deadline != float("inf"):
         left = deadline - time.monotonic()
-        common["run_timeout"] = max(5.0, min(common.get("run_timeout") or 1800.0, left))
-    promise = {k: host.profiles[host.current].get(k) for k in tune.PROMISES}
+        run_timeout = common.get("run_timeout") or engine.DEFAULTS["run_timeout"]
+        common["run_timeout"] = max(5.0, min(run_timeout, left))
+    promise = gate.promise_of({"sglang_profiles": host.profiles}, host.current)
     first = []
     for c in cases:
         if c["case"] == objective:
@@ -368,7 +370,8 @@ def add_parser(sub):
     gate.add_inventory_args(p, "with -i: the host whose settings, profiles and gate plan are tuned")
     p.add_argument("--vars", metavar="FILE", action="append",
                    help="vars files over the role defaults (without -i), or over the host's (with -i)")
-    p.add_argument("--engines", help="engines to tune, comma-separated (default: the space's, sglang)")
+    p.add_argument("--engines", help="engines to tune, comma-separated (default: the --space file's, "
+                                     "else the host's engine)")
     p.add_argument("--space", metavar="FILE", help="YAML narrowing or widening the space (%s)"
                    % ", ".join(tune.SPACE_KEYS))
     p.add_argument("--budget-launches", type=int, default=12, help="launches at most (default 12)")
@@ -508,7 +511,7 @@ def _tune(args):
             tuner.notes.append("stopped: launch %s was not stopped cleanly (%s)"
                                % (tune.key_name(key), record["stray"]))
             break
-    report = write_report(out_dir, host, tuner, records, cases, args, time.monotonic() - started)
+    report = tune_report.write(out_dir, host, tuner, records, cases, args, time.monotonic() - started)
     print(report["headline"])
     say("bench tune: wrote %s" % out_dir)
     stray = [r for r in records if r.get("stray")]
@@ -549,9 +552,8 @@ def run_one(host, args, key, template, cases, bar, ready_timeout, deadline, log)
     t0 = time.monotonic()
     launch = Launch(command, log)
     try:
-        engine = engines.get(key[0])
         url = (args.url or "http://%s:%d" % (args.address, port)).rstrip("/")
-        why = launch.wait_ready(url, engine.ready_paths, ready_timeout, deadline)
+        why = launch.wait_ready(url, engines.get(key[0]).ready_paths, ready_timeout, deadline)
         record["ready_s"] = round(time.monotonic() - t0, 1)
         if why:
             record["outcome"] = {"started": False, "error": why, "memory": launch.memory()}
@@ -577,7 +579,3 @@ def run_one(host, args, key, template, cases, bar, ready_timeout, deadline, log)
     record["seconds"] = round(time.monotonic() - t0, 1)
     return record
 
-
-def write_report(out_dir, host, tuner, records, cases, args, seconds):
-    from bench import tune_report
-    return tune_report.write(out_dir, host, tuner, records, cases, args, seconds)

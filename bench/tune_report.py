@@ -16,18 +16,14 @@ from sglang_perf import plan, tune
 MARGIN = 0.15
 
 
-def _iv(o):
-    return tune.interval(o) if o else None
-
-
 def _fmt_iv(o):
-    iv = _iv(o)
+    iv = tune.interval(o)
     return "-" if iv is None else "%.1f [%.1f, %.1f]" % iv
 
 
 def gain(a, b):
     """(estimate, lower, upper) in percent of a over b, the bounds from the two intervals."""
-    x, y = _iv(a), _iv(b)
+    x, y = tune.interval(a), tune.interval(b)
     if x is None or y is None or min(y) <= 0:
         return None
     return 100 * (x[0] / y[0] - 1), 100 * (x[1] / y[2] - 1), 100 * (x[2] / y[1] - 1)
@@ -51,16 +47,18 @@ def _at_bounds(result):
     cases = []
     for r in result.get("cases") or []:
         iv = r.get("intervals") or {}
-
-        def bound(name, side, fallback, iv=iv):
-            value = (iv.get(name) or {}).get(side)
-            return fallback if value is None else value
-        cases.append(dict(r, decode_tok_s={"median": bound("decode_tok_s", "lower",
-                                                            (r.get("decode_tok_s") or {}).get("median"))},
-                          accept_len=bound("accept_len", "lower", r.get("accept_len")),
-                          aggregate_tok_s=bound("aggregate_tok_s", "lower", r.get("aggregate_tok_s")),
-                          ttft_s={"p50": bound("ttft_s", "upper", (r.get("ttft_s") or {}).get("p50"))}))
+        cases.append(dict(r, decode_tok_s={"median": _bound(iv, "decode_tok_s", "lower",
+                                                             (r.get("decode_tok_s") or {}).get("median"))},
+                          accept_len=_bound(iv, "accept_len", "lower", r.get("accept_len")),
+                          aggregate_tok_s=_bound(iv, "aggregate_tok_s", "lower", r.get("aggregate_tok_s")),
+                          ttft_s={"p50": _bound(iv, "ttft_s", "upper", (r.get("ttft_s") or {}).get("p50"))}))
     return dict(result, cases=cases)
+
+
+def _bound(intervals, name, side, fallback):
+    """The ``side`` bound of a figure's interval, else ``fallback`` (its point figure)."""
+    value = (intervals.get(name) or {}).get(side)
+    return fallback if value is None else value
 
 
 def thresholds_for(records, key, host):
@@ -77,11 +75,11 @@ def thresholds_for(records, key, host):
     return out
 
 
-def tuned_vars(host, tuner, answer, records, when):
+def tuned_vars(host, answer, records):
     """The vars file: the host's profiles and thresholds with the winner added (extra variables
     replace a variable whole), sglang_profile set to it; the current profile alone when it is kept."""
     winner = answer["winner"]
-    if winner is None or winner == tuner.current or not answer["beats_current"]:
+    if winner is None or not answer["beats_current"]:
         return {"sglang_profile": host.current}, None
     name, entry, _ = host.setting(winner)
     profiles = dict(host.raw_profiles, **{name: entry})
@@ -102,9 +100,8 @@ def write(out_dir, host, tuner, records, cases, args, seconds):
     lines = ["# Tuning %s (profile %s)" % (title, host.current), "", "## The answer", ""]
     if winner is None:
         headline = "no setting passed the gate plan: nothing to deploy (the launches below say why)"
-    elif winner == cur or not answer["beats_current"]:
-        best = max((k for k in tuner.passed() if k != cur), key=lambda k: tune.interval(tuner.passed()[k])[0],
-                   default=None)
+    elif not answer["beats_current"]:
+        best = answer["runner_up"]  # the fastest other that passed
         headline = "nothing beats the current profile %s (%s tok/s) beyond the intervals: it is kept%s" % (
             host.current, _fmt_iv(co),
             "; the best other, %s, %s tok/s (%s)" % (tune.key_label(best), _fmt_iv(outcomes[best]),
@@ -145,7 +142,7 @@ def write(out_dir, host, tuner, records, cases, args, seconds):
             "context %s, %s running" % (cap.get("effective_context"), cap.get("max_running_requests"))
             if cap else "-", _verdict(o), r.get("seconds", "-")))
     (out_dir / "tune.md").write_text("\n".join(lines) + "\n")
-    tuned, tuned_name = tuned_vars(host, tuner, answer, records, when)
+    tuned, tuned_name = tuned_vars(host, answer, records)
     header = "# python -m bench tune, %s: %s\n# deploy it through the gate: ansible-playbook deploy.yml " \
              "-e @%s\n" % (
         when, headline.replace("\n", " ")[:300], out_dir / "tuned.yml")

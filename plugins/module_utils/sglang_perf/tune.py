@@ -30,7 +30,7 @@ no drafter before a drafter, fewer draft tokens, adaptive off, the lower fractio
 beats the current profile beyond the intervals, the current profile is the answer."""
 from __future__ import annotations
 
-from . import engines
+from . import engines, inherit
 
 # The default space (issue 34): chains of 1-6 steps with and without adaptive, drafter blocks
 # 4/8/16, fractions 0.80-0.92 by 0.02.
@@ -39,7 +39,6 @@ DEFAULT_SPACE = {"engines": ["sglang"], "no_spec": True, "chain_steps": [1, 2, 3
                  "mem_fractions": [0.80, 0.82, 0.84, 0.86, 0.88, 0.90, 0.92]}
 SPACE_KEYS = {"engines": list, "no_spec": bool, "chain_steps": list, "adaptive": list, "blocks": list,
               "mem_fractions": list}
-KINDS = ("none", "chain", "block")
 # Every speculative setting a profile may carry: a setting of the tuner states its own and no other.
 SPEC_KEYS = ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
              "speculative_num_draft_tokens", "speculative_adaptive", "speculative_adaptive_config",
@@ -49,14 +48,19 @@ PROMISES = ("context_length", "max_running_requests")
 MEMORY_TRIES = 3
 
 
-# What an engine says at start-up when the fraction was wrong, lower case: its pools too small
-# for what it must hold (SGLang's memory pool errors: "... increase --mem-fraction-static"; vLLM's
-# "no available memory for the cache blocks", "... increasing `gpu_memory_utilization`"), or the GPU
-# out of memory (torch's OutOfMemoryError) - checked in that order.
-MEMORY_UNDER = ("increase --mem-fraction-static", "too small to serve", "not enough gpu memory for hybrid",
-                "no available memory for the cache blocks", "increasing `gpu_memory_utilization`",
-                "increase gpu_memory_utilization")
-MEMORY_OVER = ("out of memory", "outofmemoryerror")
+# What an engine raises at start-up when the fraction was wrong, lower case, checked in this
+# order. Too small - SGLang 0.5.23: pool_configurator.py "Not enough memory. Please try to increase
+# --mem-fraction-static.", kv_cache_configurator.py "Raise --mem-fraction-static above ..." (the
+# weights leave nothing), "... state cache is too small to serve any requests ... (2) increase
+# --mem-fraction-static" and "Not enough GPU memory for hybrid (mamba/linear-attention) state
+# cache"; vLLM 0.33: v1/core/kv_cache_planning.py "No available memory for the cache blocks. Try
+# increasing `gpu_memory_utilization` ...". Too large - torch's OutOfMemoryError ("CUDA out of
+# memory"), vLLM's v1/worker/utils.py "... is less than desired GPU memory utilization ... Decrease
+# GPU memory utilization". (SGLang's tp_worker.py warning "raise --mem-fraction-static" is a
+# warning on a server that starts: not matched.)
+MEMORY_UNDER = ("increase --mem-fraction-static", "raise --mem-fraction-static above", "too small to serve",
+                "not enough gpu memory for hybrid", "increasing `gpu_memory_utilization`")
+MEMORY_OVER = ("out of memory", "outofmemoryerror", "decrease gpu memory utilization")
 
 
 def memory_signal(text):
@@ -164,30 +168,31 @@ def candidates(space, drafter_engines):
     return out
 
 
+def profile_kind(p):
+    """A flat profile's kind of speculation: none, a block (it loads a drafter) or a chain."""
+    if not p.get("speculative_algorithm"):
+        return "none"
+    return "block" if p.get("draft_model") else "chain"
+
+
 def template_of(profiles, engine, kind, current):
     """The host profile a setting is written over (tuned.yml names it as the base): the current
     profile for its own engine and kind, else the first profile of that engine and kind (a block
-    needs the host's drafter profile), else for no speculation or a chain the engine's first
-    profile. None when the host has none (a block without a drafter profile)."""
-    def kind_of(p):
-        algo = (p.get("speculative_algorithm") or "").upper()
-        if not algo:
-            return "none"
-        return "block" if p.get("draft_model") else "chain"
-
-    def engine_of(p):
-        return p.get("engine") or engines.DEFAULT
-
+    needs the host's drafter profile of the engine's block algorithm), else for no speculation or
+    a chain the engine's first profile. None when the host has none (a block without a drafter
+    profile)."""
     named = [current] + sorted(n for n in profiles if n != current)
     for want_kind in ((kind,) if kind == "block" else (kind, None)):
         for name in named:
             p = profiles.get(name)
-            if isinstance(p, dict) and engine_of(p) == engine and \
-                    (want_kind is None or kind_of(p) == want_kind):
-                if kind == "block" and p.get("speculative_algorithm", "").upper() != \
-                        engines.get(engine).tune_algorithms["block"]:
-                    continue
-                return name
+            if not isinstance(p, dict) or (p.get("engine") or engines.DEFAULT) != engine:
+                continue
+            if want_kind is not None and profile_kind(p) != want_kind:
+                continue
+            if kind == "block" and str(p.get("speculative_algorithm")).upper() != \
+                    engines.get(engine).tune_algorithms["block"]:
+                continue
+            return name
     return None
 
 
@@ -213,15 +218,10 @@ def settings_of(key, profiles, current):
     return base, diff
 
 
-def flat(base_profile, diff):
-    """The flat profile of a setting (inherit.resolve's rule: a null removes the base's)."""
-    out = dict(base_profile)
-    for k, v in diff.items():
-        if v is None:
-            out.pop(k, None)
-        else:
-            out[k] = v
-    return out
+def flat(base, base_profile, diff):
+    """The flat profile of a setting written as ``diff`` over the flat profile ``base``
+    (inherit.resolve: a null removes the base's)."""
+    return inherit.resolve({base: base_profile, "_setting": dict(diff, base=base)})[0]["_setting"]
 
 
 # ----------------------------------------------------------------------- measurements ------
@@ -231,8 +231,8 @@ def interval(outcome):
     if iv.get("estimate") is None:
         return None
     est = float(iv["estimate"])
-    return est, float(iv.get("lower", est) if iv.get("lower") is not None else est), \
-        float(iv.get("upper", est) if iv.get("upper") is not None else est)
+    return est, float(est if iv.get("lower") is None else iv["lower"]), \
+        float(est if iv.get("upper") is None else iv["upper"])
 
 
 def step_time(outcome):
@@ -294,12 +294,9 @@ class Tuner(object):
                 return o
         return None
 
-    def measured(self):
-        """{key: outcome} of launches with an objective figure."""
-        return {k: o for k, o in self.launches if interval(o) is not None}
-
     def passed(self):
-        return {k: o for k, o in self.measured().items() if o.get("passed")}
+        """{key: outcome} of the launches that passed with an objective figure."""
+        return {k: o for k, o in self.launches if interval(o) is not None and o.get("passed")}
 
     def leader(self):
         """The passing launch with the highest estimate, or None."""
@@ -444,17 +441,16 @@ class Tuner(object):
             return None
         return unknown[-1] if ceiling < 2.0 else unknown[0]  # no model: one step away
 
+    def _meets(self, kv, running):
+        """Whether a capacity (KV tokens, running requests; None: not known) holds the needs."""
+        need_ctx, need_run = self.needs
+        short_context = need_ctx and kv < need_ctx
+        return not short_context and not (need_run and running is not None and running < need_run)
+
     def _holds_model(self, key):
         """The memory model's own word on ``key`` (no launch of it reported a capacity)."""
-        need_ctx, need_run = self.needs
         m = self.capacity_model(key, key[4]) if self.capacity_model else None
-        if m is None:
-            return None
-        if need_ctx and m[0] < need_ctx:
-            return False
-        if need_run and m[1] is not None and m[1] < need_run:
-            return False
-        return True
+        return None if m is None else self._meets(*m)
 
     def _fastest_step(self, engine):
         """The chain line's intercept (a verify of the target alone), else the shortest step time
@@ -525,7 +521,7 @@ class Tuner(object):
         spec = spec_of(key)
         fractions = sorted(k[4] for k in self.keys if spec_of(k) == spec and k not in self.refused)
         tried = [(k, o) for k, o in self.launches if spec_of(k) == spec]
-        if len(tried) > MEMORY_TRIES:
+        if len(tried) >= MEMORY_TRIES:
             return None
         ok = [k[4] for k, o in tried if o.get("passed")]
         no_start = [k[4] for k, o in tried if not o.get("started", True) and o.get("memory") != "under"]
@@ -537,17 +533,16 @@ class Tuner(object):
             cand = [f for f in cand if f < min(ok)]
         if not cand:
             return None
-        holds = [f for f in cand if self._holds(key, f, tried) is not False]
+        holds = [f for f in cand if self._holds(f, tried) is not False]
         pick = min(holds) if holds else None
         if pick is None:
             return None
         target = (spec + (pick,))
         return target if self._fresh(target) else None
 
-    def _holds(self, key, mem, tried):
-        """Whether the spec of ``key`` at ``mem`` is predicted to hold the needs: a launch's
+    def _holds(self, mem, tried):
+        """Whether a spec launched as ``tried`` is predicted to hold the needs at ``mem``: its last
         reported capacity moved by the memory model's change; None when it cannot be told."""
-        need_ctx, need_run = self.needs
         reported = [(k, o["capacity"]) for k, o in tried if o.get("capacity")]
         if not reported or self.capacity_model is None:
             return None
@@ -559,11 +554,7 @@ class Tuner(object):
         run = cap.get("max_running_requests")
         if run is not None and m0[1] is not None and m1[1] is not None:
             run = run + (m1[1] - m0[1])
-        if need_ctx and kv < need_ctx:
-            return False
-        if need_run and run is not None and run < need_run:
-            return False
-        return True
+        return self._meets(kv, run)
 
     def _next_spare(self, prefer):
         """Budget left and nothing predicted to win: the adaptive twin of the leading chain
@@ -616,7 +607,7 @@ class Tuner(object):
             pred = self.predict(spec_of(key))
             tried = [(k, x) for k, x in self.launches if spec_of(k) == spec_of(key)]
             if tried:
-                if self._holds(key, key[4], tried) is False:
+                if self._holds(key[4], tried) is False:
                     return "not launched: the memory model, moved to what the launch at mem %.2f reported, " \
                            "says it cannot hold the context (%s tokens) and %s running requests there" % (
                                tried[-1][0][4], self.needs[0], self.needs[1])
