@@ -19,8 +19,10 @@ LAUNCH = "SGLEMU_SPEED_SCALE=4 SGLEMU_WARMUP_REQUESTS=0 exec %s -m bench.emulato
 # The host: 2 x A6000 whose bandwidth is scaled with the emulator's speed, so the roofline the
 # deploy's preflight holds thresholds against is the emulated host's (as tests/test_compare_cli.py).
 HARDWARE = {"gpu_count": 2, "gpu_bandwidth_gbs": 768 * 4, "gpu_memory_gib": 48, "compute_capability": 8.6}
+# The objective's sample is the case's max_requests: 16, whose median interval is [x(4), x(13)] at
+# 95% (at 8 it is the sample's min and max, and one slow request under CI's load made a tie).
 PLAN = """sglang_gate_plan:
-  coding: {prompts: coding, concurrency: 1, requests: 6, max_requests: 8, max_tokens: 128}
+  coding: {prompts: coding, concurrency: 1, requests: 6, max_requests: 16, max_tokens: 128}
 sglang_gate_thresholds:
   nextn_3step:
     coding: {min_tok_s: 45, min_accept_len: 2.8}
