@@ -464,7 +464,7 @@ def _tune(args):
         if not problems and key[1] == "block":
             path = host.setting(key)[2].get(drafter.SETTING)
             why = drafter.block_problem(path, blocks.get(path), key[2])
-            problems = [why] if why else []
+            problems = [why + " (the deploy refuses it on the host)"] if why else []
         if problems:
             refused[key] = "; ".join(problems)
     # what the capacity check holds a setting to: the promised context (or a longer case's), the

@@ -38,7 +38,7 @@ def problems(path, **kw):
 def test_a_complete_sharded_model(model):
     found, facts = mc.check(str(model))
     assert found == []
-    assert facts == {"layout": "sharded", "shards": 2, "commit": None,
+    assert facts == {"layout": "sharded", "shards": 2, "commit": None, "trained_block": None,
                      "size_bytes": (model / SHARD1).stat().st_size + (model / SHARD2).stat().st_size}
 
 
@@ -177,6 +177,25 @@ def test_through_ansible_in_check_mode(model):
                             check=True, timeout=120)
     assert (r["changed"], r["complete"], r["problem_count"]) == (False, False, 1)
     assert r["problems"][0].startswith(SHARD1 + " is 10.00 kB of ")
+
+
+def test_a_drafter_trained_for_another_block_fails_naming_both(tmp_path):
+    """block: the DFLASH drafter's config.json must say the profile's block; judged on complete
+    files only (an incomplete one is refused or downloaded first, its config.json maybe replaced)."""
+    d = tmp_path / "drafter"
+    hub.write_model(str(d), drafter=True)
+    trained = json.loads((d / "config.json").read_text())["dflash_config"]["block_size"]
+    args = {"path": str(d), "block": trained, "block_of": "the profile dflash"}
+    _, r, _ = module_result("sglang_model_check", json.dumps(args), check=True, timeout=120)
+    assert (r.get("failed"), r["complete"], r["trained_block"]) == (None, True, trained)
+    _, r, _ = module_result("sglang_model_check", json.dumps(dict(args, block=8)), timeout=120)
+    assert r["failed"] and r["msg"] == (
+        "The drafter at %s was trained for a block of %d tokens (its config.json), the profile dflash "
+        "drafts 8: make it draft %d (speculative_num_draft_tokens on SGLang, num_speculative_tokens + 1 "
+        "on vLLM)" % (d, trained, trained))
+    os.truncate(d / SHARD1, 100)
+    _, r, _ = module_result("sglang_model_check", json.dumps(dict(args, block=8)), timeout=120)
+    assert (r.get("failed"), r["complete"], r["trained_block"]) == (None, False, trained)
 
 
 def test_the_stand_in_hub_answers_what_hf_download_asks(model, tmp_path):

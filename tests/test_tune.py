@@ -254,8 +254,8 @@ def test_the_block_a_drafter_was_trained_for(config, block):
 def test_a_block_the_drafter_was_not_trained_for_is_named():
     assert drafter.block_problem("/m/d", 16, 16) is None and drafter.block_problem("/m/d", None, 8) is None
     assert drafter.block_problem("/m/d", 16, 8) == (
-        "the drafter at /m/d was trained for a block of 16 tokens (its config.json), this setting drafts 8 "
-        "(the deploy refuses it on the host)")
+        "the drafter at /m/d was trained for a block of 16 tokens (its config.json), this setting drafts 8")
+    assert drafter.block_problem("/m/d", 4, 16, "the profile dflash").endswith("the profile dflash drafts 16")
 
 
 @pytest.mark.parametrize("text, signal", [

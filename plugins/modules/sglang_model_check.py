@@ -47,6 +47,20 @@ options:
     description: At most this many problems are listed (the count is always complete).
     type: int
     default: 20
+  block:
+    description:
+      - A DFLASH drafter's block, the tokens one verify takes (the profile's
+        C(speculative_num_draft_tokens) on SGLang, C(num_speculative_tokens) + 1 on vLLM). When
+        C(config.json) names the block the drafter was trained for (C(dflash_config.block_size),
+        else C(block_size), as SGLang's C(parse_dflash_draft_config) reads it) and it differs, the
+        module fails naming both: SGLang keeps the profile's block without a word and the drafter
+        drafts what it was trained for. Judged when the files are complete (a download does not
+        mend it; an incomplete drafter's config.json may be the one the download replaces).
+    type: int
+  block_of:
+    description: What drafts O(block), named in that failure (e.g. C(the profile dflash)).
+    type: str
+    default: the profile
 attributes:
   check_mode:
     support: full
@@ -106,6 +120,10 @@ commit:
   description: The commit the directory records (null when it records none, or several).
   returned: always
   type: str
+trained_block:
+  description: The block a DFLASH drafter's C(config.json) says it was trained for (null when it says none).
+  returned: always
+  type: int
 """
 
 import json
@@ -113,7 +131,7 @@ import os
 import struct
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_perf import weights
+from ansible.module_utils.sglang_perf import drafter, weights
 
 INDEX = "model.safetensors.index.json"
 SINGLE = "model.safetensors"
@@ -273,11 +291,11 @@ def under(path, dirs):
 
 def check(path, revision=None, readable_by=None, hidden_paths=()):
     """Everything wrong with the model directory ``path``: (problems, facts)."""
-    facts = dict(layout="none", shards=0, size_bytes=0, commit=None)
+    facts = dict(layout="none", shards=0, size_bytes=0, commit=None, trained_block=None)
     if not os.path.isdir(path):
         return ["no such directory"], facts
     problems = []
-    read_json(path, "config.json", problems)
+    facts["trained_block"] = drafter.trained_block(read_json(path, "config.json", problems))
     files = ["config.json"]
     if os.path.exists(os.path.join(path, INDEX)):
         facts["layout"] = "sharded"
@@ -344,11 +362,21 @@ def main():
             readable_by=dict(type="str"),
             hidden_paths=dict(type="list", elements="path", default=[]),
             max_problems=dict(type="int", default=20),
+            block=dict(type="int"),
+            block_of=dict(type="str", default="the profile"),
         ),
         supports_check_mode=True,
     )
     p = module.params
     problems, facts = check(p["path"], p["revision"], p["readable_by"], p["hidden_paths"])
+    # judged on complete files only: an incomplete drafter is refused or downloaded first
+    wrong = None if problems else drafter.block_problem(p["path"], facts["trained_block"], p["block"],
+                                                        p["block_of"])
+    if wrong:
+        module.fail_json(msg="%s%s: make it draft %d (speculative_num_draft_tokens on SGLang, "
+                         "num_speculative_tokens + 1 on vLLM)" % (wrong[0].upper(), wrong[1:],
+                                                                  facts["trained_block"]),
+                         path=p["path"], **facts)
     module.exit_json(changed=False, path=p["path"], complete=not problems,
                      problems=problems[:max(p["max_problems"], 1)], problem_count=len(problems), **facts)
 

@@ -116,10 +116,13 @@ def trained_block(config):
     return int(block) if isinstance(block, int) and not isinstance(block, bool) else None
 
 
-def block_problem(path, trained, block):
-    """Why a DFLASH setting of ``block`` tokens cannot run the drafter at ``path`` trained for
-    ``trained`` (the deploy's host check refuses it: tasks/model_drafter.yml); None when it can."""
+def block_problem(path, trained, block, setting="this setting"):
+    """Why ``setting`` (what is named in the sentence), drafting a DFLASH block of ``block`` tokens,
+    cannot run the drafter at ``path`` trained for ``trained`` (trained_block): SGLang keeps the
+    setting's block without a word and the drafter drafts what it was trained for. The role's model
+    check (sglang_model_check's block) and the tuner both refuse it with this sentence; None when
+    they agree or either is unknown."""
     if trained is None or block is None or int(trained) == int(block):
         return None
-    return ("the drafter at %s was trained for a block of %d tokens (its config.json), this setting "
-            "drafts %d (the deploy refuses it on the host)" % (path, int(trained), int(block)))
+    return ("the drafter at %s was trained for a block of %d tokens (its config.json), %s drafts %d"
+            % (path, int(trained), setting, int(block)))
