@@ -102,7 +102,7 @@ class Host(object):
     def current_key(self):
         """The current profile as a setting of the space's shape."""
         p = self.profiles[self.current]
-        engine = profile.profile_engine(p, self.v.get("sglang_engine") or engines.DEFAULT)
+        engine = profile.profile_engine(p, self.v.get("sglang_engine"))
         # a fraction left to the engine: the one the memory preflight assumes
         mem = float(p.get("mem_fraction_static") or self.v["sglang_memory_default_fraction"])
         kind = tune.profile_kind(p)
@@ -141,14 +141,15 @@ class Host(object):
 
     def drafter_engines(self):
         return {e for e in engines.names()
-                if tune.template_of(self.profiles, e, "block", self.current) is not None}
+                if tune.template_of(self.profiles, e, "block", self.current, self.v.get("sglang_engine"))
+                is not None}
 
     def setting(self, key):
         """(name, raw profile entry, flat profile) of a setting; the current key is the current
         profile itself."""
         if key == self.current_key():
             return self.current, self.raw_profiles[self.current], self.profiles[self.current]
-        made = tune.settings_of(key, self.profiles, self.current)
+        made = tune.settings_of(key, self.profiles, self.current, self.v.get("sglang_engine"))
         if made is None:
             return None
         base, diff = made

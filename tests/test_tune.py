@@ -91,6 +91,16 @@ def test_a_block_needs_a_drafter_profile_of_its_engine():
     assert tune.settings_of(("sglang", "block", 8, False, 0.9), profiles, "nextn_3step") is None
 
 
+def test_a_profile_without_an_engine_runs_on_the_hosts():
+    """As the deploy reads it (profile.profile_engine): a profile's own engine, else sglang_engine."""
+    profiles = {"mine": {"context_length": 65536}, "theirs": {"engine": "sglang", "context_length": 65536}}
+    assert tune.template_of(profiles, "vllm", "none", "mine", "vllm") == "mine"
+    assert tune.template_of(profiles, "sglang", "none", "mine", "vllm") == "theirs"
+    assert tune.template_of(profiles, "vllm", "none", "mine") is None
+    assert tune.settings_of(("vllm", "none", 0, False, 0.9), profiles, "mine", "vllm") == (
+        "mine", {"mem_fraction_static": 0.9})
+
+
 def test_names_labels_and_cost():
     key = ("sglang", "chain", 4, True, 0.86)
     assert tune.key_name(key) == "tune_sglang_chain4_adaptive_m86"

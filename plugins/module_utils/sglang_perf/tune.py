@@ -30,7 +30,7 @@ no drafter before a drafter, fewer draft tokens, adaptive off, the lower fractio
 beats the current profile beyond the intervals, the current profile is the answer."""
 from __future__ import annotations
 
-from . import engines, inherit
+from . import engines, inherit, profile
 
 # The default space (issue 34): chains of 1-6 steps with and without adaptive, drafter blocks
 # 4/8/16, fractions 0.80-0.92 by 0.02.
@@ -175,17 +175,18 @@ def profile_kind(p):
     return "block" if p.get("draft_model") else "chain"
 
 
-def template_of(profiles, engine, kind, current):
+def template_of(profiles, engine, kind, current, default_engine=engines.DEFAULT):
     """The host profile a setting is written over (tuned.yml names it as the base): the current
     profile for its own engine and kind, else the first profile of that engine and kind (a block
     needs the host's drafter profile of the engine's block algorithm), else for no speculation or
-    a chain the engine's first profile. None when the host has none (a block without a drafter
-    profile)."""
+    a chain the engine's first profile. A profile's engine is its own, else ``default_engine`` (the
+    host's sglang_engine), as the deploy reads it. None when the host has none (a block without a
+    drafter profile)."""
     named = [current] + sorted(n for n in profiles if n != current)
     for want_kind in ((kind,) if kind == "block" else (kind, None)):
         for name in named:
             p = profiles.get(name)
-            if not isinstance(p, dict) or (p.get("engine") or engines.DEFAULT) != engine:
+            if not isinstance(p, dict) or profile.profile_engine(p, default_engine) != engine:
                 continue
             if want_kind is not None and profile_kind(p) != want_kind:
                 continue
@@ -196,11 +197,12 @@ def template_of(profiles, engine, kind, current):
     return None
 
 
-def settings_of(key, profiles, current):
+def settings_of(key, profiles, current, default_engine=engines.DEFAULT):
     """(base profile name, what the setting states over it) for ``key`` on the host whose flat
-    profiles are ``profiles``; None when it has no profile to write it over."""
+    profiles are ``profiles`` and whose engine is ``default_engine`` (template_of); None when it has
+    no profile to write it over."""
     engine, kind, depth, adaptive, mem = key
-    base = template_of(profiles, engine, kind, current)
+    base = template_of(profiles, engine, kind, current, default_engine)
     if base is None:
         return None
     eng = engines.get(engine)
