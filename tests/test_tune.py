@@ -256,7 +256,10 @@ def test_held_out_families():
 @pytest.mark.parametrize("config, block", [
     ({"dflash_config": {"block_size": 16}}, 16), ({"block_size": 8}, 8),
     ({"dflash_config": {"block_size": 4}, "block_size": 8}, 4), ({"dflash_config": {}}, None),
-    ({}, None), ({"block_size": "16"}, None), ({"block_size": True}, None), (None, None), ([16], None)])
+    # SGLang's int(): a string of digits and a float count, True is 1; what it refuses says none
+    ({}, None), ({"block_size": "16"}, 16), ({"block_size": 16.0}, 16), ({"block_size": True}, 1),
+    ({"block_size": "16.0"}, None), ({"block_size": 0}, None), ({"block_size": [16]}, None),
+    (None, None), ([16], None)])
 def test_the_block_a_drafter_was_trained_for(config, block):
     assert drafter.trained_block(config) == block
 

@@ -106,14 +106,19 @@ def artifact(profile, block=None):
 
 
 def trained_block(config):
-    """The block a DFLASH drafter was trained for, from its config.json's mapping (dflash_config's
-    block_size, else a top-level block_size, as SGLang's parse_dflash_draft_config reads them);
-    None when it says none."""
+    """The block a DFLASH drafter was trained for, from its config.json's mapping, as SGLang 0.5.23's
+    parse_dflash_draft_config reads it (speculative/dflash_utils.py): dflash_config's block_size,
+    else a top-level block_size, through int() (a string of digits counts); None when it says none
+    or says one SGLang refuses at start (not a number, below 1)."""
     if not isinstance(config, dict):
         return None
     inner = config.get("dflash_config") if isinstance(config.get("dflash_config"), dict) else {}
-    block = inner.get("block_size", config.get("block_size"))
-    return int(block) if isinstance(block, int) and not isinstance(block, bool) else None
+    raw = inner.get("block_size", config.get("block_size"))
+    try:
+        block = int(raw)
+    except (TypeError, ValueError):
+        return None
+    return block if block >= 1 else None
 
 
 def block_problem(path, trained, block, setting="this setting"):
