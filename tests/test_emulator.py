@@ -15,7 +15,9 @@ import urllib.request
 
 import pytest
 
+from bench.emulator.scheduler import is_prose
 from bench.profiles import HAND_LAUNCH_ARGS
+from sglang_perf import prompts
 from conftest import MODEL_ARGS, ROOT, free_port
 
 pytestmark = pytest.mark.timeout(60)
@@ -97,6 +99,30 @@ def port_open(port):
 
 def real_requests(stats):
     return [r for r in stats["requests"] if not r["health"]]
+
+
+# --------------------------------------------------------------------- prose or code ----------
+# Request tags as the bench writes them (engine.py: uuid hex, case, index); a hex run such as
+# "def" between digits is not a word, so the tag never turns a prose prompt into code.
+TAGS = ["1def2345-prose-0", "def01234-coding-5", "0a1b2c3d-prose-1023", "abcdefab-prose-99999"]
+
+
+@pytest.mark.parametrize("tag", TAGS)
+def test_a_prompt_is_prose_or_code_whatever_its_request_tag(tag):
+    assert all(is_prose(prompts.tagged(tag, text)) for _, text in prompts.PROSE_PROMPTS)
+    assert not any(is_prose(prompts.tagged(tag, text)) for _, text in prompts.CODING_PROMPTS)
+
+
+@pytest.mark.parametrize("text,prose", [
+    ("word " * 39 + "code", True),  # 40 words, one code word
+    ("word " * 40, True),
+    ("word " * 39, False),  # too short to tell: the coding calibration
+    ("word " * 40 + "Python's def", False),
+    ("word " * 40 + "python3 def2", True),  # neither is a whole word
+    ("", False),
+])
+def test_is_prose_counts_whole_words(text, prose):
+    assert is_prose(text) is prose
 
 
 # --------------------------------------------------------------------- command line -----------

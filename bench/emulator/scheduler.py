@@ -199,7 +199,9 @@ CODE_WORDS = frozenset((
     "pytest", "compile", "json", "http", "parser", "async", "asyncio", "database", "repository",
     "def", "return", "import", "struct", "bug", "bugs", "test", "tests", "query", "queries",
 ))
-_WORD = re.compile(r"[a-z_]+")
+# A word: a run of letters with no letter or digit either side, so a request's hex tag
+# ("Request 3def9a01-prose-0.") is never read as one ("def").
+_WORD = re.compile(r"(?<![a-z0-9_])[a-z_]+(?![a-z0-9_])")
 
 
 PROSE_MIN_WORDS = 40
