@@ -88,7 +88,8 @@ def test_a_release_the_host_does_not_have_is_refused_before_the_service_stops():
     p = play("playbooks/tune.yml", "-e", "sglang_releases_dir=/opt/sglang/elsewhere")
     assert p.returncode == 2, p.stdout[-3000:]
     out = flat(p.stdout)
-    assert "is not installed (/opt/sglang/elsewhere/" in out and "/venv/bin/python is missing)" in out
+    assert "is not installed (/opt/sglang/elsewhere/" in out and "/release.json, written when its install " \
+        "completes, is missing)" in out
     assert "deploy it first (ansible-playbook deploy.yml --limit %s), then tune" % HOST in out
     assert "Stop the host's server" not in out
     assert on_host("systemctl is-active sglang", check=False) == state
