@@ -147,6 +147,25 @@ def gate_check(row):
             "straddled": [e["message"] for e in entries if e["state"] == gate.UNDECIDED]}
 
 
+def quality_check(row):
+    """A quality check's row judged as the gate judges it: {"failed": [messages], "straddled":
+    [messages]}. Its run measured without thresholds (compare measures, the answer judges): a
+    failure that needs no threshold (a call left in the content, reasoning in the content, no
+    reply) stands; ``min_accuracy`` of the gate's thresholds is judged on the row's Wilson
+    interval (quality.py's rule: failed when its upper bound is under the bar)."""
+    failed = [m for m in row.get("quality_failures") or []]
+    straddled = []
+    need = (row.get("thresholds") or {}).get("min_accuracy") if row.get("judged") else None
+    iv = row.get("accuracy") or {}
+    if need is not None and iv.get("upper") is not None:
+        shown = "accuracy %.2f [%.2f, %.2f]" % (iv["estimate"], iv["lower"], iv["upper"])
+        if iv["upper"] < need:
+            failed.append("%s: %s < required %.2f" % (row["case"], shown, need))
+        elif iv["lower"] < need:
+            straddled.append("%s: %s straddles the minimum %.2f" % (row["case"], shown, need))
+    return {"failed": failed, "straddled": straddled}
+
+
 def _role(row):
     return "judged: votes" if row.get("judged") else "informs only"
 
@@ -505,9 +524,12 @@ def winner(rows, current=None):
     its interval straddles: its own gate decides with more requests}), "tied"}; profile None when
     no setting can win or settings lead in different cases."""
     level = level_of(rows)
-    judged = list(dict.fromkeys(r["case"] for r in rows if r.get("judged")))
+    # the quality checks vote by exclusion only: a setting that fails one cannot win
+    checks = {r["case"] for r in rows if r.get("check")}
+    judged = list(dict.fromkeys(r["case"] for r in rows if r.get("judged") and r["case"] not in checks))
     out = {"profile": None, "engine": None, "decided_by": None, "reason": None, "voted": judged,
-           "informed": [c for c in dict.fromkeys(r["case"] for r in rows) if c not in judged],
+           "informed": [c for c in dict.fromkeys(r["case"] for r in rows)
+                        if c not in judged and c not in checks],
            "excluded": {}, "straddled": {}, "tied": []}
     if not judged:
         out["reason"] = "no case the gate judges was measured (context depths and report-only cases " \
@@ -530,6 +552,13 @@ def winner(rows, current=None):
     excluded_at = {}
     for p in profiles:
         why, case, straddled = _exclusion({c: by[c].get(p) for c in judged}, judged, level)
+        bad = [m for r in rows if r["profile"] == p and r.get("check") and r.get("judged")
+               for m in (quality_check(r)["failed"]
+                         or (["not measured: %s" % r["error"]] if r.get("error") else []))]
+        if bad:
+            said = "fails the quality checks (what the server says): %s" % "; ".join(bad)
+            why = "%s; %s" % (why, said) if why else said
+            case = case or next(r["case"] for r in rows if r["profile"] == p and r.get("check"))
         if why:
             out["excluded"][p], excluded_at[p] = why, case
         elif straddled:
@@ -624,6 +653,9 @@ def answer(rows, current=None, not_run=()):
     else:
         lines = ["**No winner**: %s. %s" % (win["reason"], rule)]
     voted = "Voted (the cases the gate judges): %s." % (", ".join(win["voted"]) or "none")
+    checks = list(dict.fromkeys(r["case"] for r in rows if r.get("check")))
+    if checks:
+        voted += " Quality checks (%s): a setting that fails one cannot win." % ", ".join(checks)
     if win["informed"]:
         voted += " Informed only, no vote: %s." % _informing(rows, win["informed"])
     if not_run:
@@ -638,5 +670,22 @@ def answer(rows, current=None, not_run=()):
     lines += [p["sentence"] for p in depth]
     lines += ["%s (%s) roofline share: %s" % (e["profile"], _label(e["engine"]), ", ".join(
         "%s %.1f%%" % kv for kv in e["shares"].items())) for e in roof]
+    lines += quality_lines(rows)
     return {"cases": cases, "depth": depth, "depth_verdicts": verdicts, "context": contexts,
             "drafters": drafters, "roofline": roof, "winner": win, "current": current, "lines": lines}
+
+
+def quality_lines(rows):
+    """'Quality: nextn_3step passed answers, tool_calls; dflash FAILED tool_calls (...)': one line
+    per setting with quality checks."""
+    out = []
+    for p in dict.fromkeys(r["profile"] for r in rows if r.get("check")):
+        mine = [r for r in rows if r["profile"] == p and r.get("check")]
+        failed = [(r["case"], quality_check(r)["failed"]) for r in mine if quality_check(r)["failed"]]
+        if failed:
+            out.append("Quality of %s: FAILED %s" % (p, "; ".join("%s (%s)" % (c, "; ".join(m))
+                                                                  for c, m in failed)))
+        else:
+            out.append("Quality of %s: passed %s" % (p, ", ".join(r["case"] for r in mine
+                                                                   if not r.get("error"))))
+    return out

@@ -25,14 +25,16 @@ import argparse
 import sys
 
 from bench import compare, compare_answer, gate
-from sglang_perf import comparison, engines, plan, profile
+from sglang_perf import comparison, engines, plan, profile, quality
 from sglang_perf.client import ConfigError, MeasureError
 
 PLAN_ROW_KEYS = ("profile", "engine", "spec_steps", "case", "url", "concurrency", "requests",
                  "max_tokens", "prompt_tokens", "decode_tok_s_median", "decode_tok_s_min",
                  "decode_tok_s_max", "aggregate_tok_s", "accept_len", "accept_by_position",
                  "ttft_p50_s", "errors", "error", "context_tokens", "thinking", "drafter", "report_only",
-                 "judged", "gate_problem", "thresholds", "intervals")
+                 "judged", "gate_problem", "thresholds", "intervals",
+                 # a quality check's row (docs/quality.md): the check, its line, what it found
+                 "check", "quality", "accuracy", "quality_failures")
 # the CSV's columns: the flat ones (the intervals and thresholds are in compare.json)
 CSV_KEYS = tuple(k for k in PLAN_ROW_KEYS if k not in ("thresholds", "intervals"))
 SWEEP_ONLY = ("concurrency", "requests", "max_tokens", "warmup", "warmup_max_tokens", "api")
@@ -108,6 +110,10 @@ def _plan_row(name, facts, url, case, result=None, error=None, gate=({}, None)):
                intervals=(result or {}).get("intervals"))
     if result is not None and result.get("unmeasured"):
         row.update(error=result["unmeasured"])
+    if case.get("check"):
+        row.update(check=case["check"], quality=quality.line(result) if result else None,
+                   accuracy=(result or {}).get("accuracy"),
+                   quality_failures=[f["message"] for f in (result or {}).get("failures") or []])
     return {k: row.get(k) for k in PLAN_ROW_KEYS}
 
 
@@ -193,15 +199,20 @@ def analyse_plan(rows, model=None, hardware=None, current=None, unrun=()):
 def markdown_table(rows):
     head = ("profile", "engine", "steps", "case", "C", "requests", "decode tok/s median (min-max)",
             "aggregate tok/s", "accept length", "accepted by draft position", "TTFT p50 s",
-            "roofline ceiling tok/s (share)", "errors")
+            "roofline ceiling tok/s (share)", "errors", "quality")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         lead = [r["profile"], r.get("engine"), r.get("spec_steps"), r["case"], r.get("concurrency"),
                 compare._fmt(r.get("requests"), "d")]
         if r.get("error") is not None:
-            cells = lead + ["-"] * 6 + ["not measured: " + compare._md(r["error"])]
+            cells = lead + ["-"] * 6 + ["not measured: " + compare._md(r["error"]), "-"]
+        elif r.get("check"):
+            said = compare_answer.quality_check(r)
+            verdict = "FAILED" if said["failed"] else "passed"
+            cells = lead + ["-"] * 6 + [compare._fmt(r.get("errors"), "d"), compare._md(
+                "%s: %s" % (verdict, "; ".join(said["failed"]) or r["quality"]))]
         else:
-            cells = lead + compare.figure_cells(r)
+            cells = lead + compare.figure_cells(r) + ["-"]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(lines)
 
@@ -226,7 +237,8 @@ def plot(rows, summary, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    cases = summary["plan_cases"]
+    checks = {r["case"] for r in rows if r.get("check")}
+    cases = [c for c in summary["plan_cases"] if c not in checks]  # a quality check has no bar
     fig, axes = plt.subplots(1, len(cases), figsize=(4.5 * len(cases), 4.5), squeeze=False)
     for ax, case in zip(axes[0], cases):
         got = [r for r in rows if r["case"] == case and compare_answer._ok(r)]

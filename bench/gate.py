@@ -18,13 +18,14 @@ measured (bad variables, unreachable, auth), each with a one-line reason on stde
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from sglang_perf import decision, fingerprint, history, inherit, plan
+from sglang_perf import answers, decision, fingerprint, history, inherit, plan
 from sglang_perf.client import ConfigError, MeasureError
 
 from bench.common import EXIT_FAILED, EXIT_PASSED, EXIT_UNMEASURED, progress_printer
@@ -34,6 +35,7 @@ ROLE_DEFAULTS = (SGLANG_DEFAULTS, ROOT / "roles" / "sglang_gate" / "defaults" / 
 DEFAULT_VARS = (ROOT / "inventories" / "production" / "group_vars" / "sglang_servers",)
 # the variables the plan needs
 NEEDED = ("sglang_gate_plan", "sglang_gate_thresholds", "sglang_gate_calibrated", "sglang_gate_api",
+          "sglang_gate_answers",
           "sglang_gate_confidence", "sglang_gate_inconclusive", "sglang_gate_warmup",
           "sglang_gate_first_token_timeout", "sglang_gate_stall_timeout",
           "sglang_gate_run_timeout", "sglang_gate_max_regression_pct", "sglang_profiles", "sglang_profile")
@@ -225,12 +227,25 @@ def host_fingerprint(args, v, profile):
                             missing="%s: not found (no GPU figures)" % name if name else None)
 
 
+def given_answers(args, v):
+    """The known answers the quality checks ask: --answers FILE, else the vars'
+    sglang_gate_answers, parsed (answers.parse) with where they came from; None for the
+    built-in set. ConfigError names the option and the bad rows."""
+    path = getattr(args, "answers", None) or v.get("sglang_gate_answers")
+    if not path:
+        return None
+    name = "--answers" if getattr(args, "answers", None) else "sglang_gate_answers"
+    raw = Path(path).read_bytes()
+    return dict(answers.parse(raw.decode("utf-8"), name),
+                source="%s %s (sha256 %s)" % (name, path, hashlib.sha256(raw).hexdigest()[:12]))
+
+
 def run_plan(args, v, profile, cases=None, **kw):
     """The plan of vars ``v`` (or its resolved ``cases``, plan.resolve's) against ``args.url``,
     progress lines on stderr unless --quiet."""
     progress = None if args.quiet else progress_printer(sys.stderr)
     common = common_options(v, args.url, args.api_key, args.model)
-    extra = dict(promise=promise_of(v, profile), progress=progress,
+    extra = dict(promise=promise_of(v, profile), progress=progress, answers=given_answers(args, v),
                  fingerprint=host_fingerprint(args, v, profile), **kw)
     try:
         if cases is not None:
@@ -284,6 +299,10 @@ def add_parser(sub):
                    help="append the run to FILE as one line of the role's gate history (the record the "
                         "sglang_gate role writes; `bench history FILE` reads it)")
     p.add_argument("--json", metavar="FILE", help="write the plan result as JSON")
+    p.add_argument("--answers", metavar="FILE",
+                   help="known answers for the quality checks, a JSONL file of {prompt, answer} or "
+                        "{prompt, tools, call} rows replacing the built-in ones of their kind "
+                        "(default: the vars' sglang_gate_answers, else the built-in set)")
     p.add_argument("--nvidia-smi", default="auto", metavar="CMD",
                    help="the nvidia-smi whose answers make the host's fingerprint (auto: this machine's "
                         "when the URL is on loopback, else none; '' none)")

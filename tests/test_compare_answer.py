@@ -452,3 +452,38 @@ def test_the_plan_rows_carry_the_drafter_and_its_drafts_per_verify():
     (r,) = compare_plan.plan_rows("dflash", ("sglang", 15, "DFLASH"), "http://127.0.0.1:1", [case], None,
                                   "down")
     assert (r["drafter"], r["spec_steps"], r["thinking"], r["report_only"]) == ("DFLASH", 15, True, True)
+
+
+# ------------------------------------------------------------------ what the server says ----
+def check_row(profile, case, check, failures=(), accuracy=None, min_accuracy=None):
+    """A quality check's row as compare_plan builds it (measured without thresholds)."""
+    return {"profile": profile, "engine": "sglang", "spec_steps": 3, "case": case, "concurrency": 8,
+            "requests": 8, "errors": 0, "error": None, "judged": True, "report_only": False,
+            "thresholds": {"min_accuracy": min_accuracy} if min_accuracy is not None else {},
+            "check": check, "quality": "%s: 8 of 8" % case, "accuracy": accuracy,
+            "quality_failures": list(failures), "intervals": None}
+
+
+def test_a_faster_setting_that_fails_a_quality_check_cannot_win():
+    rows = [row("nextn_3step", "coding", 55.0), row("nextn_4step", "coding", 75.0, steps=4),
+            check_row("nextn_3step", "tool_calls", "tool_calls"),
+            check_row("nextn_4step", "tool_calls", "tool_calls",
+                      ["tool calls: 8 of 8 replies did not carry the expected call: 8 x the call left "
+                       "as markup"]),
+            check_row("nextn_3step", "answers", "answers",
+                      accuracy={"estimate": 1.0, "lower": 0.86, "upper": 1.0},
+                      min_accuracy=0.8),
+            check_row("nextn_4step", "answers", "answers",
+                      accuracy={"estimate": 0.6, "lower": 0.41, "upper": 0.77},
+                      min_accuracy=0.8)]
+    out = ca.answer(rows)
+    assert out["winner"]["profile"] == "nextn_3step" and out["winner"]["voted"] == ["coding"]
+    why = out["winner"]["excluded"]["nextn_4step"]
+    assert why.startswith("fails the quality checks (what the server says): tool calls: 8 of 8")
+    assert "answers: accuracy 0.60 [0.41, 0.77] < required 0.80" in why
+    assert "Quality of nextn_3step: passed tool_calls, answers" in out["lines"]
+    assert any(line.startswith("Quality of nextn_4step: FAILED tool_calls (") for line in out["lines"])
+    assert "Quality checks (tool_calls, answers): a setting that fails one cannot win." in out["lines"][1]
+    blank = {k: None for k in compare_plan.PLAN_ROW_KEYS}
+    table = compare_plan.markdown_table([dict(blank, **r) for r in rows])
+    assert "| FAILED: tool calls: 8 of 8" in table and "| passed: tool_calls: 8 of 8 |" in table

@@ -60,7 +60,8 @@ def test_the_plan_holds_what_the_roles_read(good):
     assert good["topology"]["enabled"] is False and good["topology"]["node_rank"] == 0
     assert good["ready_paths"] == ["/health_generate"]
     assert [c["case"] for c in good["gate"]["cases"]] == ["coding", "long_context", "concurrent", "prose",
-                                                          "thinking"]
+                                                          "thinking", "answers", "tool_calls", "reasoning",
+                                                          "agreement", "pressure"]
     assert good["gate"]["identity"]["profile"] == good["profile"]
     # the local inventory names its stand-in
     assert good["gate"]["nvidia_smi"] == "/usr/local/lib/sglang-test/nvidia-smi"

@@ -75,14 +75,15 @@ def test_hand_launch_with_the_original_single_request(emulator):
 def test_tuned_3step_profile_capacity(emulator):
     emu = emulator("nextn_3step", env=FAST)
     info = emu.get("/server_info")
-    assert capacity(info) == {"context_length": 131072, "max_total_num_tokens": 222050,
-                              "max_req_input_len": 131066,  # min(131071, 222049) - 5
-                              "effective_max_running_requests": 4,  # 24 mamba slots // 5
-                              "max_mamba_cache_size": 24}
-    assert info["max_running_requests"] == 16  # what was asked; the pools allow 4
+    # extra_buffer_lazy: 4 state slots per request, not extra_buffer's 5 (memory.mamba_ratio)
+    assert capacity(info) == {"context_length": 131072, "max_total_num_tokens": 219839,
+                              "max_req_input_len": 131066,  # min(131071, 219838) - 5
+                              "effective_max_running_requests": 5,  # 21 mamba slots // 4
+                              "max_mamba_cache_size": 21}
+    assert info["max_running_requests"] == 16  # what was asked; the pools allow 5
     log = emu.output()
     assert "KV pool holds" not in log
-    assert "max_running_requests is capped to 4 by the mamba state cache" in log
+    assert "max_running_requests is capped to 5 by the mamba state cache" in log
     # a request of nearly the whole context fits the KV pool
     status, out = post(emu.url + "/generate", gen_ids(131000, 8), timeout=40)
     assert status == 200 and out["meta_info"]["completion_tokens"] == 8
@@ -100,9 +101,11 @@ def test_sixteen_running_requests_do_not_fit_at_mem_fraction_088(emulator):
 
 
 def test_original_run_002_point(emulator):
-    # the original run 002 at mem 0.92 / ratio 0.4 (3 steps): a 24-slot mamba pool, 4 running
+    # the original run 002 at mem 0.92 / ratio 0.4 (3 steps, extra_buffer): a 24-slot mamba
+    # pool, 4 running
     emu = emulator(list(PROFILE_ARGS["nextn_3step"]) + [
-        "--mem-fraction-static", "0.92", "--mamba-full-memory-ratio", "0.4"], env=FAST)
+        "--mem-fraction-static", "0.92", "--mamba-full-memory-ratio", "0.4",
+        "--mamba-radix-cache-strategy", "extra_buffer"], env=FAST)
     cap = capacity(emu.get("/server_info"))
     assert cap["max_mamba_cache_size"] == 24 and cap["effective_max_running_requests"] == 4
     # per GPU: SSM (24 + 1) x 72 MiB, intermediate (4 + 1) x 4 x 72 MiB (the original log's 3.52 / 2.81
@@ -182,7 +185,8 @@ def test_max_new_tokens_capped_by_the_kv_pool(emulator):
 def test_kv_limited_admission(emulator):
     # 27575 KV tokens, 4 running allowed: two requests of 8000 + 2000 fit, the third waits
     emu = emulator(list(PROFILE_ARGS["nextn_3step"]) + [
-        "--mem-fraction-static", "0.74", "--max-mamba-cache-size", "20"], env=FAST)
+        "--mem-fraction-static", "0.74", "--max-mamba-cache-size", "20",
+        "--mamba-radix-cache-strategy", "extra_buffer"], env=FAST)
     cap = capacity(emu.get("/server_info"))
     assert cap["max_total_num_tokens"] == 27575 and cap["effective_max_running_requests"] == 4
     threads = [threading.Thread(target=post, args=(emu.url + "/generate",
@@ -277,7 +281,7 @@ def test_c4_aggregate_matches_the_original_c4_run(emulator):
 def test_stats_show_the_capacity(emulator):
     emu = emulator("nextn_3step", env=FAST)
     configured = emu.stats()["configured"]
-    assert configured["max_total_num_tokens"] == 222050 and configured["max_running_requests"] == 4
+    assert configured["max_total_num_tokens"] == 219839 and configured["max_running_requests"] == 5
     assert configured["capacity"]["mamba_per_req_bytes"] == 76972032  # 73.4 MiB per slot
     assert configured["capacity"]["kv_bytes_per_token"] == 34816  # 32768 target + 2048 MTP
     with urllib.request.urlopen(emu.url + "/_emulator/stats?requests=0", timeout=5) as r:

@@ -28,7 +28,8 @@ INTERFACE = ("name", "label", "docs", "compare_profiles", "version_var", "oldest
              "request_prompt_tokens", "per_position", "info_gauges", "window_accept_len_convention",
              "counts_verify_steps", "spec_chunk", "spec_fields", "capacity_labels", "capacity_figures",
              "request_fields", "capacity_label", "no_spec_metrics_note", "metrics_note", "normalised",
-             "same_algorithm", "spec_errors", "release_errors", "hardware_errors", "render",
+             "same_algorithm", "spec_errors", "release_errors", "hardware_errors", "lossy",
+             "reasoning_field", "kv_usage_gauges", "render",
              "read_positional", "read_special", "drift",
              "drift_from")
 # The release each emulator stands in for.
@@ -42,7 +43,9 @@ SAMPLES = {"speculative_algorithm": {"sglang": "NEXTN", "vllm": "MTP"}, "specula
            "enable_prefix_caching": True, "language_model_only": True,
            "speculative_draft_model_path": "/srv/models/Qwen3.6-27B-DFlash", "speculative_adaptive": True,
            "speculative_draft_window_size": 2048, "speculative_draft_attention_backend": "flashinfer",
-           "speculative_adaptive_config": "/etc/sglang/adaptive.json", "pp_size": 1}
+           "speculative_adaptive_config": "/etc/sglang/adaptive.json", "pp_size": 1,
+           "speculative_accept_threshold_single": 1.0, "speculative_accept_threshold_acc": 1.0,
+           "rejection_sample_method": "standard"}
 SERVER = {"model_path": "/models/m", "served_model_name": "m", "host": "127.0.0.1", "port": 30000,
           "trust_remote_code": True, "enable_metrics": True}
 

@@ -90,7 +90,13 @@ def new_result():
                           verdict="pass", intervals={
                               "level": 0.95, "decode_tok_s": interval(55.7, 54.9, 56.2, 8),
                               "aggregate_tok_s": interval(218.4, 211.0, 224.9, 8)})
-    return plan_result([coding, long_context, concurrent], plan_verdict="inconclusive")
+    # quality checks (quality.py): their own figures beside the case verdict
+    answers = {"case": "answers", "check": "answers", "requests": 24, "errors": 0, "right": 23,
+               "accuracy": {"estimate": 0.958, "lower": 0.798, "upper": 0.993}, "verdict": "inconclusive",
+               "passed": True, "failures": []}
+    agreement = {"case": "agreement", "check": "agreement", "requests": 8, "errors": 0, "right": 8,
+                 "agreement": 1.0, "verdict": "pass", "passed": True, "failures": []}
+    return plan_result([coding, long_context, concurrent, answers, agreement], plan_verdict="inconclusive")
 
 
 def old_result():
@@ -180,7 +186,8 @@ def test_per_position_acceptance_one_series_per_position():
 def test_verdicts_are_enums_with_the_inconclusive_case_and_the_plan():
     rec = record_of(new_result())
     fams = parse(exposition.render(rec))
-    current = {"coding": "pass", "long_context": "inconclusive", "concurrent": "pass"}
+    current = {"coding": "pass", "long_context": "inconclusive", "concurrent": "pass",
+               "answers": "inconclusive", "agreement": "pass"}
     assert by(fams, "sglang_gate_case_verdict", "case", "verdict") == {
         (case, v): int(v == now) for case, now in current.items() for v in ("pass", "fail", "inconclusive")}
     assert by(fams, "sglang_gate_plan_verdict", "verdict") == {

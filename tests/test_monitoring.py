@@ -36,7 +36,7 @@ def promtool(*args, cwd=MONITORING):
 
 def test_promtool_checks_the_rules():
     p = promtool("check", "rules", "alerts.yml")
-    assert p.returncode == 0 and "SUCCESS: 5 rules found" in p.stdout, p.stdout + p.stderr
+    assert p.returncode == 0 and "SUCCESS: 6 rules found" in p.stdout, p.stdout + p.stderr
 
 
 def test_promtool_runs_the_rules_unit_tests():
@@ -66,7 +66,9 @@ def test_the_alerts_are_the_ones_asked_for():
     what it saw for 30 min (watch.py decode_bar: no bar, not judged); the server down; a deploy
     lock held for 2 h; the watch itself stale."""
     assert set(ALERTS) == {"SGLangServerDown", "SGLangDraftsDead", "SGLangDecodeBelowGate",
-                           "SGLangDeployLockHeld", "SGLangWatchStale"}
+                           "SGLangDeployLockHeld", "SGLangWatchStale", "SGLangWrongAnswer"}
+    assert (ALERTS["SGLangWrongAnswer"]["expr"], ALERTS["SGLangWrongAnswer"]["for"]) == (
+        "sglang_watch_answer_right == 0", "1m")
     assert (ALERTS["SGLangDraftsDead"]["expr"], ALERTS["SGLangDraftsDead"]["for"]) == (
         "sglang_watch_accept_length < 1.3", "10m")
     assert (ALERTS["SGLangDecodeBelowGate"]["expr"], ALERTS["SGLangDecodeBelowGate"]["for"]) == (

@@ -18,7 +18,13 @@ def test_the_role_defaults_are_a_valid_plan_for_every_profile():
     for profile in THRESHOLDS:
         assert plan.problems(PLAN, THRESHOLDS, profile) == [], profile
     cases = plan.resolve(PLAN, THRESHOLDS, "nextn_3step")
-    assert [c["case"] for c in cases] == ["coding", "long_context", "concurrent", "prose", "thinking"]
+    assert [c["case"] for c in cases] == ["coding", "long_context", "concurrent", "prose", "thinking",
+                                          "answers", "tool_calls", "reasoning", "agreement", "pressure"]
+    # what the server says: every profile inherits the quality bars of no_spec
+    assert [(c["options"]["check"], c["thresholds"]) for c in cases[5:]] == [
+        ("answers", {"min_accuracy": 0.8}), ("tool_calls", {}), ("reasoning", {}),
+        ("agreement", {"min_agreement": 0.75}), ("pressure", {"min_accuracy": 0.8})]
+    assert cases[9]["options"]["kv_usage"] == 0.6 and cases[9]["options"]["when"] == "changed"
     assert cases[1]["options"]["prompts"] == "long_context" and cases[1]["options"]["prompt_tokens"] == 32768
     assert cases[2]["options"]["concurrency"] == 4
     # the prose case is reported, not judged: no profile gives it thresholds
@@ -84,7 +90,8 @@ def test_calibrated_thresholds_win_key_by_key_and_unused_ones_are_reported():
     cases = plan.resolve(one, THRESHOLDS, "nextn_3step", cal)
     assert cases[0]["thresholds"] == {"min_tok_s": 51.5, "min_accept_len": 2.8}
     assert cases[0]["source"] == {"min_tok_s": "calibrated", "min_accept_len": "thresholds"}
-    assert plan.unused_thresholds(one, THRESHOLDS, "nextn_3step") == ["concurrent", "long_context"]
+    assert plan.unused_thresholds(one, THRESHOLDS, "nextn_3step") == [
+        "agreement", "answers", "concurrent", "long_context", "pressure", "reasoning", "tool_calls"]
     assert "sglang_gate_calibrated.nextn_3step.coding.min_tok_s must be a number" in " ".join(
         plan.problems(one, THRESHOLDS, "nextn_3step", {"nextn_3step": {"coding": {"min_tok_s": -1}}}))
 
@@ -231,7 +238,7 @@ def test_the_calibration_file_keeps_other_profiles_and_says_how_it_was_measured(
 def test_the_comparison_replaces_the_long_context_case_by_its_depths():
     p = plan.context_plan(PLAN)
     assert list(p) == ["coding", "context_1k", "context_8k", "context_32k", "concurrent", "prose",
-                       "thinking"]
+                       "thinking", "answers", "tool_calls", "reasoning", "agreement", "pressure"]
     assert [p[c]["prompt_tokens"] for c in ("context_1k", "context_8k", "context_32k")] == [1024, 8192, 32768]
     # 6 requests: the fewest whose median has a 95% interval (the answer decides on it)
     assert all(p[c]["requests"] == 6 and p[c]["concurrency"] == 1 and p[c]["max_tokens"] == 128

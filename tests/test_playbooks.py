@@ -81,7 +81,7 @@ def test_render_writes_every_hosts_unit_without_contacting_it(tmp_path):
             "--speculative-algorithm NEXTN --speculative-num-steps 3 --speculative-eagle-topk 1 "
             "--speculative-num-draft-tokens 4 --tp-size 2 --mem-fraction-static 0.88 "
             "--context-length 131072 --max-running-requests 16 --mamba-full-memory-ratio 0.5 "
-            "--mamba-radix-cache-strategy extra_buffer --reasoning-parser qwen3 "
+            "--mamba-radix-cache-strategy extra_buffer_lazy --reasoning-parser qwen3 "
             "--tool-call-parser qwen3_coder --model-path /srv/models/Qwen3.6-27B "
             "--served-model-name Qwen3.6-27B --host 0.0.0.0 --port 30000 --trust-remote-code "
             "--enable-metrics --config /etc/sglang/sglang-secrets.yaml\n" % release) in prod

@@ -83,6 +83,7 @@ def test_the_diff_against_the_profile_names_intended_vs_found():
         "speculative_num_steps 3 vs 1", "speculative_num_draft_tokens 4 vs 2",
         "mem_fraction_static 0.88 vs unset", "context_length 131072 vs unset",
         "max_running_requests 16 vs unset", "mamba_full_memory_ratio 0.5 vs unset",
+        "mamba_cache_strategy extra_buffer_lazy vs extra_buffer",
         "reasoning_parser qwen3 vs unset", "tool_call_parser qwen3_coder vs unset"]
     # the same settings: no difference; SGLang upper-cases the algorithm, so case does not count
     argv = flt.sglang_argv(PROFILES["nextn_3step"], "0.5.23")

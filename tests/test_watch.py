@@ -270,7 +270,8 @@ def test_the_textfile_of_a_busy_window():
     # every family has its series here but the bar: two streams ran, not judged
     assert set(fams) == set(watch.WATCH_METRICS) - {"sglang_watch_decode_bar_tokens_per_second",
                                                     "sglang_watch_thinking_decode_tokens_per_second",
-                                                    "sglang_watch_thinking_accept_length"}  # no probe
+                                                    "sglang_watch_thinking_accept_length",
+                                                    "sglang_watch_answer_right"}  # no probe
     assert fams["sglang_watch_deploying"] == {LABELS: 0}
     assert fams["sglang_watch_up"] == {LABELS: 1}
     assert fams["sglang_watch_accept_length"][LABELS] == pytest.approx(600 / 180)

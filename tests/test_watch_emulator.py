@@ -91,9 +91,11 @@ def test_an_idle_server_is_probed_at_c1_with_the_gate_cases_prompts(emulator, pr
     assert fams["sglang_watch_decode_tokens_per_second"][labels] > 45      # above the gate's bar
     assert fams["sglang_watch_decode_threshold_tokens_per_second"] == {labels: 45}
     assert fams["sglang_watch_running_requests"] == {labels: 1}
-    # what the emulator served: one warmup and the probe's 3 requests, 96 tokens each, one at a time
+    # what the emulator served: one warmup and the probe's 3 requests, 96 tokens each, one at a
+    # time, then one known answer of the gate's built-in set (right: the series says 1)
     probe = generation_requests(emu, "bench-")
-    assert len(probe) == 4 == len([r for r in emu.stats()["requests"] if not r["health"]])
+    assert len(probe) == 4 and len([r for r in emu.stats()["requests"] if not r["health"]]) == 5
+    assert fams["sglang_watch_answer_right"] == {labels: 1} and "known answer right" in p.stdout
     assert sorted(r["completion_tokens"] for r in probe) == [32, 96, 96, 96]
     assert all(a["t_finish"] <= b["t_arrival"] for a, b in zip(probe, probe[1:]))
     assert (tmp_path / "sglang_watch.prom").stat().st_mode & 0o777 == 0o644
@@ -347,3 +349,17 @@ def test_vllm_decode_is_read_as_vllm_counts_it_at_accept_lengths_1_2_3(program, 
     # the prompts of finished requests, once each (the watch's mean prompt of a vLLM window)
     prompts = histogram(text, "vllm:request_prompt_tokens")
     assert (prompts["_count"], prompts["_sum"]) == (len(finished), sum(q["prompt_tokens"] for q in finished))
+
+
+def test_a_wrong_known_answer_is_written_down_and_named(emulator, program, plan, tmp_path):
+    """A server that answers wrongly at full speed (the emulator's wrong_answers fault): the
+    speed series stay green, the known answer says 0 and the journal line names the row."""
+    emu = emulator("nextn_3step", extra=METRICS, env={"SGLEMU_WARMUP_REQUESTS": "0",
+                                                      "SGLEMU_FAULT_WRONG_ANSWERS": "1"})
+    path, _ = settings_file(tmp_path, plan, emu.url)
+    p = run(program, path)
+    fams = families((tmp_path / "sglang_watch.prom").read_text())
+    labels = frozenset({"profile": "nextn_3step", "release": plan["release"], "engine": "sglang"}.items())
+    assert fams["sglang_watch_answer_right"] == {labels: 0} and fams["sglang_watch_up"] == {labels: 1}
+    assert fams["sglang_watch_decode_tokens_per_second"][labels] > 45
+    assert "known answer WRONG" in p.stdout and " WRONG: expected " in p.stdout, p.stdout

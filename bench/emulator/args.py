@@ -116,6 +116,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--speculative-num-steps", type=int, default=None)
     p.add_argument("--speculative-eagle-topk", type=int, default=None)
     p.add_argument("--speculative-num-draft-tokens", type=int, default=None)
+    # arg_groups/fields/spec.py: 1.0 (exact) by default; below it, drafts the target would not
+    # have produced are accepted (the emulator's answers do not model that)
+    p.add_argument("--speculative-accept-threshold-single", type=float, default=1.0)
+    p.add_argument("--speculative-accept-threshold-acc", type=float, default=1.0)
     p.add_argument("--speculative-draft-model-path", "--speculative-draft-model", type=str,
                    default=None, dest="speculative_draft_model_path")
     p.add_argument("--speculative-draft-model-revision", type=str, default=None)

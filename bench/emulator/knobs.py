@@ -9,6 +9,8 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List
 
+from .answers import AnswersFileError, load_answers
+
 PREFIX = "SGLEMU_"
 
 # p_i of NEXTN (conditional: draft i accepted given all before were). 0.75 / 0.96 / 0.96 fit the
@@ -28,7 +30,15 @@ FAULT_NAMES = {
     "stall_seconds": float,
     "crash_after_requests": int,
     "apply_to_warmup": int,
+    # quality faults (README "Environment knobs", "Answering"): speed and acceptance unchanged
+    "wrong_answers": float,
+    "corrupt_above_kv": float,
+    "unparsed_tools": int,
+    "unparsed_reasoning": int,
+    "drift_from_token": int,
 }
+# faults that are a share or a fraction: at most 1
+FRACTION_FAULTS = ("wrong_answers", "corrupt_above_kv")
 
 
 class KnobError(ValueError):
@@ -60,6 +70,20 @@ class Faults:
     stall_seconds: float = 0.0
     crash_after_requests: int = 0
     apply_to_warmup: int = 1
+    # That share of answerable prompts (chosen by a hash of the prompt: always the same ones)
+    # gets a wrong answer: another number, another value of the passage, a wrong argument.
+    wrong_answers: float = 0.0
+    # While the KV pool's usage (Scheduler.token_usage, 2 decimals) is at or above this fraction
+    # at a request's admission or any step until its reply begins, the reply is garbled
+    # (code-ish noise in place of the answer or the call).
+    corrupt_above_kv: float = 0.0
+    # 1: the tool-call parser no longer reads the model's format (the markup stays in content).
+    unparsed_tools: int = 0
+    # 1: the reasoning parser leaves the thinking (and </think>) in content.
+    unparsed_reasoning: int = 0
+    # N > 0: greedy output differs from token position N (0-based) on, for every prompt (the
+    # words around an answer reworded; its value and a call's markup kept).
+    drift_from_token: int = 0
 
     def update(self, values: Dict[str, object]) -> None:
         unknown = sorted(set(values) - set(FAULT_NAMES))
@@ -74,6 +98,8 @@ class Faults:
                 raise KnobError("fault %s=%r is not a number" % (name, value)) from None
             if getattr(self, name) < 0:
                 raise KnobError("fault %s must be >= 0" % name)
+            if name in FRACTION_FAULTS and getattr(self, name) > 1:
+                raise KnobError("fault %s must be in [0, 1]" % name)
 
     def as_dict(self) -> Dict[str, object]:
         return asdict(self)
@@ -170,6 +196,13 @@ class Knobs:
     # rate 0.19 = 0.57 / 3 drafts).
     longctx_collapse_tokens: int = 0
     longctx_collapse_prob: float = 0.377
+    # SGLang NEXTN with the mamba radix cache's extra_buffer strategy: 92% of samples broken once
+    # the KV cache was 60% used, none with extra_buffer_lazy or the radix cache off
+    # (sgl-project/sglang#36537, open; 0.5.23's auto resolves to extra_buffer). A speculative
+    # server whose strategy resolves to extra_buffer garbles the replies it begins while the KV
+    # pool's usage is at or above this (the fault corrupt_above_kv, set by the server's own
+    # settings). 0 turns the model off.
+    extra_buffer_corrupt_kv: float = 0.6
     # Capacity (memory.py): nvidia-smi memory.total of an RTX A6000, and the memory held between
     # weight loading and pool sizing, fitted to the original run at mem 0.92 / ratio 0.4 (a mamba
     # pool of 24 slots, max_running_requests 4; K = 24 for 2300-2760 MiB, this is the middle).
@@ -179,6 +212,10 @@ class Knobs:
     thinking_fraction: float = 0.3
     health_poll_seconds: float = 0.02
     architecture: str = "Qwen3_5ForConditionalGeneration"
+    # An answers file (README "Answering"): JSON lines {"prompt", "answer"} or {"prompt", "tools",
+    # "call"}; read at start-up into ``answer_rows`` (not a dataclass field: /_emulator/stats
+    # shows the path, not the rows).
+    answers: str = ""
     faults: Faults = field(default_factory=Faults)
 
     @classmethod
@@ -221,6 +258,7 @@ class Knobs:
                                          k.longctx_collapse_tokens)
         k.longctx_collapse_prob = _get(env, "LONGCTX_COLLAPSE_PROB", float,
                                        k.longctx_collapse_prob)
+        k.extra_buffer_corrupt_kv = _get(env, "EXTRA_BUFFER_CORRUPT_KV", float, k.extra_buffer_corrupt_kv)
         k.gpu_memory_mib = _get(env, "GPU_MEMORY_MIB", float, k.gpu_memory_mib)
         k.pre_pool_reserve_mib = _get(env, "PRE_POOL_RESERVE_MIB", float, k.pre_pool_reserve_mib)
         k.chars_per_token = _get(env, "CHARS_PER_TOKEN", float, k.chars_per_token)
@@ -236,6 +274,24 @@ class Knobs:
         f.crash_after_requests = _get(env, "FAULT_CRASH_AFTER_REQUESTS", int,
                                       f.crash_after_requests)
         f.apply_to_warmup = _get(env, "FAULT_APPLY_TO_WARMUP", int, f.apply_to_warmup)
+        f.wrong_answers = _get(env, "FAULT_WRONG_ANSWERS", float, f.wrong_answers)
+        f.corrupt_above_kv = _get(env, "FAULT_CORRUPT_ABOVE_KV", float, f.corrupt_above_kv)
+        f.unparsed_tools = _get(env, "FAULT_UNPARSED_TOOLS", int, f.unparsed_tools)
+        f.unparsed_reasoning = _get(env, "FAULT_UNPARSED_REASONING", int, f.unparsed_reasoning)
+        f.drift_from_token = _get(env, "FAULT_DRIFT_FROM_TOKEN", int, f.drift_from_token)
+        for name in ("wrong_answers", "corrupt_above_kv", "unparsed_tools", "unparsed_reasoning",
+                     "drift_from_token"):
+            value = getattr(f, name)
+            if value < 0 or (name in FRACTION_FAULTS and value > 1):
+                raise KnobError("%sFAULT_%s must be %s" % (
+                    PREFIX, name.upper(), "in [0, 1]" if name in FRACTION_FAULTS else ">= 0"))
+        k.answers = _get(env, "ANSWERS", str, k.answers)
+        k.answer_rows = {}
+        if k.answers:
+            try:
+                k.answer_rows = load_answers(k.answers)
+            except AnswersFileError as exc:
+                raise KnobError("%sANSWERS=%s: %s" % (PREFIX, k.answers, exc)) from None
         for name in ("speed_scale", "warmup_factor", "prefill_tok_s", "base_step_ms", "clock_jitter_tau_s",
                      "chars_per_token", "gpu_memory_mib", "longctx_knee_tokens"):
             if getattr(k, name) <= 0:
@@ -248,6 +304,7 @@ class Knobs:
             raise KnobError("%sDFLASH_DRAFT_MS, DFLASH_VERIFY_TOKEN_MS, DRAFTER_PARAMS_B must be >= 0"
                             % PREFIX)
         for name in ("accept_p1_context", "longctx_factor_32k", "longctx_collapse_prob",
+                     "extra_buffer_corrupt_kv",
                      "prose_accept_factor", "thinking_accept_factor", "dflash_accept_prob",
                      "dflash_longctx_factor_32k", "dflash_thinking_factor"):
             if not 0.0 <= getattr(k, name) <= 1.0:

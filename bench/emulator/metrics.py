@@ -74,6 +74,7 @@ class Metrics:
         self.num_running_reqs = 0
         self.num_queue_reqs = 0
         self.token_usage = 0.0
+        self.full_token_usage = 0.0
         self.mamba_usage = 0.0
         self.gen_throughput = 0.0
         self.spec_accept_length = 0.0
@@ -108,9 +109,12 @@ class Metrics:
     def set_scheduler_gauges(self, sched) -> None:
         self.num_running_reqs = len(sched.running)
         self.num_queue_reqs = len(sched.waiting)
-        self.token_usage = sched.token_usage()
+        self.full_token_usage = sched.token_usage()
         self.mamba_usage = (round(sched.mamba_used() / float(sched.mamba_slots), 2)
                             if sched.mamba_slots else 0.0)
+        # scheduler_metrics_mixin.py: token_usage = round(max(full, mamba), 2) ("FIXME:
+        # misleadingly named"); full_token_usage is the KV pool's alone
+        self.token_usage = max(self.full_token_usage, self.mamba_usage)
         self.spec = sched.spec
 
     def counter_totals(self) -> Dict[str, int]:
@@ -137,6 +141,7 @@ class Metrics:
         gauge("sglang:num_queue_reqs", self.num_queue_reqs)
         gauge("sglang:gen_throughput", self.gen_throughput)
         gauge("sglang:token_usage", self.token_usage)
+        gauge("sglang:full_token_usage", self.full_token_usage)
         gauge("sglang:mamba_usage", self.mamba_usage)
         gauge("sglang:spec_accept_length", self.spec_accept_length)
         gauge("sglang:spec_accept_rate", self.spec_accept_rate)

@@ -87,6 +87,36 @@ def stable_hash(text: str) -> int:
                                           digest_size=8).digest(), "big")
 
 
+# Reply pieces (answers.py: a word or a tag a token) join the vocabulary when first met, with a
+# token id derived from their text (the same on every start); the tags have Qwen3.6's ids.
+_PIECE_INDEX: Dict[str, int] = {s: i for i, s in enumerate(VOCAB) if i >= len(_SPECIAL)}
+_PIECE_IDS = {"<think>": 248068, "</think>": 248069, "<tool_call>": 248058,
+              "</tool_call>": 248059}
+
+
+def intern_piece(text: str) -> int:
+    """The vocabulary index of a reply piece (added on first use)."""
+    i = _PIECE_INDEX.get(text)
+    if i is None:
+        i = len(VOCAB)
+        tid = _PIECE_IDS.get(text, 160000 + stable_hash(text) % 80000)
+        VOCAB.append(text)
+        VOCAB_ESC.append(json.dumps(text, ensure_ascii=False)[1:-1])
+        TOKEN_IDS.append(tid)
+        TOKEN_IDS_STR.append(str(tid))
+        _PIECE_INDEX[text] = i
+    return i
+
+
+# The chat template's thinking (Qwen3.6: "<think>\n" ends the prompt unless enable_thinking is
+# false): the output is thinking, "\n", the "</think>" token, "\n\n", then the reply.
+CHAT_THINK_END = intern_piece("</think>")
+NEWLINE = intern_piece("\n")
+BLANK_LINE = intern_piece("\n\n")
+# code-ish pieces with no digit (a garbled reply must not give a number by chance)
+_NOISE = [i for i, piece in enumerate(_CODE_PIECES) if not any(c.isdigit() for c in piece)]
+
+
 class Req:
     """One generation request inside the emulated engine."""
 
@@ -96,7 +126,8 @@ class Req:
         "correct", "hist", "probs", "t_arrival", "t_admit", "t_first", "t_last", "t_finish",
         "finish", "fault", "stall_until", "stall_done", "counted", "sink", "done",
         "backlog", "waiter", "closed", "log_metrics", "index", "reasoning", "extra",
-        "collapsed", "prose", "think_probs",
+        "collapsed", "prose", "think_probs", "chat_think", "count_reasoning", "script",
+        "script_at", "script_alt", "reply", "wrong", "corrupt", "drift_from",
     )
 
     def __init__(self, rid: str, endpoint: str, prompt_tokens: int, max_tokens: int,
@@ -147,6 +178,18 @@ class Req:
         self.index = -1
         self.extra: Dict[str, Any] = {}
         self.collapsed = False
+        # chat: the template's thinking layout (no <think> in the output, README "Answering")
+        self.chat_think = False
+        # whether usage reports reasoning tokens (SGLang counts them under a reasoning parser)
+        self.count_reasoning = reasoning
+        # the reply script (answers.py): vocabulary indexes, where it starts, the Reply behind it
+        self.script: List[int] | None = None
+        self.script_alt: List[int | None] = []  # FAULT_DRIFT_FROM_TOKEN's rewording (None: kept)
+        self.script_at = 0
+        self.reply: Any = None
+        self.wrong = False  # FAULT_WRONG_ANSWERS picked this prompt
+        self.corrupt = False  # FAULT_CORRUPT_ABOVE_KV hit this request before its reply began
+        self.drift_from = 0  # FAULT_DRIFT_FROM_TOKEN at submission (0: off)
 
     def kv_reserved(self) -> int:
         """KV tokens the scheduler counts as taken by this request (PrefillAdder: the prompt,
@@ -155,19 +198,71 @@ class Req:
                 + min(max(0, self.max_tokens - self.produced), CLIP_MAX_NEW_TOKENS))
 
     # -- output text -------------------------------------------------------------------------
+    def set_script(self, indexes: List[int], alt: List[int | None] | None = None) -> None:
+        """Answer with these pieces after the thinking (Scheduler.submit places them); ``alt``:
+        each piece's other wording under FAULT_DRIFT_FROM_TOKEN, None for the essential ones
+        (the value, the call markup), which a drift leaves as they are."""
+        self.script = list(indexes)
+        self.script_alt = list(alt) if alt is not None else [None] * len(self.script)
+
+    def place_script(self) -> None:
+        """After think_len is known: the script's first position, and the emulated EOS right
+        after it (unless ignore_eos: the code-ish stream goes on to max tokens)."""
+        if self.script is None:
+            return
+        self.script_at = self.think_len + (1 if self.chat_think and self.think_len else 0)
+        end = self.script_at + len(self.script) + 1  # + the EOS token
+        if self.ignore_eos or end > self.max_tokens:
+            self.eos_at = None
+            self.limit = self.max_tokens
+        else:
+            self.eos_at = self.limit = end
+
+    def script_done(self) -> bool:
+        return self.script is not None and self.produced >= self.script_at + len(self.script)
+
     def vocab_index(self, pos: int) -> int:
         if pos == self.limit - 1 and self.eos_at is not None and self.eos_at == self.limit:
             return EOS
-        if self.think_len:
-            if pos == 0:
-                return THINK_START
-            if pos == self.think_len - 1:
-                return THINK_END
-            if pos < self.think_len:
-                return _THINK0 + (self.offset + pos) % len(_THINK_PIECES)
-        return _CODE0 + _SEQ[(self.offset + pos) % SEQ_LEN]
+        drift = bool(self.drift_from) and pos >= self.drift_from
+        tl = self.think_len
+        if tl:
+            if self.chat_think:
+                if pos == tl - 1:
+                    return CHAT_THINK_END
+                if pos == tl - 2:
+                    return NEWLINE
+                if pos == tl:
+                    return BLANK_LINE
+            else:
+                if pos == 0:
+                    return THINK_START
+                if pos == tl - 1:
+                    return THINK_END
+            if pos < tl:
+                i = (self.offset + pos) % len(_THINK_PIECES)
+                if drift:
+                    j = (self.offset + 3 * pos + 11) % len(_THINK_PIECES)
+                    i = j if _THINK_PIECES[j] != _THINK_PIECES[i] else (i + 1) % len(_THINK_PIECES)
+                return _THINK0 + i
+        script = self.script
+        if script is not None:
+            k = pos - self.script_at
+            if 0 <= k < len(script):
+                if self.corrupt:
+                    return _CODE0 + _NOISE[(_SEQ_DRIFT[(self.offset + pos) % SEQ_LEN]) % len(_NOISE)]
+                if drift and self.script_alt[k] is not None:
+                    return self.script_alt[k]
+                return script[k]
+        i = _SEQ[(self.offset + pos) % SEQ_LEN]
+        if drift:
+            j = _SEQ_DRIFT[(self.offset + pos) % SEQ_LEN]
+            i = j if j != i else (i + 1) % _N_CODE
+        return _CODE0 + i
 
     def reasoning_tokens(self, upto: int | None = None) -> int:
+        if not self.count_reasoning:
+            return 0
         n = self.produced if upto is None else upto
         return min(n, self.think_len)
 
@@ -190,7 +285,27 @@ class Req:
             "t_last_token": self.t_last, "t_finish": self.t_finish, "decode_tok_s": decode,
             "finish_reason": fr, "fault": self.fault, "counted_in_metrics": self.counted,
             "longctx_collapsed": self.collapsed,
+            "answer": self.answer_stats(),
         }
+
+    def answer_stats(self) -> Dict[str, Any] | None:
+        """What the reply script was and whether the reply as generated is right (README
+        "Answering"): None for a request with no script."""
+        if self.reply is None:
+            return None
+        info = self.reply.as_dict()
+        complete = self.script_done()
+        why = None
+        if self.corrupt:
+            why = "corrupt_above_kv"
+        elif self.wrong:
+            why = "wrong_answers"
+        elif not complete:
+            why = "incomplete"
+        info.update({"given": self.extra.get("given"), "complete": complete,
+                     "right": complete and why is None, "wrong_because": why,
+                     "rendered": self.extra.get("rendered")})
+        return info
 
 
 # Words that make a prompt code (any case, whole words): two different ones or more.
@@ -340,14 +455,16 @@ def _build_seq(seed: int) -> List[int]:
     return [rng.randrange(_N_CODE) for _ in range(SEQ_LEN)]
 
 
+# The output text is a function of the prompt alone (greedy decoding): the same sequence on every
+# start, whatever SGLEMU_SEED (which draws acceptance and clock jitter only).
 _SEQ: List[int] = _build_seq(0)
+# FAULT_DRIFT_FROM_TOKEN's other greedy sequence
+_SEQ_DRIFT: List[int] = _build_seq(1)
 
 
 class Scheduler:
     def __init__(self, cfg: Dict[str, Any], knobs: Knobs, metrics, log_prefix: str,
                  capacity: memory.Capacity | None = None):
-        global _SEQ
-        _SEQ = _build_seq(knobs.seed)
         self.cfg = cfg
         self.knobs = knobs
         self.metrics = metrics
@@ -368,6 +485,10 @@ class Scheduler:
         self.algorithm = str(cfg["speculative_algorithm"]).upper() if self.spec else None
         self.steps = int(cfg["speculative_num_steps"] or 0) if self.spec else 0
         self.draft_tokens = int(cfg["speculative_num_draft_tokens"] or 0) if self.spec else 0
+        # sgl-project/sglang#36537's model (knobs.py EXTRA_BUFFER_CORRUPT_KV): speculation over the
+        # extra_buffer strategy corrupts replies at a full enough KV cache
+        self.extra_buffer_corrupt_kv = knobs.extra_buffer_corrupt_kv \
+            if self.spec and cfg.get("mamba_radix_cache_strategy") == "extra_buffer" else 0.0
         k = knobs
         # SGLang's adaptive speculation (README "Adaptive steps"): the draft steps of each batch
         self.adaptive = AdaptiveSteps(self.steps, cfg.get("speculative_adaptive_config")) \
@@ -531,12 +652,15 @@ class Scheduler:
             self.totals["health_requests"] += 1
         req.probs = self._probs_for(req.prompt_tokens, req.prose)
         req.collapsed = self.spec and self.collapses(req.prompt_tokens)
-        if req.reasoning and req.limit > 2:
+        if req.reasoning and (req.limit > 2 or (req.script is not None and req.max_tokens > 2)):
             req.think_len = max(2, int(round(self.knobs.thinking_fraction * req.max_tokens)))
             # drafts inside thinking: a chat request the template put into thinking mode (the
             # raw /generate and completions text carries the tags but no chat template)
             req.think_probs = self._probs_for(req.prompt_tokens, req.prose, thinking=True) \
                 if req.endpoint.endswith("chat/completions") else req.probs
+        req.place_script()
+        if not req.health and not req.exempt:
+            req.drift_from = self.knobs.faults.drift_from_token
         self.waiting.append(req)
         self.wake.set()
 
@@ -691,8 +815,6 @@ class Scheduler:
             r.t_admit = t
             r.produced = 1
             emitted.append((r, 0))
-        if new:
-            self._log_prefill(new, t)
         if decode:
             self.forward_ct_decode += 1
             self.totals["decode_steps"] += 1
@@ -702,7 +824,22 @@ class Scheduler:
         self.interval_accept_tokens += step_accept
         self.interval_forward_ct += step_fwd
         self.interval_correct += step_correct
+        running_before = len(self.running)
         self.running.extend(new)
+        if new:
+            # SGLang reports a prefill batch after its forward (batch_result_processor.py
+            # report_prefill_stats): the pool's usage then holds the new requests
+            self._log_prefill(new, t, running_before)
+        threshold = self.knobs.faults.corrupt_above_kv or self.extra_buffer_corrupt_kv
+        if threshold > 0 and emitted:
+            # FAULT_CORRUPT_ABOVE_KV: a reply not yet begun is garbled while the KV pool's usage
+            # (token_usage, the running requests included) is at or above the threshold
+            usage = self.token_usage()
+            if usage >= threshold:
+                for r, start in emitted:
+                    if r.script is not None and not r.corrupt and not r.exempt \
+                            and start <= r.script_at:
+                        r.corrupt = True
 
         crash_req = None
         for r, start in emitted:
@@ -780,14 +917,15 @@ class Scheduler:
     def token_usage(self) -> float:
         return round(self.kv_used() / float(self.max_total_tokens), 2)
 
-    def _log_prefill(self, new: List[Req], t: float) -> None:
+    def _log_prefill(self, new: List[Req], t: float, running: int | None = None) -> None:
         tokens = sum(r.prompt_tokens for r in new)
         now = time.perf_counter()
         gap = max(1e-6, now - self.last_input_tic)
         self.last_input_tic = now
         msg = (f"Prefill batch, #new-seq: {len(new)}, #new-token: {tokens}, #cached-token: 0, "
                + ", ".join(self.usage_parts(False)) + ", "
-               + f"#running-req: {len(self.running)}, #queue-req: {len(self.waiting)}, "
+               + f"#running-req: {len(self.running) if running is None else running}, "
+               + f"#queue-req: {len(self.waiting)}, "
                + "#pending-token: 0, cuda graph: False, "
                + f"input throughput (token/s): {tokens / gap:.2f}")
         logger.info(msg)

@@ -17,8 +17,10 @@ from aiohttp import web
 from .args import SGLANG_VERSION
 from .knobs import KnobError, Knobs
 from .metrics import Metrics
-from .scheduler import (THINK_END, THINK_START, TOKEN_IDS_STR, VOCAB,
-                        VOCAB_ESC, Req, Scheduler, crash_now)
+from .answers import Mind, last_user_text, pieces as reply_pieces, reword
+from .render import FORCED_REASONING, ChatRenderer, tool_mode
+from .scheduler import (EOS, TOKEN_IDS_STR, VOCAB, VOCAB_ESC, Req, Scheduler, crash_now,
+                        intern_piece, stable_hash)
 
 logger = logging.getLogger("sglang.srt.entrypoints.http_server")
 
@@ -278,20 +280,22 @@ class CompletionSink(Sink):
 
 
 class ChatSink(CompletionSink):
-    def __init__(self, *a, **kw):
+    """Chat: the output split as SGLang's parsers split it (render.py). Content and reasoning
+    chunks are sse_utils.py build_sse_content's; with tool-call parsing active (a parser, tools,
+    tool_choice not "none") content and tool calls go through serving_chat.py
+    _process_tool_call_stream, which serialises ChatCompletionStreamResponse.model_dump_json()."""
+
+    def __init__(self, *a, renderer: ChatRenderer | None = None, tool_active: bool = False,
+                 logprobs: bool = False, top_logprobs: int = 0, **kw):
         super().__init__(*a, **kw)
         self.first = True
+        self.renderer = renderer or ChatRenderer("sglang", False, False, "content", None)
+        self.tool_active = tool_active
+        self.logprobs = logprobs
+        self.top_logprobs = top_logprobs
 
-    def split(self, req: Req, a: int, b: int):
-        reasoning, content = [], []
-        for p in range(a, b):
-            i = req.vocab_index(p)
-            if p < req.think_len:
-                if i not in (THINK_START, THINK_END):
-                    reasoning.append(VOCAB[i])
-            else:
-                content.append(VOCAB[i])
-        return "".join(reasoning), "".join(content)
+    def pieces(self, req: Req, a: int, b: int) -> List[str]:
+        return [VOCAB[req.vocab_index(p)] for p in range(a, b)]
 
     def _chunk(self, req: Req, delta: Dict[str, Any], finish=None, matched=None,
                usage=None) -> str:
@@ -308,22 +312,54 @@ class ChatSink(CompletionSink):
             chunk["usage"] = usage
         return "data: " + _dumps(chunk) + "\n\n"
 
+    def _model_chunk(self, req: Req, content=None, tool_call=None, usage=None) -> str:
+        """ChatCompletionStreamResponse(...).model_dump_json(): every field, in order."""
+        delta = {"role": None, "content": content, "reasoning_content": None}
+        if tool_call is not None:
+            delta["tool_calls"] = [{"id": tool_call["id"], "index": tool_call["index"],
+                                    "type": "function",
+                                    "function": {"name": tool_call["name"],
+                                                 "arguments": tool_call["arguments"]}}]
+        chunk = {"id": req.rid, "object": "chat.completion.chunk", "created": self.created,
+                 "model": self.model,
+                 "choices": [{"index": 0, "delta": delta, "logprobs": None,
+                              "finish_reason": None, "matched_stop": None}],
+                 "usage": usage}
+        return "data: " + _dumps(chunk) + "\n\n"
+
     def render_step(self, req: Req, start: int) -> bytes:
         out = []
         if self.first:
             self.first = False
             out.append(self._chunk(req, {"role": "assistant", "content": ""}))
-        reasoning, content = self.split(req, start, req.produced)
+        reasoning, events = self.renderer.step(self.pieces(req, start, req.produced),
+                                               new_tool_call_id)
+        if req.finish is not None:
+            events = events + self.renderer.finish()
         usage = self._usage_now(req) if self.continuous else None
         if reasoning:
             out.append(self._chunk(req, {"reasoning_content": reasoning}, usage=usage))
-        if content:
-            out.append(self._chunk(req, {"content": content}, usage=usage))
+        for kind, value in events:
+            if kind == "call":
+                out.append(self._model_chunk(req, tool_call=value, usage=usage))
+            elif self.tool_active:
+                out.append(self._model_chunk(req, content=value, usage=usage))
+            else:
+                out.append(self._chunk(req, {"content": value}, usage=usage))
         return "".join(out).encode()
 
+    def _finish(self, req: Req, calls: bool):
+        """(finish_reason, matched_stop): "tool_calls" for a call after a natural stop;
+        not streamed, matched_stop is then None (_process_tool_calls), streamed it stays."""
+        fin = req.finish or {}
+        if calls and fin.get("type") == "stop":
+            return "tool_calls", (fin.get("matched") if self.stream else None)
+        return fin.get("type"), fin.get("matched")
+
     def render_tail(self, req: Req) -> bytes:
-        fin = req.finish
-        out = [self._chunk(req, {}, finish=fin["type"], matched=fin.get("matched"))]
+        note_rendering(req, self.renderer, self.renderer.calls_streamed, True)
+        finish, matched = self._finish(req, self.renderer.calls_streamed)
+        out = [self._chunk(req, {}, finish=finish, matched=matched)]
         base = {"id": req.rid, "object": "chat.completion.chunk", "created": self.created,
                 "model": self.model, "choices": []}
         sglext = self._sglext(req)
@@ -336,10 +372,102 @@ class ChatSink(CompletionSink):
 
     def body(self) -> Dict[str, Any]:
         req = self.req
-        reasoning, content = self.split(req, 0, req.produced)
-        return self._response("chat.completion", {"message": {
-            "role": "assistant", "content": content,
-            "reasoning_content": reasoning if req.think_len else None}})
+        pieces = self.pieces(req, 0, req.produced)
+        parsed = self.renderer.full(pieces)
+        message = {"role": "assistant", "content": parsed["content"] or "",
+                   "reasoning_content": parsed["reasoning"]}
+        if parsed["calls"]:
+            message["tool_calls"] = [
+                {"id": new_tool_call_id(), "index": i, "type": "function",
+                 "function": {"name": c["name"], "arguments": c["arguments"]}}
+                for i, c in enumerate(parsed["calls"])]
+        note_rendering(req, self.renderer, bool(parsed["calls"]), False)
+        out = self._response("chat.completion", {"message": message})
+        choice = out["choices"][0]
+        choice["finish_reason"], choice["matched_stop"] = self._finish(req, bool(parsed["calls"]))
+        if self.logprobs:
+            # serving_chat.py _build_token_logprobs_from_raw: ChatCompletionTokenLogprob per
+            # output token (protocol.py field order: token, bytes, logprob, top_logprobs)
+            choice["logprobs"] = {"content": [
+                {"token": e["token"], "bytes": e["bytes"], "logprob": e["logprob"],
+                 "top_logprobs": [{"token": t["token"], "bytes": t["bytes"],
+                                   "logprob": t["logprob"]} for t in e["top_logprobs"]]}
+                for e in token_logprobs(req, self.top_logprobs)]}
+        return out
+
+
+def answer_totals(requests: List[Req]) -> Dict[str, int]:
+    """/_emulator/stats totals.answers: of the finished requests with a reply script, how many
+    were answered (script complete), right, wrong (and why), and how the calls came out."""
+    out = {"answerable": 0, "answered": 0, "right": 0, "wrong": 0, "wrong_answers": 0,
+           "corrupt_above_kv": 0, "incomplete": 0, "calls": 0,
+           "tool_calls_rendered": 0, "calls_in_content": 0, "calls_lost": 0}
+    for r in requests:
+        info = r.answer_stats() if r.finish is not None else None
+        if info is None:
+            continue
+        out["answerable"] += 1
+        out["answered"] += info["complete"]
+        out["right"] += info["right"]
+        if not info["right"]:
+            out["wrong"] += 1
+            if info["wrong_because"]:
+                out[info["wrong_because"]] += 1
+        if info["kind"] == "call":
+            out["calls"] += 1
+            if info["rendered"] == "tool_calls":
+                out["tool_calls_rendered"] += 1
+            elif info["rendered"] == "content":
+                out["calls_in_content"] += 1
+            elif info["rendered"] in ("swallowed", "dropped"):
+                out["calls_lost"] += 1
+    return out
+
+
+def new_tool_call_id() -> str:
+    """serving_chat.py _process_tool_call_id: call_ + 24 hex digits."""
+    return "call_" + uuid.uuid4().hex[:24]
+
+
+def note_rendering(req: Req, renderer: ChatRenderer, calls: bool, streamed: bool) -> None:
+    """Record how the reply came out (/_emulator/stats "answer.rendered"): "tool_calls",
+    "content", or for a parser that cannot read the markup "swallowed" (streamed: the chunks
+    after <tool_call> never come) / "dropped" (not streamed, content cut at the marker)."""
+    if req.reply is None:
+        return
+    if calls:
+        how = "tool_calls"
+    elif streamed and renderer.mode in ("keep", "drop") and renderer.swallowing:
+        how = "swallowed"
+    elif not streamed and renderer.mode == "drop" and "<tool_call>" in "".join(
+            VOCAB[req.vocab_index(p)] for p in range(req.produced)) and \
+            renderer.engine == "sglang":
+        how = "dropped"
+    else:
+        how = "content"
+    req.extra["rendered"] = how
+
+
+def token_logprobs(req: Req, top: int = 0) -> List[Dict[str, Any]]:
+    """One entry per generated token: its text, UTF-8 bytes, a (deterministic) log probability
+    near 0 (greedy picks), and ``top`` alternatives (the token first, others below it)."""
+    out = []
+    for pos in range(req.produced):
+        i = req.vocab_index(pos)
+        text = VOCAB[i] if i != EOS else "<|im_end|>"
+        lp = -((req.offset + 7 * pos) % 997) / 9970.0
+        alts = []
+        if top:
+            alts.append({"token": text, "bytes": list(text.encode("utf-8")), "logprob": lp})
+            for k in range(1, top):
+                alt = VOCAB[3 + (req.offset + pos + 13 * k) % 60]
+                if alt == text:
+                    alt = VOCAB[3 + (req.offset + pos + 13 * k + 1) % 60]
+                alts.append({"token": alt, "bytes": list(alt.encode("utf-8")),
+                             "logprob": round(lp - 2.0 - k, 6)})
+        out.append({"token": text, "bytes": list(text.encode("utf-8")), "logprob": lp,
+                    "top_logprobs": alts})
+    return out
 
 
 class HealthSink(Sink):
@@ -361,6 +489,8 @@ class EmulatorServer:
         prefix = " TP0" if cfg["tp_size"] > 1 else ""
         self.sched = self.scheduler_cls(cfg, knobs, self.metrics, prefix, capacity)
         self.sched.crash_hook = crash_now
+        # the emulated model's mind (answers.py): built-in prompts and SGLEMU_ANSWERS rows
+        self.mind = Mind(getattr(knobs, "answer_rows", None))
         self.t_start = time.monotonic()
         self.startup_time = time.time()
         self.up_at = self.t_start + knobs.warmup_seconds
@@ -548,7 +678,8 @@ class EmulatorServer:
                                knobs=self.knobs.as_dict()),
             "totals": dict(s.totals, metrics_counters=self.metrics.counter_totals(),
                            running=len(s.running), waiting=len(s.waiting),
-                           generation_requests_since_start=s.generation_requests_seen),
+                           generation_requests_since_start=s.generation_requests_seen,
+                           answers=answer_totals(s.requests)),
             "now": time.monotonic(),
         }
         if include:
@@ -856,18 +987,68 @@ class EmulatorServer:
             self._check_length(prompt_tokens, max_tokens)
         except (BadRequest, TypeError, ValueError, AttributeError) as exc:
             return _openai_error(str(exc))
-        thinking = self.cfg["reasoning_parser"] is not None
+        # Thinking follows the chat template (Qwen3.6 thinks unless enable_thinking is false); the
+        # reasoning parser only decides where its text goes (render.py).
         ctk = body.get("chat_template_kwargs") or {}
-        if isinstance(ctk, dict) and ctk.get("enable_thinking") is False:
-            thinking = False
+        thinking = not (isinstance(ctk, dict) and ctk.get("enable_thinking") is False)
         rid = body.get("rid") or uuid.uuid4().hex
         max_tokens = self.sched.cap_max_new_tokens(prompt_tokens, max_tokens)
         req = Req(str(rid), "/v1/chat/completions", prompt_tokens, max_tokens,
                   bool(body.get("ignore_eos")), "\x00".join(key), stream, reasoning=thinking)
+        req.chat_think = thinking
+        parser = self.cfg["reasoning_parser"]
+        # SGLang counts reasoning tokens (to </think>) only under a reasoning parser
+        # (batch_result_processor.py _maybe_update_reasoning_tokens)
+        req.count_reasoning = thinking and parser is not None
+        tools = body.get("tools") if isinstance(body.get("tools"), list) else None
         sink = ChatSink(self, req, stream, model, include_usage, continuous,
-                        bool(body.get("return_spec_tokens_details")))
+                        bool(body.get("return_spec_tokens_details")),
+                        **self.chat_rendering(body, thinking, tools))
         refusal = self.too_long(prompt_tokens)
         if refusal:
             return await self._refuse(request, req, sink, True, refusal)
         self._admit(req)
+        self.apply_reply(req, last_user_text(messages), tools)
         return await self._run(request, req, sink, openai=True)
+
+    def chat_rendering(self, body: Dict[str, Any], thinking: bool,
+                       tools: List[Any] | None) -> Dict[str, Any]:
+        """The ChatSink's renderer and options for this request (SGLang 0.5.23): reasoning split
+        under a reasoning parser with separate_reasoning (default true), tool-call parsing with a
+        --tool-call-parser, tools and tool_choice other than "none" (serving_chat.py
+        _tool_call_parsing_active); the faults FAULT_UNPARSED_REASONING / _TOOLS."""
+        f = self.knobs.faults
+        parser = self.cfg["reasoning_parser"]
+        reasoning = parser is not None and body.get("separate_reasoning", True) is not False \
+            and not f.unparsed_reasoning
+        tool_parser = self.cfg.get("tool_call_parser")
+        tool_active = bool(tool_parser) and bool(tools) and body.get("tool_choice") != "none"
+        mode = tool_mode("sglang", tool_parser) if tool_active and not f.unparsed_tools \
+            else "content"
+        renderer = ChatRenderer("sglang", reasoning, thinking, mode, tools,
+                                forced=parser in FORCED_REASONING)
+        top = body.get("top_logprobs")
+        return {"renderer": renderer, "tool_active": tool_active,
+                "logprobs": bool(body.get("logprobs")),
+                "top_logprobs": int(top) if isinstance(top, int) and top > 0 else 0}
+
+    def apply_reply(self, req: Req, prompt: str | None, tools: List[Any] | None) -> None:
+        """The mind's reply script for this request (answers.py), right or wrong
+        (FAULT_WRONG_ANSWERS: that share of answerable prompts, by a hash of the prompt)."""
+        reply = self.mind.reply(prompt, tools) if prompt else None
+        if reply is None or req.fault == "http500":
+            return
+        share = self.knobs.faults.wrong_answers
+        key = prompt.strip()
+        wrong = bool(share) and not req.exempt \
+            and stable_hash("wrong\x00" + key) % 1000000 < share * 1000000
+        given = reply.given(wrong, stable_hash("alt\x00" + key), tools)
+        req.reply = reply
+        req.wrong = wrong
+        req.extra["given"] = given
+        script, alt = [], []
+        for text, essential in reply.segments(given):
+            for piece in reply_pieces(text):
+                script.append(intern_piece(piece))
+                alt.append(None if essential else intern_piece(reword(piece)))
+        req.set_script(script, alt)

@@ -45,6 +45,15 @@ options:
     type: list
     elements: str
     default: []
+  answers:
+    description: A host's own known answers for the quality checks, the text of a JSONL file (one
+      row per line, C({"prompt", "answer"}) or C({"prompt", "tools", "call"})); its rows replace
+      the built-in ones of their kind. Omitted, the built-in set is asked.
+    type: str
+  answers_source:
+    description: What O(answers) is called in messages and the history (the file's path and hash).
+    type: str
+    default: sglang_gate_answers
   url:
     description: Base URL of the server, for example C(http://127.0.0.1:30000).
     type: str
@@ -289,7 +298,7 @@ import os
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_perf import engine, fingerprint, history, measurelock, plan
+from ansible.module_utils.sglang_perf import answers, engine, fingerprint, history, measurelock, plan
 from ansible.module_utils.sglang_perf.client import ConfigError, MeasureError
 
 D = engine.DEFAULTS  # one set of defaults for the module, the CLI and the engine
@@ -298,6 +307,8 @@ ARGUMENT_SPEC = dict(
     profile=dict(type="str", required=True),
     promise=dict(type="dict"),
     notes=dict(type="list", elements="str", default=[]),
+    answers=dict(type="str"),
+    answers_source=dict(type="str", default="sglang_gate_answers"),
     url=dict(type="str", required=True),
     api_key=dict(type="str", no_log=True),
     model=dict(type="str"),
@@ -327,7 +338,7 @@ ARGUMENT_SPEC = dict(
 )
 # the options that are not engine options common to every case (plan.run_cases's ``common``)
 PLAN_OPTIONS = ("cases", "profile", "promise", "notes", "baseline", "baseline_history", "per_request",
-                "nvidia_smi", "identity", "measure_lock", "measure_lock_wait")
+                "nvidia_smi", "identity", "measure_lock", "measure_lock_wait", "answers", "answers_source")
 
 
 def last_passing(path, profile):
@@ -381,9 +392,17 @@ def would_run(common, params):
                          common["confidence"], common["inconclusive"])
 
 
+def given_answers(params):
+    """The host's known answers (answers.parse, with where they came from), or None."""
+    if params["answers"] is None:
+        return None
+    return dict(answers.parse(params["answers"], "answers"), source=params["answers_source"])
+
+
 def measure(module, params):
     common = {k: v for k, v in params.items() if k not in PLAN_OPTIONS}
     try:
+        given = given_answers(params)
         if module.check_mode:
             stated = would_run(common, params)
             probe = engine.probe(common)
@@ -392,7 +411,7 @@ def measure(module, params):
                 common, params["cases"], params["profile"], promise=params["promise"],
                 baseline=params["baseline"] or last_passing(params["baseline_history"], params["profile"]),
                 fingerprint=host_fingerprint(module, params["nvidia_smi"], params["identity"]),
-                notes=params["notes"])
+                notes=params["notes"], answers=given)
     except ConfigError as e:
         module.fail_json(msg="invalid option %s" % e)
     except (OSError, UnicodeDecodeError) as e:

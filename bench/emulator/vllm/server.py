@@ -15,8 +15,10 @@ from typing import Any, Dict, List
 
 from aiohttp import web
 
+from ..answers import last_user_text
+from ..render import ChatRenderer, tool_mode
 from ..scheduler import Req, Scheduler
-from ..server import BadRequest, ChatSink, EmulatorServer, Sink, _dumps
+from ..server import BadRequest, EmulatorServer, Sink, _dumps, note_rendering, token_logprobs
 from .args import VLLM_VERSION
 from .metrics import VllmMetrics, cache_config_labels
 
@@ -70,6 +72,8 @@ class VllmScheduler(Scheduler):
     async def _finish_step(self, t, new, decode):
         before = [(r, r.produced) for r in decode]
         await super()._finish_step(t, new, decode)
+        # vLLM records its scheduler stats (running, waiting, KV usage) every engine step
+        self.metrics.set_scheduler_gauges(self)
         self.metrics.observe_step_tokens(
             sum(r.prompt_tokens for r in new if r.log_metrics),
             sum(r.produced for r in new if r.log_metrics)
@@ -167,13 +171,43 @@ class VllmCompletionSink(VllmSink):
         return body
 
 
-class VllmChatSink(VllmSink):
-    obj = "chat.completion.chunk"
-    split = ChatSink.split  # reasoning (think tags dropped) / content, as the SGLang side
+def new_vllm_tool_call_id() -> str:
+    """renderers/chat_utils/tool_call.py make_tool_call_id ("random"): chatcmpl-tool- + 16 hex."""
+    return "chatcmpl-tool-%016x" % (uuid.uuid4().int & (2 ** 64 - 1))
 
-    def __init__(self, *a, **kw):
+
+class VllmChatSink(VllmSink):
+    """Chat: the output split as vLLM's parser engine splits it (render.py; ChatStreamProcessor
+    in openai/chat_completion/stream_processor.py, assemble_chat_message_fields in
+    message_assembly.py)."""
+
+    obj = "chat.completion.chunk"
+
+    def __init__(self, *a, renderer: ChatRenderer | None = None, parsing: bool = False,
+                 logprobs: bool = False, top_logprobs: int = 0, include_reasoning: bool = True,
+                 **kw):
         super().__init__(*a, **kw)
         self.first = True
+        self.renderer = renderer or ChatRenderer("vllm", False, False, "content", None)
+        self.parsing = parsing  # a parser class exists (reasoning or auto tool choice)
+        self.logprobs = logprobs
+        self.top_logprobs = top_logprobs
+        self.include_reasoning = include_reasoning
+
+    def pieces(self, req: Req, a: int, b: int) -> List[str]:
+        from ..scheduler import VOCAB
+        return [VOCAB[req.vocab_index(p)] for p in range(a, b)]
+
+    def usage(self, completion: int | None = None, details: bool = False) -> Dict[str, Any]:
+        """The parser's count_reasoning_tokens: the tokens before </think> (the template
+        opened the block in the prompt), 0 with thinking off."""
+        u = super().usage(completion, details)
+        req = self.req
+        if details and u.get("completion_tokens_details") is not None and req.chat_think:
+            n = req.produced if completion is None else completion
+            count = min(n, req.think_len - 1) if req.count_reasoning else 0
+            u["completion_tokens_details"] = {"reasoning_tokens": max(0, count)}
+        return u
 
     def _delta_chunk(self, delta: Dict[str, Any], upto: int, finish=None) -> str:
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
@@ -187,6 +221,13 @@ class VllmChatSink(VllmSink):
         chunk["kv_transfer_params"] = None
         return "data: " + _dumps(chunk) + "\n\n"
 
+    def finish_reason(self, calls: bool = False):
+        """serve/utils/tool_calls_utils.py resolve_finish_reason: tool_calls for a choice that
+        carries calls after a natural stop."""
+        fin = self.req.finish
+        reason = fin["type"] if fin else None
+        return "tool_calls" if calls and reason == "stop" else reason
+
     def render_step(self, req: Req, start: int) -> bytes:
         out: List[str] = []
         if self.first:
@@ -198,15 +239,37 @@ class VllmChatSink(VllmSink):
                 chunk["usage"] = self.usage(0, details=True)
             chunk.update(prompt_token_ids=None, prompt_text=None)
             out.append("data: " + _dumps(chunk) + "\n\n")
-        reasoning, content = self.split(req, start, req.produced)
+        r = self.renderer
+        reasoning, events = r.step(self.pieces(req, start, req.produced), new_vllm_tool_call_id)
+        if req.finish is not None:
+            events = events + r.finish()
+        # DeltaMessage field order: role, content, reasoning, tool_calls (exclude_unset)
         delta: Dict[str, Any] = {}
-        if reasoning:
-            delta["reasoning"] = reasoning
-        if content:
+        content = "".join(v for k, v in events if k == "content")
+        if content or (not self.parsing and start < req.produced) \
+                or (r.mode == "content" and r.step_content_pieces and not reasoning):
             delta["content"] = content
-        fin = self.finish_reason()
+        if reasoning and self.include_reasoning:
+            delta["reasoning"] = reasoning
+        calls = []
+        for kind, v in events:
+            if kind != "call":
+                continue
+            if v["id"] is not None:
+                fn = {"name": v["name"]}
+                if v["arguments"]:
+                    fn["arguments"] = v["arguments"]
+                calls.append({"id": v["id"], "type": "function", "index": v["index"],
+                              "function": fn})
+            else:
+                calls.append({"index": v["index"], "function": {"arguments": v["arguments"]}})
+        if calls:
+            delta["tool_calls"] = calls
+        fin = self.finish_reason(r.calls_streamed)
         if delta or fin is not None:
             out.append(self._delta_chunk(delta, req.produced, fin))
+        if fin is not None:
+            note_rendering(req, r, r.calls_streamed, True)
         return "".join(out).encode()
 
     def render_tail(self, req: Req) -> bytes:
@@ -215,12 +278,28 @@ class VllmChatSink(VllmSink):
 
     def body(self) -> Dict[str, Any]:
         req = self.req
-        reasoning, content = self.split(req, 0, req.produced)
-        message = {"role": "assistant", "content": content, "refusal": None, "annotations": None,
-                   "audio": None, "function_call": None,
-                   "reasoning": reasoning or None}
-        choice = {"index": 0, "message": message, "logprobs": None,
-                  "finish_reason": self.finish_reason(), "stop_reason": None, "token_ids": None}
+        parsed = self.renderer.full(self.pieces(req, 0, req.produced))
+        message = {"role": "assistant", "content": parsed["content"], "refusal": None,
+                   "annotations": None, "audio": None, "function_call": None}
+        if parsed["calls"]:
+            message["tool_calls"] = [
+                {"id": new_vllm_tool_call_id(), "type": "function",
+                 "function": {"name": c["name"], "arguments": c["arguments"]}}
+                for c in parsed["calls"]]
+        message["reasoning"] = parsed["reasoning"] if self.include_reasoning else None
+        note_rendering(req, self.renderer, bool(parsed["calls"]), False)
+        logprobs = None
+        if self.logprobs:
+            # chat_completion/serving.py _create_chat_logprobs: ChatCompletionLogProbsContent
+            # per output token (protocol.py field order: token, logprob, bytes, top_logprobs)
+            logprobs = {"content": [
+                {"token": e["token"], "logprob": e["logprob"], "bytes": e["bytes"],
+                 "top_logprobs": [{"token": t["token"], "logprob": t["logprob"],
+                                   "bytes": t["bytes"]} for t in e["top_logprobs"]]}
+                for e in token_logprobs(req, self.top_logprobs)]}
+        choice = {"index": 0, "message": message, "logprobs": logprobs,
+                  "finish_reason": self.finish_reason(bool(parsed["calls"])),
+                  "stop_reason": None, "token_ids": None}
         return self.response(choice, True, {"prompt_logprobs": None, "prompt_token_ids": None,
                                             "prompt_text": None})
 
@@ -335,6 +414,8 @@ class VllmServer(EmulatorServer):
         try:
             body = await self._json(request)
             model, stream, include, continuous = self._common(body)
+            # the raw completions text has no chat template: it thinks (with the tags) only under
+            # a reasoning parser, as before; chat follows the template's enable_thinking
             thinking = self.cfg["reasoning_parser"] is not None
             if chat:
                 messages = body.get("messages")
@@ -349,8 +430,7 @@ class VllmServer(EmulatorServer):
                 prompt_tokens = self.prompt_tokens_of_text("".join(texts)) + 4 * len(messages) + 3
                 key = "\x00".join(texts)
                 ctk = body.get("chat_template_kwargs") or {}
-                if isinstance(ctk, dict) and ctk.get("enable_thinking") is False:
-                    thinking = False
+                thinking = not (isinstance(ctk, dict) and ctk.get("enable_thinking") is False)
                 default = CHAT_DEFAULT_MAX_TOKENS
             else:
                 prompt = body.get("prompt")
@@ -378,10 +458,42 @@ class VllmServer(EmulatorServer):
         base = request.headers.get("X-Request-Id") or body.get("request_id") or uuid.uuid4().hex
         req = Req(prefix + str(base), endpoint, prompt_tokens, max_tokens,
                   bool(body.get("ignore_eos")), key, stream, reasoning=thinking)
-        cls = VllmChatSink if chat else VllmCompletionSink
-        sink = cls(self, req, stream, model, include, continuous)
+        if chat:
+            req.chat_think = thinking
+            tools = body.get("tools") if isinstance(body.get("tools"), list) else None
+            sink = VllmChatSink(self, req, stream, model, include, continuous,
+                                **self.chat_rendering(body, thinking, tools))
+            req.count_reasoning = thinking and bool(self.cfg["reasoning_parser"]) \
+                and not self.knobs.faults.unparsed_reasoning
+        else:
+            sink = VllmCompletionSink(self, req, stream, model, include, continuous)
         self._admit(req)
+        if chat:
+            self.apply_reply(req, last_user_text(body.get("messages")), tools)
         return await self._run(request, req, sink, openai=True)
+
+    def chat_rendering(self, body: Dict[str, Any], thinking: bool,
+                       tools: List[Any] | None) -> Dict[str, Any]:
+        """vLLM 0.33.0: the parser class exists with a reasoning parser or auto tool choice
+        (parser/parser_manager.py); tool calls are kept with --enable-auto-tool-choice, a
+        --tool-call-parser, tools and tool_choice "auto", the default with tools
+        (message_assembly.py keeps_tool_calls);
+        the faults FAULT_UNPARSED_REASONING / _TOOLS."""
+        f = self.knobs.faults
+        parser = self.cfg["reasoning_parser"]
+        tool_parser = self.cfg.get("tool_call_parser") or None
+        auto = bool(self.cfg.get("enable_auto_tool_choice")) and bool(tool_parser)
+        # "required" / a named tool are treated as "auto" (vLLM constrains decoding then)
+        keep_calls = auto and bool(tools) and body.get("tool_choice", "auto") != "none"
+        mode = tool_mode("vllm", tool_parser) if keep_calls and not f.unparsed_tools \
+            else "content"
+        renderer = ChatRenderer("vllm", bool(parser) and not f.unparsed_reasoning, thinking,
+                                mode, tools)
+        top = body.get("top_logprobs")
+        return {"renderer": renderer, "parsing": bool(parser) or auto,
+                "logprobs": bool(body.get("logprobs")),
+                "top_logprobs": int(top) if isinstance(top, int) and top > 0 else 0,
+                "include_reasoning": body.get("include_reasoning", True) is not False}
 
     async def completions(self, request):
         return await self._generate(request, "/v1/completions", chat=False)

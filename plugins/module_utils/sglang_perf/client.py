@@ -90,20 +90,35 @@ class Endpoint(object):
             raise RequestError("connect", "cannot connect to %s:%s: %s" % (self.host, self.port, e))
         return conn
 
-    def get(self, path, timeout=10.0):
-        """GET ``path``: (status, body bytes). Connection problems raise RequestError."""
+    def _request(self, method, path, timeout, body=None, limit=4 * 1024 * 1024):
+        """One request, not streamed: (status, body bytes, at most ``limit``). Connection problems
+        and a timeout raise RequestError naming the method and path."""
         conn = self.connect()
         try:
             conn.sock.settimeout(timeout)
-            conn.request("GET", self.prefix + path, headers=self.headers())
+            data = None if body is None else json.dumps(body).encode("utf-8")
+            conn.request(method, self.prefix + path, body=data, headers=self.headers(body=body is not None))
             resp = conn.getresponse()
-            return resp.status, resp.read(4 * 1024 * 1024)
+            return resp.status, resp.read(limit)
         except socket.timeout:
-            raise RequestError("timeout", "GET %s: no answer within %.1fs" % (path, timeout))
+            raise RequestError("timeout", "%s %s: no answer within %.1fs" % (method, path, timeout))
         except (OSError, http.client.HTTPException) as e:
-            raise RequestError("protocol", "GET %s: %s" % (path, e or type(e).__name__))
+            raise RequestError("protocol", "%s %s: %s" % (method, path, e or type(e).__name__))
         finally:
             conn.close()
+
+    def get(self, path, timeout=10.0):
+        """GET ``path``: (status, body bytes). Connection problems raise RequestError."""
+        return self._request("GET", path, timeout)
+
+    def post_json(self, path, body, timeout=60.0):
+        """POST ``body`` as JSON to ``path``, not streamed: (status, decoded JSON or None, raw
+        excerpt). Connection problems and a timeout raise RequestError."""
+        status, raw = self._request("POST", path, timeout, body, limit=16 * 1024 * 1024)
+        try:
+            return status, json.loads(raw.decode("utf-8")), excerpt(raw)
+        except (ValueError, UnicodeDecodeError):
+            return status, None, excerpt(raw)
 
     def get_json(self, path, timeout=10.0):
         """GET ``path`` and decode JSON: (status, object or None)."""

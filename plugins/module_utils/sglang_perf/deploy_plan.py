@@ -13,8 +13,8 @@ import hashlib
 import json
 import re
 
-from . import (capacity, drafter, engines, exposition, fingerprint, fleet, inherit, measurelock, plan,
-               profile, watch)
+from . import (answers, capacity, drafter, engines, exposition, fingerprint, fleet, inherit, measurelock,
+               plan, profile, quality, watch)
 from .client import ConfigError
 from .engines.settings import is_revision
 
@@ -229,7 +229,8 @@ def make(v, host, groups, hostvars, play_hosts=None, facts=None, read_lock=None,
     try:
         profile_problems = profile.sglang_profile_errors(
             profiles, name, (hardware or {}).get("gpu_count"), nnodes=topo["nnodes"], group=topo["group"],
-            version=version, engine=v.get("sglang_engine"), hardware=hardware)
+            version=version, engine=v.get("sglang_engine"), hardware=hardware,
+            allow_lossy=v.get("sglang_allow_lossy_speculation") is True)
     except ValueError as e:  # a version the flag tables cannot read (the value check named it)
         profile_problems = [str(e)]
     if profile_problems:
@@ -388,6 +389,27 @@ def _watch(v, problems, out):
 
 
 
+def gate_answers(path, name="sglang_gate_answers"):
+    """A host's known-answers file on the controller, read and checked before anything changes:
+    ``(summary, problems)``: summary {path, sha256, answers, calls} (rows of each kind) or None
+    for no file ('' or None)."""
+    if not path:
+        return None, []
+    if not isinstance(path, str) or not path.startswith("/"):
+        return None, ["%s must be an absolute path on the controller (a JSONL file of known answers), "
+                      "got %r" % (name, path)]
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+        rows = answers.parse(raw.decode("utf-8"), name)
+    except (OSError, UnicodeDecodeError) as e:
+        return None, ["%s = %s cannot be read: %s" % (name, path, e)]
+    except ConfigError as e:
+        return None, ["%s = %s: %s" % (name, path, e.message)]
+    return {"path": path, "sha256": hashlib.sha256(raw).hexdigest(),
+            "answers": len(rows["answers"]), "calls": len(rows["calls"])}, []
+
+
 def _gate(v, problems, name, profiles, chosen, hardware):
     """The gate's part of the plan: its checks, and the resolved cases."""
     gate_plan, thresholds = v.get("sglang_gate_plan"), v.get("sglang_gate_thresholds")
@@ -404,7 +426,8 @@ def _gate(v, problems, name, profiles, chosen, hardware):
         top = max([c["thresholds"].get("min_accept_len") or 0 for c in cases] or [0])
         if top > 0:
             accept = profile.sglang_profile_errors(
-                profiles, name, engine=v.get("sglang_engine"), min_accept_len=top,
+                # lossy settings are judged once, with the profile (allow_lossy here: not again)
+                profiles, name, engine=v.get("sglang_engine"), min_accept_len=top, allow_lossy=True,
                 accept_var="sglang_gate_thresholds.%s (the highest min_accept_len of its cases)" % name)
             problems.extend(accept)
         if hardware and chosen is not None:
@@ -423,10 +446,20 @@ def _gate(v, problems, name, profiles, chosen, hardware):
     textfile = v.get("sglang_gate_textfile_path") or ""
     problems.extend("sglang_gate_textfile_path = %s: %s" % (textfile, p)
                     for p in exposition.path_problems(textfile))
+    given, bad = gate_answers(v.get("sglang_gate_answers"))
+    problems.extend(bad)
+    when = v.get("sglang_gate_pressure") or ""
+    if when and when not in quality.WHEN:
+        problems.append("sglang_gate_pressure must be one of %s or '' (the plan's), got %r"
+                        % (", ".join(quality.WHEN), when))
+    elif when:
+        for c in cases:
+            if c["options"].get("check") == "pressure":
+                c["options"]["when"] = when
     promise = {"context_length": (chosen or {}).get("context_length"),
                "max_running_requests": (chosen or {}).get("max_running_requests")}
     # what the sglang_bench module runs: the resolved cases, the promise and the plan's notes
-    return {"cases": cases, "text": text, "promise": promise,
+    return {"cases": cases, "text": text, "promise": promise, "answers": given,
             "notes": plan.plan_notes(gate_plan, thresholds, name) if cases else [],
             "lkg_import": re.sub(r"(\.service)?$", ".service", v.get("sglang_gate_lkg_import") or "", count=1)
             if v.get("sglang_gate_lkg_import") else ""}

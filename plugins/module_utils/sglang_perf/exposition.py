@@ -30,6 +30,14 @@ Per case:
 - ``sglang_gate_requests`` and ``sglang_gate_request_errors`` - requests measured (warmup
   excluded) and failed.
 
+Per quality check (a case with ``check``, quality.py; its verdict is the case verdict above):
+
+- ``sglang_gate_answer_accuracy_ratio`` (``_lower``, ``_upper``) - the share of known answers
+  right, with its Wilson interval (``answers``);
+- ``sglang_gate_replies_right`` - replies that passed the check (every check);
+- ``sglang_gate_agreement_ratio`` - the share of fixed prompts whose greedy tokens agree with the
+  last-known-good's (``agreement``, when there was one to compare with).
+
 Per run:
 
 - ``sglang_gate_passed`` - 1 when the gate passed, 0 when it failed: the decision's verdict, the
@@ -96,6 +104,14 @@ def _metrics():
         "sglang_gate_case_verdict": "Verdict of the gate case: 1 for the current verdict, 0 for the others.",
         "sglang_gate_requests": "Requests the gate case measured (warmup excluded).",
         "sglang_gate_request_errors": "Requests of the gate case that failed.",
+        "sglang_gate_answer_accuracy_ratio": "Share of the known answers the server got right (0 to 1).",
+        "sglang_gate_answer_accuracy_ratio_lower": "Lower bound of the Wilson interval of "
+                                                   "sglang_gate_answer_accuracy_ratio.",
+        "sglang_gate_answer_accuracy_ratio_upper": "Upper bound of the Wilson interval of "
+                                                   "sglang_gate_answer_accuracy_ratio.",
+        "sglang_gate_replies_right": "Replies of the quality check that passed it.",
+        "sglang_gate_agreement_ratio": "Share of the fixed prompts whose greedy first tokens agree "
+                                       "with the last-known-good's (0 to 1).",
         "sglang_gate_passed": "Whether the gate passed (1) or failed (0): the decision that recorded the "
                               "deploy as last-known-good or rolled it back.",
         "sglang_gate_plan_verdict": "Verdict of the gate plan: 1 for the current verdict, 0 for the others.",
@@ -245,6 +261,13 @@ def render(record):
         out.enum("sglang_gate_case_verdict", labels, case_verdict(case))
         out.add("sglang_gate_requests", labels, case.get("requests"))
         out.add("sglang_gate_request_errors", labels, case.get("errors"))
+        accuracy = case.get("accuracy")
+        if isinstance(accuracy, dict):
+            for key, suffix in (("estimate", ""), ("lower", "_lower"), ("upper", "_upper")):
+                out.add("sglang_gate_answer_accuracy_ratio" + suffix, labels, accuracy.get(key))
+        if case.get("check"):
+            out.add("sglang_gate_replies_right", labels, case.get("right"))
+        out.add("sglang_gate_agreement_ratio", labels, case.get("agreement"))
     verdict = rec.get("verdict")
     if verdict in ("pass", "fail"):
         out.add("sglang_gate_passed", common, 1 if verdict == "pass" else 0)

@@ -139,3 +139,16 @@ def window(before, after, client_tokens, client_verify_steps=None):
             result["note"] = ("server generated %d tokens in the window, the benchmark received %d: "
                               "other traffic, or a counter reset" % (gen, client_tokens))
     return result
+
+
+def gauge_max(text, names):
+    """The largest sample of the first of ``names`` a /metrics text holds (a gauge per rank or
+    engine: the fullest one), or None when it holds none of them."""
+    found = {}
+    for line in str(text or "").splitlines():
+        if not line or line[0] == "#":
+            continue
+        s = _sample(line)
+        if s is not None and s[0] in names:
+            found[s[0]] = max(found.get(s[0], s[2]), s[2])
+    return next((found[n] for n in names if n in found), None)

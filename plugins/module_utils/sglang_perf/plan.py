@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import time
 
-from . import engine, engines, history
+from . import engine, engines, history, quality
 from . import fingerprint as hostprint
 from . import prompts as promptset
 from .client import ConfigError, MeasureError
@@ -22,13 +22,17 @@ NAMES = {"plan": "sglang_gate_plan", "thresholds": "sglang_gate_thresholds",
          "calibrated": "sglang_gate_calibrated", "confidence": "sglang_gate_confidence"}
 
 CASE_KEYS = ("description", "prompts", "prompt_tokens", "concurrency", "requests", "max_requests",
-             "max_tokens", "thinking", "report_only")
+             "max_tokens", "thinking", "report_only", "check")
+# A quality check's case (``check``: quality.CHECKS) takes these keys, no prompt source.
+CHECK_CASE_KEYS = ("description", "check", "concurrency", "requests", "max_requests", "max_tokens",
+                   "thinking", "report_only", "kv_usage", "when")
 
-THRESHOLD_KEYS = engine.THRESHOLDS
+SPEED_THRESHOLDS = engine.THRESHOLDS
+THRESHOLD_KEYS = engine.THRESHOLDS + quality.QUALITY_THRESHOLDS
 # The engine options a resolved case sets (its options and thresholds) and its baseline: the rest
 # of engine.DEFAULTS is common to every case of a plan run (run_cases's ``common``).
 CASE_OPTIONS = ("case", "prompts", "prompt_tokens", "concurrency", "requests", "max_requests", "max_tokens",
-                "thinking")
+                "thinking", "check", "kv_usage", "when")
 PER_CASE = CASE_OPTIONS + ("baseline",) + THRESHOLD_KEYS
 _CASE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -42,9 +46,54 @@ def _int_at_least(errors, where, value, minimum):
         errors.append("%s must be an integer >= %d, got %r" % (where, minimum, value))
 
 
+def _size_problems(errors, where, case):
+    """A case's sample: concurrency, requests, max_tokens required; max_requests at least requests."""
+    for key, minimum in (("concurrency", 1), ("requests", 1), ("max_tokens", 2)):
+        if key not in case:
+            errors.append("%s.%s is required" % (where, key))
+        else:
+            _int_at_least(errors, "%s.%s" % (where, key), case[key], minimum)
+    if case.get("max_requests") is not None:
+        requests = case.get("requests")
+        _int_at_least(errors, where + ".max_requests", case["max_requests"],
+                      int(requests) if _is_number(requests) and requests >= 1 else 1)
+
+
+def check_of(case):
+    """The quality check a plan case runs (quality.CHECKS), or None for a speed case."""
+    return case.get("check") if isinstance(case, dict) else None
+
+
+def _check_case_problems(errors, where, case):
+    check = case["check"]
+    if check not in quality.CHECKS:
+        errors.append("%s.check must be one of %s, got %r" % (where, ", ".join(quality.CHECKS), check))
+        return
+    only = {k for opts in quality.CHECK_OPTIONS.values() for k in opts} \
+        - set(quality.CHECK_OPTIONS.get(check, {}))
+    unknown = sorted(set(case) - set(CHECK_CASE_KEYS) | (set(case) & only))
+    if unknown:
+        errors.append("%s (check %s) has key(s) %s that a quality check does not take (known: %s)"
+                      % (where, check, ", ".join(unknown), ", ".join(CHECK_CASE_KEYS)))
+    _size_problems(errors, where, case)
+    for key in ("report_only", "thinking"):
+        if not isinstance(case.get(key, False), bool):
+            errors.append("%s.%s must be true or false, got %r" % (where, key, case[key]))
+    if case.get("description") is not None and not isinstance(case["description"], str):
+        errors.append("%s.description must be a string" % where)
+    if "kv_usage" in case and not (_is_number(case["kv_usage"]) and 0 < case["kv_usage"] < 1):
+        errors.append("%s.kv_usage must be a share of the KV pool between 0 and 1 (0.6 = 60%%), got %r"
+                      % (where, case["kv_usage"]))
+    if "when" in case and case["when"] not in quality.WHEN:
+        errors.append("%s.when must be one of %s, got %r" % (where, ", ".join(quality.WHEN), case["when"]))
+
+
 def _case_problems(errors, where, case):
     if not isinstance(case, dict):
         errors.append("%s must be a mapping of %s, got %r" % (where, ", ".join(CASE_KEYS), case))
+        return
+    if "check" in case:
+        _check_case_problems(errors, where, case)
         return
     unknown = sorted(set(case) - set(CASE_KEYS))
     if unknown:
@@ -70,29 +119,24 @@ def _case_problems(errors, where, case):
         errors.append("%s.report_only must be true or false, got %r" % (where, case["report_only"]))
     if not isinstance(case.get("thinking", False), bool):
         errors.append("%s.thinking must be true or false, got %r" % (where, case["thinking"]))
-    for key, minimum in (("concurrency", 1), ("requests", 1), ("max_tokens", 2)):
-        if key not in case:
-            errors.append("%s.%s is required" % (where, key))
-        else:
-            _int_at_least(errors, "%s.%s" % (where, key), case[key], minimum)
-    if case.get("max_requests") is not None:
-        requests = case.get("requests")
-        _int_at_least(errors, where + ".max_requests", case["max_requests"],
-                      int(requests) if _is_number(requests) and requests >= 1 else 1)
+    _size_problems(errors, where, case)
     if case.get("description") is not None and not isinstance(case["description"], str):
         errors.append("%s.description must be a string" % where)
 
 
-def _threshold_problems(errors, where, values):
+def _threshold_problems(errors, where, values, check=None):
+    known = quality.CHECK_THRESHOLDS.get(check, ()) if check else SPEED_THRESHOLDS
+    kind = "check %s" % check if check else "a speed case"
     if not isinstance(values, dict):
         errors.append("%s must be a mapping of %s to numbers ({} measures the case without "
-                      "thresholds), got %r" % (where, ", ".join(THRESHOLD_KEYS), values))
+                      "thresholds), got %r" % (where, ", ".join(known) or "no threshold", values))
         return
-    unknown = sorted(set(values) - set(THRESHOLD_KEYS))
+    unknown = sorted(set(values) - set(known))
     if unknown:
         errors.append("%s has unknown threshold(s) %s (known: %s)"
-                      % (where, ", ".join(unknown), ", ".join(THRESHOLD_KEYS)))
-    for key in sorted(set(values) & set(THRESHOLD_KEYS)):
+                      % (where, ", ".join(unknown), ", ".join(known) if known else
+                         "none: every reply of %s must pass, give {}" % kind))
+    for key in sorted(set(values) & set(known)):
         value = values[key]
         if value is None:
             continue
@@ -103,6 +147,8 @@ def _threshold_problems(errors, where, values):
                           "is at least 1.0 when speculation runs" % (where, value))
         elif key == "max_errors" and float(value) != int(value):
             errors.append("%s.max_errors must be an integer, got %r" % (where, value))
+        elif key in quality.QUALITY_THRESHOLDS and value > 1:
+            errors.append("%s.%s must be a share from 0 to 1 (0.8 = 80%%), got %r" % (where, key, value))
 
 
 def _sample_problems(errors, n, plan, thresholds, calibrated, profile, confidence):
@@ -110,7 +156,7 @@ def _sample_problems(errors, n, plan, thresholds, calibrated, profile, confidenc
     takes at ``confidence``."""
     fewest = min_sample(confidence)
     for name, case in plan.items():
-        if not isinstance(case, dict) or _report_only(case):
+        if not isinstance(case, dict) or _report_only(case) or check_of(case):
             continue
         limits = dict(((thresholds or {}).get(profile) or {}).get(name) or {})
         limits.update(((calibrated or {}).get(profile) or {}).get(name) or {})
@@ -174,7 +220,7 @@ def problems(plan, thresholds, profile, calibrated=None, names=None, confidence=
                                   "not be judged; remove them, or set %s.%s.report_only: false"
                                   % (where, case, entry[case], case, n["plan"], n["plan"], case))
             elif case in entry:
-                _threshold_problems(errors, "%s.%s" % (where, case), entry[case])
+                _threshold_problems(errors, "%s.%s" % (where, case), entry[case], check_of(plan[case]))
             elif required and not _report_only(plan[case]):
                 errors.append("%s has no entry for case %s of %s (cases: %s); give {} to measure "
                               "it without thresholds" % (where, case, n["plan"], ", ".join(plan)))
@@ -197,11 +243,15 @@ def resolve(plan, thresholds, profile, calibrated=None, names=None, confidence=0
         mine = {} if _report_only(case) else ((calibrated or {}).get(profile) or {}).get(name) or {}
         limits.update(mine)
         source.update({k: "calibrated" for k in mine})
-        options = {"case": name, "prompts": case.get("prompts", "coding"),
-                   "prompt_tokens": case.get("prompt_tokens"),
-                   "concurrency": int(case["concurrency"]), "requests": int(case["requests"]),
+        options = {"case": name, "concurrency": int(case["concurrency"]), "requests": int(case["requests"]),
                    "max_requests": int(case.get("max_requests") or case["requests"]),
                    "max_tokens": int(case["max_tokens"]), "thinking": case.get("thinking") is True}
+        if check_of(case):
+            options["check"] = case["check"]
+            options.update({k: case.get(k, default) for k, default in
+                            quality.CHECK_OPTIONS.get(case["check"], {}).items()})
+        else:
+            options.update(prompts=case.get("prompts", "coding"), prompt_tokens=case.get("prompt_tokens"))
         cases.append({"case": name, "description": case.get("description") or "",
                       "options": options, "report_only": _report_only(case),
                       "thresholds": {k: v for k, v in limits.items() if v is not None},
@@ -267,9 +317,11 @@ def describe(cases, confidence, inconclusive):
         o = c["options"]
         sample = "%d" % o["requests"] if o["max_requests"] == o["requests"] else \
             "%d-%d" % (o["requests"], o["max_requests"])
-        parts.append("%s (C=%d, %s x %d tokens, %s prompts): %s" % (
+        parts.append("%s (C=%d, %s x %d tokens, %s): %s" % (
             c["case"], o["concurrency"], sample, o["max_tokens"],
-            "~%d-token" % o["prompt_tokens"] if o["prompts"] == "long_context" else o["prompts"],
+            "check %s" % o["check"] if o.get("check") else
+            "~%d-token prompts" % o["prompt_tokens"] if o["prompts"] == "long_context"
+            else o["prompts"] + " prompts",
             "reported only" if c.get("report_only") else
             ", ".join("%s %s" % kv for kv in sorted(c["thresholds"].items())) or "measured only"))
     return "gate plan, each threshold judged on its %g%% interval (inconclusive: %s), at most %d " \
@@ -346,6 +398,8 @@ def check_capacity(server, cases, promise=None):
     asked = promise.get("max_running_requests")
     for c in cases:
         o = c["options"]
+        if o.get("check"):
+            continue
         if o["prompts"] == "long_context":
             ctx_needs.append((o["prompt_tokens"] + o["max_tokens"], "case %s needs (%s prompt + %s output)"
                               % (c["case"], _fmt_tokens(o["prompt_tokens"]), _fmt_tokens(o["max_tokens"]))))
@@ -404,17 +458,17 @@ def _unmeasured(cfg, reason):
             "errors": cfg["requests"], "error_kinds": {}, "error_details": [], "excluded_short": 0,
             "metrics": None, "per_request": [], "notes": [], "unmeasured": str(reason),
             "intervals": None, "verdict": engine.FAIL, "inconclusive": [],
-            "thresholds": {k: cfg[k] for k in THRESHOLD_KEYS}, "passed": False,
+            "thresholds": {k: cfg[k] for k in SPEED_THRESHOLDS}, "passed": False,
             "failures": [{"threshold": "measured", "measured": None, "required": None,
                           "message": "could not be measured: %s" % reason}]}
 
 
 def run(common, plan, thresholds, profile, calibrated=None, promise=None, baseline=None,
-        progress=None, names=None, fingerprint=None):
+        progress=None, names=None, fingerprint=None, answers=None):
     """Resolve the raw plan (``bench gate``, which has no deploy plan) and run it: run_cases."""
     cases = resolve(plan, thresholds, profile, calibrated, names, common.get("confidence") or 0.95)
     return run_cases(common, cases, profile, promise, baseline, progress, fingerprint,
-                     notes=plan_notes(plan, thresholds, profile))
+                     notes=plan_notes(plan, thresholds, profile), answers=answers)
 
 
 RESOLVED_CASE_KEYS = ("case", "description", "options", "report_only", "thresholds", "source")
@@ -450,15 +504,26 @@ def check_cases(cases, option="cases"):
             raise ConfigError(option, "%s (%s).report_only must be true or false" % (where, c["case"]))
 
 
+# The common options a quality case takes (quality.validate), beside its own.
+QUALITY_COMMON = ("confidence", "inconclusive", "first_token_timeout", "stall_timeout")
+
+
 def case_configs(common, cases, profile, baseline=None):
-    """Each resolved case's engine configuration (engine.validate: every option checked before
-    the first request), its baseline taken from the profile's record ``baseline``."""
+    """Each resolved case's configuration (engine.validate for a speed case, quality.validate for a
+    check: every option checked before the first request), its baseline taken from the profile's
+    record ``baseline``."""
     check_cases(cases)
     cfgs = []
-    for i, c in enumerate(cases):
+    speed = [c for c in cases if not c["options"].get("check")]
+    for c in cases:
+        if c["options"].get("check"):
+            opts = dict({k: common[k] for k in QUALITY_COMMON if k in common}, **c["options"])
+            opts.update(c["thresholds"], case=c["case"])
+            cfgs.append(quality.validate(dict({k: engine.DEFAULTS[k] for k in QUALITY_COMMON}, **opts)))
+            continue
         opts = dict(common, **dict(c["options"], case=c["case"], **c["thresholds"]))
         opts["warmup"] = 0  # one warmup for the whole plan, before its first case
-        opts["baseline"] = history.baseline(baseline, c["case"], first=i == 0, profile=profile) \
+        opts["baseline"] = history.baseline(baseline, c["case"], first=c is speed[0], profile=profile) \
             if baseline else None
         if c.get("report_only") or (baseline and baseline.get("profile") != profile):
             opts["max_regression_pct"] = None  # reported, not judged
@@ -466,8 +531,32 @@ def case_configs(common, cases, profile, baseline=None):
     return cfgs
 
 
+def _fingerprint(fingerprint, server):
+    """The host's fingerprint with what the server says it runs, where the caller did not know
+    (bench gate)."""
+    if fingerprint is None:
+        return None
+    fp = dict(fingerprint)
+    for key, said in (("engine", server.get("kind")), ("version", server.get("version")),
+                      ("served_model", server.get("served_model"))):
+        if fp.get(key) is None and said not in (None, "unknown"):
+            fp[key] = said
+    return fp
+
+
+def agreement_baseline(baseline, case, fingerprint):
+    """What an agreement case compares with: the tokens its case kept in the last-known-good
+    record, whether that run was the same build (quality.same_build of the fingerprints), and
+    its time; None without a record or tokens."""
+    kept = history.case_of(baseline, case) if baseline else None
+    if not kept or not kept.get("tokens"):
+        return None
+    return {"tokens": kept["tokens"], "time": baseline.get("time"),
+            "same_build": quality.same_build(baseline.get("fingerprint"), fingerprint)}
+
+
 def run_cases(common, cases, profile, promise=None, baseline=None, progress=None, fingerprint=None,
-              notes=()):
+              notes=(), answers=None):
     """Run the resolved ``cases`` (resolve's, e.g. the deploy plan's gate.cases) against the server
     in ``common["url"]``; the plan result.
 
@@ -475,39 +564,46 @@ def run_cases(common, cases, profile, promise=None, baseline=None, progress=None
     metrics, model_size, hardware, max_regression_pct). ``baseline``: the last passing history
     record of the profile (each case is compared with its own case in it). ``fingerprint``: the
     host's (fingerprint.take), recorded with the prompt set of each case and compared with the
-    baseline's; ``notes``: the plan's (plan_notes). Raises ConfigError for a bad case or option
-    and MeasureError when the server cannot be measured at all."""
+    baseline's; ``notes``: the plan's (plan_notes); ``answers``: a host's known-answer rows
+    (answers.parse, with its ``source``) for the quality checks, else the built-in ones. Raises
+    ConfigError for a bad case or option and MeasureError when the server cannot be measured at
+    all."""
     started = time.perf_counter()
     base = engine.validate(dict(common))
     cfgs = case_configs(common, cases, profile, baseline)
     ep = engine.endpoint(base)
     model, server = engine.discover(ep, base["model"])
     engine.check_api(base, server)
-    capacity = check_capacity(server, [{"case": cfg["case"], "options": cfg} for cfg in cfgs], promise)
-    learn = any(cfg["prompts"] == "long_context" for cfg in cfgs)
+    server.setdefault("served_model", model)
+    speed = [cfg for cfg in cfgs if not cfg.get("check")]
+    capacity = check_capacity(server, [{"case": cfg["case"], "options": cfg} for cfg in speed], promise)
+    learn = any(cfg["prompts"] == "long_context" for cfg in speed)
     warm, cpt = engine.warm_up(base, ep, model, progress, learn=learn, kind=server["kind"])
+    fp = _fingerprint(fingerprint, server)
     results = []
     for i, (c, cfg) in enumerate(zip(cases, cfgs)):
         case_started = time.perf_counter()
-        try:
-            r = engine.measure(cfg, ep, model, server, warm if i == 0 else (), cpt, progress)
-        except MeasureError as e:
-            r = _unmeasured(cfg, e)
+        if cfg.get("check"):
+            due = quality.pressure_due(cfg.get("when"), fp, (baseline or {}).get("fingerprint"))
+            r = quality.run(cfg, ep, model, server, answers, agreement_baseline(baseline, c["case"], fp),
+                            progress, due)
+            r["prompt_set"] = "%s:%s" % (cfg["check"], r.get("rows_from") or "built-in")
+        else:
+            try:
+                r = engine.measure(cfg, ep, model, server, warm if cfg is speed[0] else (), cpt, progress)
+            except MeasureError as e:
+                r = _unmeasured(cfg, e)
+            r["prompt_set"] = promptset.set_id(cfg["prompts"])
         # the first case's time includes the plan's discovery and warmup
         r["time_to_verdict_s"] = time.perf_counter() - (started if i == 0 else case_started)
         r["description"] = c.get("description") or ""
         r["threshold_source"] = c.get("source") or {}
-        r["prompt_set"] = promptset.set_id(cfg["prompts"])
         r["report_only"] = c.get("report_only") is True
         results.append(r)
     out = judge(results, capacity, server, profile, model, ep.url, time.perf_counter() - started,
                 list(notes or ()))
-    if fingerprint is not None:
-        fp = dict(fingerprint, prompts={r["case"]: r["prompt_set"] for r in results})
-        # what the server says it runs, where the caller did not know (bench gate)
-        for key, said in (("engine", server.get("kind")), ("version", server.get("version"))):
-            if fp.get(key) is None and said not in (None, "unknown"):
-                fp[key] = said
+    if fp is not None:
+        fp["prompts"] = {r["case"]: r["prompt_set"] for r in results}
         out["fingerprint"] = fp
         out["fingerprint_changes"] = hostprint.differences((baseline or {}).get("fingerprint"), fp)
     return out
@@ -542,12 +638,14 @@ def judge(results, capacity, server, profile, model, url, seconds, notes=()):
            "verdict": plan_verdict(not capacity["failures"], judged),
            "inconclusive_cases": [r["case"] for r in judged
                                   if r.get("verdict") == engine.INCONCLUSIVE_VERDICT],
-           "time_to_verdict_s": seconds, "headline": results[0]["case"] if results else None,
+           "time_to_verdict_s": seconds, "headline": None,
            "errors": sum(r["errors"] for r in results),
            "notes": list(notes) + capacity["notes"]}
-    if results:
+    head = next((r for r in results if not r.get("check")), None)
+    if head is not None:
+        out["headline"] = head["case"]
         for key in HEADLINE:
-            out[key] = results[0].get(key)
+            out[key] = head.get(key)
     return out
 
 
@@ -565,7 +663,14 @@ def positions(by_position):
 
 
 def case_summary(r):
-    """The few figures of a case result that summaries show (the rollout table, bench compare)."""
+    """The few figures of a case result that summaries show (the rollout table, bench compare);
+    a quality check's carry its line (``quality``) and None for the speed figures."""
+    if r.get("check"):
+        return dict({k: None for k in ("concurrency", "requests", "max_tokens", "prompt_tokens",
+                                      "decode_tok_s", "accept_len", "accept_by_position",
+                                      "aggregate_tok_s", "ttft_s", "intervals", "attribution")},
+                    case=r.get("case"), check=r["check"], passed=r.get("passed"),
+                    verdict=r.get("verdict"), quality=quality.line(r))
     pt = r.get("prompt_tokens") or {}
     return {"case": r.get("case"), "concurrency": r.get("concurrency"), "requests": r.get("requests"),
             "max_tokens": r.get("max_tokens"), "prompt_tokens": pt.get("median"),
@@ -603,6 +708,8 @@ def requests_done(r):
 
 def case_line(r):
     """One case's figures in one line (messages, logs)."""
+    if r.get("check"):
+        return quality.line(r) + (" reported" if r.get("report_only") else "")
     pt = r.get("prompt_tokens") or {}
     ctx = engine.context_line(r)
     level = (r.get("intervals") or {}).get("level")
@@ -645,6 +752,8 @@ TABLE_HEAD = ("case", "C", "requests x tok", "prompt tok", "decode tok/s", "acce
 def table_rows(result):
     rows = []
     for r in result["cases"]:
+        if r.get("check"):
+            continue  # a line of its own under the table (table())
         pt = r.get("prompt_tokens") or {}
         rows.append((r["case"], str(r["concurrency"]), "%s x %d" % (requests_done(r), r["max_tokens"]),
                      _f(pt.get("median"), ".0f"), shown(r, "decode_tok_s"),
@@ -667,13 +776,19 @@ def table(result):
                                              for u in result["capacity"].get("unverified") or [])
                     else _f(f["max_running_requests"], ".0f"),
                     "" if result["capacity"]["passed"] else "  FAILED"))
+    for r in result["cases"]:
+        if r.get("check"):
+            lines.append("quality %s (%ss)" % (case_line(r), _f(r.get("time_to_verdict_s"), ".0f")))
+            if r.get("note"):
+                lines.append("  " + r["note"])
     if result.get("fingerprint_changes"):
         lines.append(hostprint.text(result["fingerprint_changes"]))
     for note in result.get("notes") or []:
         lines.append("note: " + note)
     for fail in result["failures"]:
         lines.append("FAILED " + fail["message"])
-    levels = sorted({(r.get("intervals") or {}).get("level") for r in result["cases"]} - {None})
+    levels = sorted({(r.get("intervals") or {}).get("level") for r in result["cases"]
+                     if not r.get("check")} - {None})
     if levels:
         lines.append("[lower, upper]: %s intervals (decode and TTFT: order statistics of the median; "
                      "accept length and aggregate: bootstrap over requests)"
@@ -711,6 +826,10 @@ def propose(runs, margin):
             if r.get("unmeasured") or r.get("report_only"):
                 continue
             m = out.setdefault(r["case"], {"measured": {}})["measured"]
+            if r.get("check"):
+                if r.get("check") == "answers" and r.get("accuracy"):
+                    m.setdefault("accuracy", []).append(r["accuracy"]["estimate"])
+                continue
             long_case = r.get("prompts") == "long_context"
             figures = {"decode_tok_s": (r.get("decode_tok_s") or {}).get("median"),
                        "accept_len": r.get("accept_len"),
@@ -730,6 +849,10 @@ def propose(runs, margin):
             t["min_aggregate_tok_s"] = _floor(min(m["aggregate_tok_s"]) * (1 - margin), 1)
         if m.get("ttft_s"):
             t["max_ttft_s"] = _ceil(max(m["ttft_s"]) * (1 + margin), 1)
+        if m.get("accuracy"):
+            t["min_accuracy"] = _floor(min(m["accuracy"]) * (1 - margin), 2)
+        if not t and not m:
+            continue  # a check without a figure to calibrate (tool calls, reasoning, agreement)
         proposals[name] = {"thresholds": t, "measured": m}
     return proposals
 
@@ -753,7 +876,7 @@ def calibration_text(proposals, profile, margin, runs, host, when, existing=None
              % (100 * margin),
              "# key by key (roles/sglang_gate). Measured (lowest-highest over the runs):"]
     labels = {"decode_tok_s": "decode tok/s", "accept_len": "accept length",
-              "aggregate_tok_s": "aggregate tok/s", "ttft_s": "TTFT p50 s"}
+              "aggregate_tok_s": "aggregate tok/s", "ttft_s": "TTFT p50 s", "accuracy": "accuracy"}
     for name, p in proposals.items():
         parts = ["%s %s-%s" % (labels[k], _f(min(v), ".2f"), _f(max(v), ".2f"))
                  for k, v in p["measured"].items()]

@@ -56,7 +56,8 @@ def sglang_profile_errors(profiles, name, gpu_count=None, min_accept_len=None,
                           profiles_var="sglang_profiles", name_var="sglang_profile",
                           gpu_var="sglang_hardware.gpu_count",
                           accept_var="sglang_gate_thresholds", nnodes=1, group=None,
-                          version=None, engine=None, hardware=None):
+                          version=None, engine=None, hardware=None, allow_lossy=False,
+                          lossy_var="sglang_allow_lossy_speculation"):
     """Every problem of profile ``name`` in ``profiles``, each naming its variable. [] = valid.
     ``nnodes`` > 1: the profile serves one model over that many hosts (tensor parallel across
     them, ``group`` naming the deployment). ``version``: the engine release whose choices
@@ -95,6 +96,11 @@ def sglang_profile_errors(profiles, name, gpu_count=None, min_accept_len=None,
     errors.extend(drafter.errors(p, var))
     errors.extend(eng.release_errors(p, var, version))
     errors.extend(eng.hardware_errors(p, var, hardware))
+    if allow_lossy is not True:
+        errors.extend("%s.%s = %s makes speculative decoding lossy: %s. A server that answers "
+                      "otherwise than its model passes a speed gate; set it exact, or %s: true to "
+                      "deploy it knowingly" % (var, key, value, why, lossy_var)
+                      for key, value, why in eng.lossy(p))
     nodes = nnodes if _is_int(nnodes) and nnodes > 1 else 1
     if nodes > 1 and not eng.multinode:
         errors.append("%s runs on %s: multi-node deployment %s (%d nodes) is rendered for SGLang "
@@ -136,7 +142,7 @@ def accept_ceiling(p, engine=None):
 
 
 # A record's check (settings.Setting.check) -> its rule, in the order the preflight reports them.
-CHECK_ORDER = ("int", "tokens", "fraction", "name", "choice", "bool", "path")
+CHECK_ORDER = ("int", "tokens", "fraction", "share", "name", "choice", "bool", "path")
 
 
 def _record_errors(p, var, eng, version):
@@ -156,6 +162,9 @@ def _record_errors(p, var, eng, version):
                               % (var, key, value))
             elif check == "fraction" and (not _is_num(value) or not 0 < value < 1):
                 errors.append("%s.%s must be a fraction strictly between 0 and 1, got %r"
+                              % (var, key, value))
+            elif check == "share" and (not _is_num(value) or not 0 < value <= 1):
+                errors.append("%s.%s must be a number above 0 and at most 1 (1.0: exact), got %r"
                               % (var, key, value))
             elif check in ("name", "choice") and key in eng.flags:
                 allowed = choices_for(key, release, eng.name)

@@ -173,6 +173,22 @@ def corpus_sample(chars, tag):
     return tagged(tag, "Summarise these notes in two sentences.\n\n" + "".join(text))
 
 
+def filler_prompt(target_tokens, chars_per_token, tag):
+    """A prompt of about ``target_tokens`` tokens whose only job is to hold KV cache (the
+    pressure check): corpus documents in turn, over and over, behind a tag of its own so no
+    other request shares its prefix (a shared prefix is cached once and holds nothing more)."""
+    budget = int(target_tokens * chars_per_token)
+    parts, size, k = [tagged(tag, "Keep these files in mind; a question follows later.\n")], 0, 0
+    docs = corpus.DOCUMENTS
+    while size < budget:
+        path, text = docs[k % len(docs)]
+        block = ("\n\n===== %s =====\n%s" % (path, text))[:budget - size]
+        parts.append(block)
+        size += len(block)
+        k += 1
+    return "".join(parts)
+
+
 def set_id(source):
     """The prompt set a case's figures came from, as the history keeps it: its source and the
     first 12 hex digits of the sha256 of every text it is built from ('coding@1f2e3d4c5b6a'), so

@@ -179,3 +179,19 @@ def ratio_normal_interval(pairs, level, scale=1.0):
     z = NormalDist().inv_cdf(0.5 + level / 2.0)
     out.update(lower=scale * (ratio - z * se), upper=scale * (ratio + z * se))
     return out
+
+
+def wilson_interval(successes, n, level):
+    """The Wilson score interval of a binomial share (``successes`` of ``n``) at two-sided
+    ``level``: [lower, upper], inside [0, 1] at every n (a share of 0 or 1 included, where the
+    normal approximation collapses to a point). None for n = 0."""
+    if n <= 0:
+        return None
+    if not 0 <= successes <= n:
+        raise ValueError("successes must be between 0 and n, got %r of %r" % (successes, n))
+    z = NormalDist().inv_cdf(0.5 + level / 2.0)
+    p = float(successes) / n
+    denom = 1.0 + z * z / n
+    centre = (p + z * z / (2.0 * n)) / denom
+    half = z * math.sqrt(p * (1.0 - p) / n + z * z / (4.0 * n * n)) / denom
+    return [max(0.0, centre - half), min(1.0, centre + half)]

@@ -70,7 +70,7 @@ import re
 import sys
 import time
 
-from . import engine, engines, exposition, measurelock
+from . import answers, engine, engines, exposition, measurelock, quality
 from . import lock as deploylock
 from . import metrics as prom
 from .client import ConfigError, Endpoint, MeasureError, RequestError
@@ -123,6 +123,9 @@ WATCH_METRICS = {
                                                       "case; absent when the last run sent none).",
     "sglang_watch_thinking_accept_length": "Accept length of the probe's requests with thinking on (absent "
                                            "when the last run sent none, or without speculation).",
+    "sglang_watch_answer_right": "Whether the probe's one known answer (the gate's built-in set, a row "
+                                 "per run) came back right (1) or wrong (0); absent when the last run "
+                                 "sent none.",
     "sglang_watch_interval_seconds": "Seconds between two runs of the watch (its systemd timer).",
     "sglang_watch_last_run_timestamp_seconds": "When the watch last ran (unix time).",
 }
@@ -358,6 +361,8 @@ def render(settings, obs, now):
     out.add("sglang_watch_decode_bar_tokens_per_second", labels, decode_bar(settings, obs))
     out.add("sglang_watch_thinking_decode_tokens_per_second", labels, obs.get("thinking_decode_tok_s"))
     out.add("sglang_watch_thinking_accept_length", labels, obs.get("thinking_accept_len"))
+    right = obs.get("answer_right")
+    out.add("sglang_watch_answer_right", labels, None if right is None else int(right))
     out.add("sglang_watch_interval_seconds", labels, settings.get("interval_s"))
     out.add("sglang_watch_last_run_timestamp_seconds", labels, now)
     return out.text()
@@ -369,7 +374,8 @@ def summary(obs):
                ("generation %.1f tok/s", obs["generation_tok_s"]), ("%d running", obs["running"]),
                ("%d requests", obs["requests"]),
                ("thinking: decode %.1f tok/s", obs.get("thinking_decode_tok_s")),
-               ("thinking: accept length %.2f", obs.get("thinking_accept_len"))]
+               ("thinking: accept length %.2f", obs.get("thinking_accept_len")),
+               ("known answer %s", {True: "right", False: "WRONG"}.get(obs.get("answer_right")))]
     shown = ", ".join(fmt % value for fmt, value in figures if value is not None)
     head = "%s%s (source %s)" % ("" if obs["up"] is None else "up %d, " % obs["up"], obs["state"],
                                  obs["source"] or "none")
@@ -416,7 +422,10 @@ def configure(plan, inputs):
     for p in path_problems:
         _refuse(problems, "sglang_watch_textfile_path", textfile, p)
     name = inputs.get("sglang_watch_case")
-    cases = {c.get("case"): c for c in ((plan.get("gate") or {}).get("cases") or []) if isinstance(c, dict)}
+    # the probe measures speed: the plan's speed cases (a quality check's own probe is its one
+    # known answer, known_answer)
+    cases = {c.get("case"): c for c in ((plan.get("gate") or {}).get("cases") or [])
+             if isinstance(c, dict) and not (c.get("options") or {}).get("check")}
     case = cases.get(name)
     if not plan.get("gate"):
         problems.append("sglang_deploy_plan has no gate: plan the sglang_gate role's inputs too "
@@ -557,7 +566,8 @@ def probe(settings, key):
     left = float(settings["timeout_s"]) - float(settings["window_s"]) - 10.0
     run_timeout = max(10.0, left / 2.0 if thinking else left)
     try:
-        obs = observe_probe(engine.run(_probe_options(settings, key, settings["probe"], run_timeout)))
+        speed = engine.run(_probe_options(settings, key, settings["probe"], run_timeout))
+        obs = observe_probe(speed)
     except MeasureError as e:
         return probe_failed(str(e))
     if thinking:
@@ -568,7 +578,36 @@ def probe(settings, key):
         except MeasureError as e:
             said = "the thinking probe measured nothing: %s" % e
             obs["note"] = "%s; %s" % (obs["note"], said) if obs["note"] else said
+    # last, so no speed window of the probe counts its tokens
+    said = known_answer(settings, key, speed, run_timeout)
+    note = said.pop("note")
+    obs.update(said, note="; ".join(n for n in (obs["note"], note) if n) or None)
     return obs
+
+
+# The rows the probe's known answer is drawn from (answers.builtin), one per run in turn.
+PROBE_ANSWER_ROWS = 96
+PROBE_ANSWER_TOKENS = 384
+
+
+def known_answer(settings, key, result, timeout_s, wall=time.time):
+    """One known answer of the gate's built-in set (a row per run, in turn by the run's time),
+    asked greedy with thinking off as the gate's answers check asks it: {answer_right, answer_id}
+    and, when wrong, a note naming what came back. A request error is a note, not a wrong answer."""
+    rows = answers.builtin(PROBE_ANSWER_ROWS)
+    row = rows[int(wall() // max(1.0, float(settings.get("interval_s") or 1))) % len(rows)]
+    cfg = {"first_token_timeout": min(60.0, timeout_s), "stall_timeout": 30.0,
+           "max_tokens": PROBE_ANSWER_TOKENS, "seconds_per_token": 0.5}
+    body = quality.request_body(result.get("model") or settings.get("model") or "default", row,
+                                PROBE_ANSWER_TOKENS, False, False)
+    reply = quality.ask(Endpoint(settings["url"], key), body, result.get("server") or {}, cfg)
+    if reply.error:
+        return {"answer_right": None, "answer_id": row["id"],
+                "note": "the known answer got no reply: %s" % reply.error}
+    right = answers.correct(row["answer"], reply.content)
+    return {"answer_right": right, "answer_id": row["id"],
+            "note": None if right else "known answer %s WRONG: expected %s, got %r"
+                                       % (row["id"], row["answer"], " ".join(reply.content.split())[:80])}
 
 
 def deploy_lock(settings, now):

@@ -75,6 +75,24 @@ SETTINGS = (
     Setting("speculative_adaptive_config", "str", "path",
             flags={"sglang": [("0.5.13", "--speculative-adaptive-config")]},
             absent={"vllm": "vLLM 0.33 has no adaptive speculation; remove it"}),
+    # Verification: SGLang accepts a draft token whose target probability is above
+    # speculative_accept_threshold_single, and raises each acceptance probability p to
+    # min(1, p / speculative_accept_threshold_acc) (arg_groups/fields/spec.py, eagle_utils.py; both
+    # 1.0 by default: exact). vLLM's rejection_sample_method (config/speculative.py: standard,
+    # block, fly, synthetic; "fly" logs "a lossy speculative decoding method"). Values that are not
+    # exact are refused unless sglang_allow_lossy_speculation (the engine modules' lossy()).
+    Setting("speculative_accept_threshold_single", "float", "share",
+            flags={"sglang": [("0.5.10", "--speculative-accept-threshold-single")]},
+            absent={"vllm": "vLLM 0.33 has no acceptance threshold (its verification is "
+                            "rejection_sample_method); remove it"}),
+    Setting("speculative_accept_threshold_acc", "float", "share",
+            flags={"sglang": [("0.5.10", "--speculative-accept-threshold-acc")]},
+            absent={"vllm": "vLLM 0.33 has no acceptance threshold (its verification is "
+                            "rejection_sample_method); remove it"}),
+    Setting("rejection_sample_method", "str", "choice",
+            flags={"vllm": [("0.33.0", "--speculative-config")]},
+            absent={"sglang": "SGLang verifies exactly unless speculative_accept_threshold_single / "
+                              "_acc are below 1.0; remove it"}),
     Setting("tp_size", "int", "int", minimum=1,
             flags={"sglang": [("0.5.10", "--tp-size")],
                    "vllm": [("0.33.0", "--tensor-parallel-size")]}),

@@ -179,7 +179,9 @@ capacity_figures = ()
 SERVER_INFO_KEYS = ("version", "speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
                     "speculative_num_draft_tokens", "tp_size", "max_running_requests", "context_length",
                     "mem_fraction_static", "max_total_num_tokens", "max_req_input_len",
-                    "max_mamba_cache_size", "mamba_full_memory_ratio")
+                    "max_mamba_cache_size", "mamba_full_memory_ratio",
+                    # named in the quality checks' messages (a parser that cannot read the model)
+                    "tool_call_parser", "reasoning_parser")
 not_exposed = {}  # /server_info says all discovery reads
 
 
@@ -201,6 +203,16 @@ def discover(card, get_json, scrape):
     if state.get("max_mamba_cache_size") is not None:
         server["max_mamba_cache_size"] = state["max_mamba_cache_size"]
     return server
+
+
+# Where a chat reply carries the model's thinking under the reasoning parser, streamed and not
+# (srt/entrypoints/openai/protocol.py ChatMessage and DeltaMessage reasoning_content; null when
+# thinking is off): the quality gate's reasoning check reads this field and no other.
+reasoning_field = "reasoning_content"
+# The KV pool's share in use, as /metrics reports it (--enable-metrics), first found wins:
+# full_token_usage is the KV pool alone; token_usage is max(full, mamba) (scheduler metrics:
+# "FIXME: misleadingly named"). The quality gate's pressure check reads it.
+kv_usage_gauges = ("sglang:full_token_usage", "sglang:token_usage")
 
 
 def request_fields(rid):
@@ -327,6 +339,24 @@ def _dflash_errors(p, var, steps, topk, draft):
 # speculative_hook.py _init_adaptive_speculative_params refuses any other at start-up). [(first
 # release with these candidates, candidates)], oldest first; read in 0.5.19's and 0.5.23's source.
 ADAPTIVE_CANDIDATE_STEPS = [("0.5.19", (0, 1, 3, 7)), ("0.5.23", (0, 1, 3, 5, 7))]
+
+
+def lossy(p):
+    """The profile's settings that make verification accept drafts the target would not have
+    produced: [(setting, value, why)]. SGLang 0.5.23 accepts a draft token above
+    speculative_accept_threshold_single and raises its acceptance probability to
+    min(1, p / speculative_accept_threshold_acc) (arg_groups/fields/spec.py, eagle_utils.py);
+    1.0, the default, is exact."""
+    out = []
+    for key, rule in (("speculative_accept_threshold_single", "accepts a draft token whose target "
+                                                              "probability is above it"),
+                      ("speculative_accept_threshold_acc", "raises every acceptance probability p "
+                                                           "to min(1, p / it)")):
+        value = p.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 1.0:
+            out.append((key, value, "SGLang %s, not only what the target would have produced "
+                                    "(1.0 is exact)" % rule))
+    return out
 
 
 def release_errors(p, var, version):

@@ -58,7 +58,7 @@ flags = _flags(name)
 # The argv order of the profile's flags (the speculative pair is one --speculative-config).
 RENDER_ORDER = ("tp_size", "pp_size", "mem_fraction_static", "context_length", "max_running_requests",
                 "speculative_algorithm", "speculative_num_steps", "speculative_draft_model_path",
-                "enable_prefix_caching",
+                "rejection_sample_method", "enable_prefix_caching",
                 "reasoning_parser", "tool_call_parser", "language_model_only")
 # The profile's algorithm name -> vLLM's method. NEXTN is SGLang's name for the model's own MTP
 # head, which vLLM calls mtp (the older qwen3_next_mtp / qwen3_5_mtp are aliases it rewrites);
@@ -67,7 +67,8 @@ SPEC_METHODS = {"MTP": "mtp", "NEXTN": "mtp", "DFLASH": "dflash", "EAGLE3": "eag
 DRAFTER_METHODS = ("dflash", "eagle3")
 # --speculative-config keys a profile's settings fill: method, its draft tokens, the drafter.
 SPEC_CONFIG = {"method": "speculative_algorithm", "num_speculative_tokens": "speculative_num_steps",
-               "model": "speculative_draft_model_path"}
+               "model": "speculative_draft_model_path",
+               "rejection_sample_method": "rejection_sample_method"}
 MTP_ALIASES = ("mtp", "qwen3_next_mtp", "qwen3_5_mtp")
 server_flags = {
     "served_model_name": "--served-model-name",
@@ -90,6 +91,8 @@ implied = {"--enable-auto-tool-choice": False, "--per-request-spec-decode-metric
 # tool_parsers/__init__.py; refused at start-up with a KeyError): read from the 0.33.0 wheel,
 # tests/test_contract_vllm.py holds them against the registries of the contract venv.
 choices = {
+    # config/speculative.py RejectionSampleMethod
+    "rejection_sample_method": [("0.33.0", ("standard", "block", "fly", "synthetic"))],
     "reasoning_parser": [
         ("0.33.0", (
             "beam", "cohere_command3", "cohere_command4", "deepseek_r1", "deepseek_v3",
@@ -251,6 +254,14 @@ def discover(card, get_json, scrape):
     return server
 
 
+# Where a chat reply carries the model's thinking under the reasoning parser, streamed and not
+# (entrypoints/openai/chat_completion/protocol.py ChatMessage and DeltaMessage: reasoning; 0.33
+# sends no reasoning_content): the quality gate's reasoning check reads this field and no other.
+reasoning_field = "reasoning"
+# The KV pool's share in use (v1/core/block_pool.py: 1 - free blocks / (blocks - 1)).
+kv_usage_gauges = ("vllm:kv_cache_usage_perc",)
+
+
 def request_fields(rid):
     """ChatCompletionRequest / CompletionRequest ``request_id`` (its logs' chatcmpl-<id>); its
     per-request spec figures need no field (--per-request-spec-decode-metrics)."""
@@ -310,6 +321,21 @@ def spec_errors(p, var, algo, steps, topk, draft, strategy):
     return errors, draft
 
 
+# config/speculative.py: "fly" logs "FLy verification is a lossy speculative decoding method and
+# may degrade model outputs"; "synthetic" accepts at set rates whatever the target says.
+LOSSY_REJECTION = {"fly": "FLy verification, which vLLM itself calls lossy",
+                   "synthetic": "acceptance at synthetic rates instead of the target's"}
+
+
+def lossy(p):
+    """The profile's settings that make verification inexact: [(setting, value, why)]."""
+    method = p.get("rejection_sample_method")
+    if method in LOSSY_REJECTION:
+        return [("rejection_sample_method", method, "vLLM %s (standard and block are exact)"
+                 % LOSSY_REJECTION[method])]
+    return []
+
+
 def release_errors(p, var, version):
     """What this release refuses at start-up of settings valid in themselves: none beyond the
     records' checks (vLLM has no adaptive speculation to start from a candidate)."""
@@ -337,7 +363,8 @@ def render(profile, version, server):
     algo = normalised("speculative_algorithm", profile.get("speculative_algorithm"))
     for setting in RENDER_ORDER:
         value = profile.get(setting)
-        if setting in ("speculative_num_steps", "speculative_draft_model_path") or value is None:
+        if setting in ("speculative_num_steps", "speculative_draft_model_path",
+                       "rejection_sample_method") or value is None:
             continue
         flag = common.flag_for(_this, setting, version)
         if setting == "speculative_algorithm":
@@ -387,7 +414,8 @@ def read_special(flag, value, unknown):
     method = str(spec.get("method") or "")
     out = {"speculative_algorithm": "MTP" if method in MTP_ALIASES else method.upper() or None,
            "speculative_num_steps": typed("speculative_num_steps", spec.get("num_speculative_tokens")),
-           "speculative_draft_model_path": spec.get("model")}
+           "speculative_draft_model_path": spec.get("model"),
+           "rejection_sample_method": spec.get("rejection_sample_method")}
     rest = {k: v for k, v in spec.items() if k not in SPEC_CONFIG}
     if rest:
         unknown.append("--speculative-config %s" % json.dumps(rest, sort_keys=True))
