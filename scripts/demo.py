@@ -114,7 +114,8 @@ def main():
             print("   " + "  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip())
         for c in r.get("cases") or []:
             if c.get("check"):
-                print("   quality " + plan.case_line(c))
+                print("   quality %s (%ss)" % (plan.case_line(c), "%.0f" % c["time_to_verdict_s"]
+                                                    if c.get("time_to_verdict_s") is not None else "-"))
         for f in r.get("failures") or []:
             print("   FAILED " + (f if isinstance(f, str) else f.get("message", "")))
     print("\nsteps took %s s" % ", ".join("%.0f" % t for t in times))

@@ -219,6 +219,23 @@ def test_propose_is_a_margin_below_the_lowest_run():
         plan.propose([_run(55.0, 3.1, 234.0, 10.0)], 1.5)
 
 
+def test_propose_measures_the_hosts_accuracy_and_nothing_of_the_other_checks():
+    def run(right):
+        return {"cases": [
+            {"case": "answers", "check": "answers", "accuracy": {"estimate": right / 24, "lower": 0.7,
+                                                                "upper": 1.0}},
+            {"case": "tool_calls", "check": "tool_calls", "right": 8, "requests": 8},
+            {"case": "agreement", "check": "agreement", "agreement": 1.0}]}
+    p = plan.propose([run(24), run(22)], 0.1)
+    assert list(p) == ["answers"]  # tool calls and agreement have no figure to calibrate
+    assert p["answers"]["thresholds"] == {"min_accuracy": 0.82} and p["answers"]["measured"] == {
+        "accuracy": [1.0, 22 / 24]}
+    text = plan.calibration_text(p, "nextn_3step", 0.1, 2, "ct129", "t")
+    assert "#   answers: accuracy 0.92-1.00" in text and "answers: {min_accuracy: 0.82}" in text
+    calibrated = {"nextn_3step": {"answers": {"min_accuracy": 0.82}}}
+    assert plan.problems(PLAN, THRESHOLDS, "nextn_3step", calibrated) == []
+
+
 def test_the_calibration_file_keeps_other_profiles_and_says_how_it_was_measured():
     p = plan.propose([_run(55.0, 3.10, 234.0, 10.0), _run(52.0, 3.04, 226.0, 11.0)], 0.1)
     text = plan.calibration_text(p, "nextn_3step", 0.1, 2, "ct129", "2026-12-01T16:00:00Z",

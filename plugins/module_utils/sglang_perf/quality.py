@@ -492,8 +492,9 @@ def run_agreement(cfg, ep, model, server, baseline=None, progress=None):
 # The pressure check: known answers asked again while long prompts hold at least ``kv_usage`` of
 # the server's KV pool (sgl-project/sglang#36537: NEXTN with extra_buffer broke 92% of samples at
 # a usage of 0.6 and above, none below). Fillers stream with this many tokens at most, held open
-# (their KV kept) until the answers are in, then closed (the server aborts them).
-FILLER_MAX_TOKENS = 4096
+# (their KV kept) until the answers are in, then closed (the server aborts them): at ct129's 20-50
+# tok/s a filler outlasts 36 answers of 384 tokens at C=2 (about 4 minutes).
+FILLER_MAX_TOKENS = 16384
 MAX_FILLERS = 8
 # How often the server's usage is read while the answers run.
 USAGE_EVERY_S = 0.5
@@ -722,12 +723,17 @@ def line(r):
         text = "%s: %d of %d right%s" % (r["case"], r.get("right") or 0, r.get("requests") or 0, shown)
         kv = r.get("kv_usage") or {}
         if kv.get("min") is not None:
-            text += ", KV usage %.2f-%.2f (%d prompts of ~%s tokens)" % (
-                kv["min"], kv["max"], kv.get("fillers") or 0, format(kv.get("filler_tokens") or 0, ","))
+            fillers = kv.get("fillers") or 0
+            text += ", KV usage %.2f-%.2f (%d prompt%s of ~%s tokens)" % (
+                kv["min"], kv["max"], fillers, "" if fillers == 1 else "s",
+                format(kv.get("filler_tokens") or 0, ","))
     elif check == "agreement":
-        text = "%s: %s" % (r["case"], "%.2f of %d prompts agree" % (r["agreement"], r["compared"])
-                           if r.get("agreement") is not None else "%d prompts kept as the reference"
-                           % len(r.get("tokens") or {}))
+        if r.get("agreement") is not None:
+            text = "%s: %d of %d prompts agree with the last-known-good%s" % (
+                r["case"], round(r["agreement"] * r["compared"]), r["compared"],
+                "" if r.get("same_build") else " (reported)")
+        else:
+            text = "%s: %d prompts kept as the reference" % (r["case"], len(r.get("tokens") or {}))
     else:
         text = "%s: %d of %d replies as clients parse them" % (r["case"], r.get("right") or 0,
                                                               r.get("requests") or 0)
