@@ -172,6 +172,9 @@ def add_run_args(p):
     p.add_argument("--min-accept-len", type=float, help="required accept length")
     p.add_argument("--min-aggregate-tok-s", type=float, help="required aggregate tok/s")
     p.add_argument("--max-errors", type=int, default=0, help="failed requests tolerated (0)")
+    p.add_argument("--min-facts", type=int,
+                   help="--prompts long_context: of the facts planted in each prompt, how many each "
+                        "reply must state (median; docs/quality.md)")
     p.add_argument("--sizes", metavar="FILE", action="append",
                    help="YAML with sglang_model_size / sglang_hardware for the roofline (repeatable, "
                         "later files win; default: %s)" % ", ".join(str(f) for f in sizes.DEFAULT_SIZE_FILES))

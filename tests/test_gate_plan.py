@@ -76,6 +76,9 @@ def test_the_healthy_3step_server_passes_every_case(emulator):
     assert r["capacity"]["figures"]["max_running_requests"] == 5
     assert "the profile asks for 16 running requests; the server runs at most 5" in r["notes"][0]
     long_case = case(r, "long_context")
+    # the facts planted at 10, 50 and 90% of each long prompt: every reply states all three
+    assert long_case["facts"]["stated"] == [3] * long_case["requests"]
+    assert long_case["facts"]["missed"] is None
     # the server's own count, near the target: the warmup learned its characters per token
     assert abs(long_case["prompt_tokens"]["median"] - 32768) < 0.02 * 32768
     assert long_case["accept_len"] < case(r, "coding")["accept_len"]

@@ -195,3 +195,22 @@ def test_documentation_matches_the_argument_spec_and_engine_defaults():
             assert plain_engine.DEFAULTS[name] == opt.get("default"), name
     # the engine options common to every case; the rest of the engine's are each case's
     assert set(spec) - set(sglang_bench.PLAN_OPTIONS) == set(plain_engine.DEFAULTS) - set(plan.PER_CASE)
+
+
+def test_a_hosts_answers_file_reaches_the_checks_and_a_bad_one_is_refused(emulator, tmp_path):
+    """What measure.yml hands over: the file's text (answers) and where it came from."""
+    rows = [{"id": "own-%d" % i, "prompt": "What is %d plus %d? Reply with the number." % (i, 2 * i),
+             "answer": 3 * i} for i in range(12)]
+    text = "".join(json.dumps(r) + "\n" for r in rows)
+    path = tmp_path / "own.jsonl"
+    path.write_text(text)
+    emu = emulator("nextn_3step", env=dict(FAST, SGLEMU_ANSWERS=str(path)))
+    cases = {"answers": {"check": "answers", "concurrency": 4, "requests": 12, "max_tokens": 64}}
+    kind, r = call(gate(emu.url, {"min_accuracy": 0.7}, cases, answers=text,
+                        answers_source="sglang_gate_answers own.jsonl"))
+    assert kind == "exit" and r["passed"] is True, r["msg"]
+    (case,) = r["cases"]
+    assert case["right"] == 12 and case["rows_from"] == "sglang_gate_answers own.jsonl"
+    assert "answers: 12 of 12 right, accuracy 1.00" in r["msg"]
+    kind, r = call(gate(emu.url, {"min_accuracy": 0.7}, cases, answers='{"prompt": "x"}\n'))
+    assert kind == "fail" and r["msg"].startswith("invalid option answers: 1 bad row(s): line 1.answer")

@@ -436,3 +436,41 @@ def test_the_pressure_check_runs_when_what_it_guards_changed():
     assert quality.pressure_due("changed", before, None) == (True, "no last-known-good to compare with")
     assert quality.pressure_due("always", before, before)[0]
     assert not quality.pressure_due("never", before, None)[0]
+
+
+# ------------------------------------------------------- the long-context case's facts ------
+@pytest.mark.parametrize("tokens, index", [(1024, 0), (1024, 6), (8192, 1), (32768, 1023), (32768, 99999)])
+def test_each_long_prompt_plants_its_facts_at_its_depths(tokens, index):
+    text = plan.promptset.long_context_prompt(tokens, 4.0, index, "t")
+    facts = plan.promptset.long_context_facts(index)
+    assert len(facts) == len(plan.promptset.FACT_DEPTHS) == 3
+    at = [text.index(plan.promptset.fact_note(what, value)) / len(text) for what, value in facts]
+    assert at == sorted(at) and all(abs(a - d) < 0.2 for a, d in zip(at, plan.promptset.FACT_DEPTHS)), at
+    assert abs(len(text) / 4.0 - tokens) < 0.02 * tokens
+    assert "Begin your reply with the reviewer notes" in text
+
+
+def test_facts_are_counted_in_each_reply_and_judged_on_the_median():
+    from sglang_perf import engine
+
+    def rec(i, said):
+        r = engine._Request("bench-x-m%d" % i, "measure", "long_context")
+        r.text = [said]
+        return r
+    facts = [plan.promptset.long_context_facts(i) for i in range(3)]
+    recs = [rec(0, " ".join(v for _, v in facts[0]).upper()),          # all three, any case
+            rec(1, "%s and %s" % (facts[1][0][1], facts[1][2][1])),   # the middle one missed
+            rec(2, "no notes at all")]
+    got = engine.facts_stated(recs)
+    assert got["stated"] == [3, 2, 0] and got["median"] == 2 and got["planted"] == 3
+    assert got["missed"] == {"rid": "bench-x-m1", "what": facts[1][1][0], "value": facts[1][1][1],
+                             "depth": 0.5}
+    cfg = dict(engine.DEFAULTS, min_facts=3, concurrency=1, metrics="auto", max_regression_pct=None)
+    entries = engine.verdict_entries({"facts": got, "errors": 0, "error_kinds": {}, "metrics": None}, cfg)
+    (e,) = [e for e in entries if e["threshold"] == "min_facts"]
+    assert e["state"] == "fail" and e["message"].startswith(
+        "facts planted in the long prompt and stated in the reply: median 2 of 3 (per reply 3, 2, 0) "
+        "< required 3")
+    assert "first missed: the %s (%s, at 50%% of the prompt)" % facts[1][1] in e["message"]
+    with pytest.raises(ConfigError, match="min_facts"):
+        engine.validate({"url": "http://127.0.0.1:1", "prompts": "coding", "min_facts": 2})

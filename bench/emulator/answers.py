@@ -532,6 +532,22 @@ def load_answers(path: str) -> Dict[str, Dict[str, Any]]:
 
 
 # -------------------------------------------------------------------------------- mind ------
+# ------------------------------------------------------------- notes in a long prompt --------
+# The measurement engine's long-context prompts plant reviewer notes at several depths and ask
+# the reply to begin with them; a model that read the whole prompt repeats each as written.
+_NOTE = re.compile(r"REVIEWER NOTE: (the [^\n]*?\.)(?=\n|$)")
+_NOTES_ASK = "Begin your reply with the reviewer notes"
+
+
+def solve_notes(prompt: str) -> Reply | None:
+    if _NOTES_ASK not in prompt:
+        return None
+    notes = _NOTE.findall(prompt)
+    if not notes:
+        return None
+    return Reply("answer", "notes", "\n".join(n[0].upper() + n[1:] for n in notes))
+
+
 class Mind:
     """Reads prompts and decides replies; ``rows``: an answers file's rows (parse_answers)."""
 
@@ -549,7 +565,7 @@ class Mind:
                              row_id=row["id"])
             return Reply("answer", "file", row["answer"], row_id=row["id"])
         tools = [t for t in tools or [] if isinstance(t, dict)]
-        for solve in (solve_arithmetic, solve_passage, solve_code):
+        for solve in (solve_notes, solve_arithmetic, solve_passage, solve_code):
             reply = solve(prompt)
             if reply is not None:
                 return reply

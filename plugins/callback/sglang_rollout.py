@@ -109,6 +109,10 @@ def case_lines(plan, results):
             for c in cases:
                 if not isinstance(c, dict):
                     continue
+                if c.get("quality"):  # a quality check (docs/quality.md): its own line
+                    lines.append("  %-14s %s %s" % (c.get("case"), c["quality"],
+                                                   "" if c.get("passed") is True else "(FAILED)"))
+                    continue
                 prompt = c.get("prompt_tokens")
                 change = c.get("attribution") if isinstance(c.get("attribution"), dict) else None
                 figures = (c.get("case"), c.get("concurrency"), _num(c.get("decode_tok_s"), "%.1f"),

@@ -247,7 +247,7 @@ def choices(flags):
 def registered():
     from typing import get_args
 
-    from vllm.config.speculative import MTPModelTypes, SpeculativeMethod
+    from vllm.config.speculative import MTPModelTypes, RejectionSampleMethod, SpeculativeMethod
     from vllm.reasoning import ReasoningParserManager
     from vllm.tool_parsers import ToolParserManager
 
@@ -259,7 +259,8 @@ def registered():
 
     return {"reasoning_parser": sorted(ReasoningParserManager.list_registered()),
             "tool_call_parser": sorted(ToolParserManager.list_registered()),
-            "speculative_method": flat(SpeculativeMethod), "mtp_aliases": flat(MTPModelTypes)}
+            "speculative_method": flat(SpeculativeMethod), "mtp_aliases": flat(MTPModelTypes),
+            "rejection_sample_method": sorted(flat(RejectionSampleMethod))}
 
 
 def main():

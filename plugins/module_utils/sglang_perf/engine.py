@@ -37,7 +37,7 @@ CONVENTION_SHORT = "completion tokens / verify steps"
 VLLM_ACCEPT_LEN_CONVENTION = ("vLLM's mean_acceptance_length: 1 + accepted draft tokens / verify "
                               "steps; the prefill's token not counted")
 
-THRESHOLDS = ("min_tok_s", "min_accept_len", "min_aggregate_tok_s", "max_ttft_s", "max_errors")
+THRESHOLDS = ("min_tok_s", "min_accept_len", "min_aggregate_tok_s", "max_ttft_s", "max_errors", "min_facts")
 INCONCLUSIVE = ("fail", "pass")
 # Thresholds judged on a median's interval (order statistics): min_sample(level) requests at least.
 MEDIAN_THRESHOLDS = ("min_tok_s", "max_ttft_s")
@@ -91,6 +91,9 @@ DEFAULTS = {
     "metrics": "auto",   # auto: use /metrics when exposed; always: fail without; never
     "validate_certs": True,
     "min_tok_s": None,
+    # A long-context case: the planted facts (prompts.FACT_DEPTHS) each reply must state, as the
+    # median over its replies (facts_stated); None: counted and reported, not judged.
+    "min_facts": None,
     "min_accept_len": None,
     "min_aggregate_tok_s": None,
     "max_ttft_s": None,
@@ -182,6 +185,13 @@ def validate(options):
                                             "least 1.0 when speculation runs; got %s"
                           % cfg["min_accept_len"])
     cfg["max_errors"] = _number(cfg, "max_errors", int, 0)
+    cfg["min_facts"] = _number(cfg, "min_facts", int, 0, optional=True)
+    if cfg["min_facts"] is not None and (cfg["prompts"] != "long_context"
+                                         or cfg["min_facts"] > len(promptset.FACT_DEPTHS)):
+        raise ConfigError("min_facts", "counts the %d facts planted in a long-context prompt (prompts: "
+                                       "long_context), from 0 to %d; got %s for prompts %s"
+                          % (len(promptset.FACT_DEPTHS), len(promptset.FACT_DEPTHS), cfg["min_facts"],
+                             cfg["prompts"]))
     if cfg["metrics"] not in METRICS_MODES:
         raise ConfigError("metrics", "must be one of %s, got %r"
                           % (", ".join(METRICS_MODES), cfg["metrics"]))
@@ -219,7 +229,7 @@ class _Request(object):
 
     __slots__ = ("rid", "phase", "case", "t_send", "t_first", "t_last", "t_end", "tokens", "chunks",
                  "itl", "finish", "finish_message", "completion_tokens", "prompt_tokens", "verify_ct",
-                 "histogram", "accepted", "spec_tokens", "done", "error", "counted")
+                 "histogram", "accepted", "spec_tokens", "done", "error", "counted", "text")
 
     def __init__(self, rid, phase, case):
         self.rid, self.phase, self.case = rid, phase, case
@@ -238,6 +248,7 @@ class _Request(object):
         self.done = False
         self.error = None        # (kind, message)
         self.counted = True      # False when the server gives no per-chunk token counts
+        self.text = None         # the reply's first TEXT_KEPT characters, kept when asked for (a list)
 
     def on_tokens(self, now, total):
         """Record a chunk that brought the cumulative token count to ``total``."""
@@ -332,7 +343,18 @@ def _spec_from(rec, details, eng=None):
             setattr(rec, attr, list(value) if attr == "histogram" else int(value))
 
 
+# What a long-context reply keeps of its text: the planted facts come first, if at all.
+TEXT_KEPT = 4000
+
+
+def _keep(rec, piece):
+    if rec.text is not None and piece and sum(map(len, rec.text)) < TEXT_KEPT:
+        rec.text.append(piece)
+
+
 def _consume_native(rec, now, ev):
+    if rec.text is not None and isinstance(ev.get("text"), str):  # cumulative text
+        rec.text[:] = [ev["text"][:TEXT_KEPT]]
     meta = ev.get("meta_info") or {}
     if "completion_tokens" in meta:
         rec.on_tokens(now, int(meta["completion_tokens"]))
@@ -353,6 +375,7 @@ def _consume_openai(rec, now, ev):
         if delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning") \
                 or ch.get("text"):
             text = True
+            _keep(rec, delta.get("content") or ch.get("text"))
         if ch.get("finish_reason") is not None:
             _finish(rec, ch["finish_reason"])
     if rec.t_first is None and any("role" in (ch.get("delta") or {}) for ch in choices):
@@ -670,6 +693,8 @@ def measure(cfg, ep, model, server, warm=(), chars_per_token=None, progress=None
             name, body = prompt_set[i % len(prompt_set)]
             text = promptset.tagged(rtag, body)
         recs.append(_Request("bench-%s-m%d" % (tag, i), "measure", name))
+        if cfg["prompts"] == "long_context":
+            recs[-1].text = []  # its reply is read for the planted facts (facts_stated)
         texts.append(text)
     runner = _Run(cfg, ep, model, progress, server.get("kind"))
     if progress is not None and hasattr(progress, "start"):
@@ -842,10 +867,31 @@ def _result(cfg, ep, model, server, warm, meas, wall, before, after, final=True)
         steps = server.get("speculative_num_steps") if server.get("speculative_algorithm") else 0
         result["roofline"] = capacity.roofline(cfg["model_size"], cfg["hardware"], steps or 0,
                                                acc["accept_len"], result["decode_tok_s"]["median"])
+    if cfg["prompts"] == "long_context":
+        result["facts"] = facts_stated(ok)
     if cfg["baseline"]:
         compare(result, cfg)
     evaluate(result, cfg, final)
     return result
+
+
+def facts_stated(recs):
+    """How many of the facts planted in each long-context prompt (prompts.long_context_facts of
+    its index) its reply states, the value found in the reply's text (case-insensitive): {"planted",
+    "stated" (per reply, in request order), "median", "missed" (the first fact a reply left out)}."""
+    stated, missed = [], None
+    for r in recs:
+        index = int(r.rid.rsplit("-m", 1)[1])
+        said = "".join(r.text or ()).lower()
+        facts = promptset.long_context_facts(index)
+        found = [value.lower() in said for _, value in facts]
+        stated.append(sum(found))
+        if missed is None and not all(found):
+            what, value = facts[found.index(False)]
+            missed = {"rid": r.rid, "what": what, "value": value,
+                      "depth": promptset.FACT_DEPTHS[found.index(False)]}
+    return {"planted": len(promptset.FACT_DEPTHS), "stated": stated,
+            "median": percentile(stated, 50) if stated else None, "missed": missed}
 
 
 def compare(result, cfg):
@@ -949,6 +995,21 @@ def verdict_entries(result, cfg):
                 e["message"] = "%s %s %s the allowed %g%% drop from %s (at least %s)" % (
                     label, shown, "is within" if e["state"] == PASS else "straddles",
                     cfg["max_regression_pct"], was, format(before * keep, spec))
+    facts = result.get("facts")
+    # judged on the chat API only: the others send the prompt, its request to state the notes
+    # included, without the chat template (the count is reported all the same)
+    if cfg["min_facts"] is not None and facts and cfg["api"] == "chat":
+        ok = facts["median"] is not None and facts["median"] >= cfg["min_facts"]
+        miss = facts.get("missed")
+        entries.append({
+            "threshold": "min_facts", "measured": facts["median"], "required": cfg["min_facts"],
+            "state": PASS if ok else FAIL,
+            "message": "facts planted in the long prompt and stated in the reply: median %s of %d (per "
+                       "reply %s) %s required %d%s" % (
+                           "-" if facts["median"] is None else "%g" % facts["median"], facts["planted"],
+                           ", ".join(str(n) for n in facts["stated"]), ">=" if ok else "<", cfg["min_facts"],
+                           "; first missed: the %s (%s, at %d%% of the prompt)" % (
+                               miss["what"], miss["value"], 100 * miss["depth"]) if miss else "")})
     pt = result.get("prompt_tokens") or {"target": None}
     if pt["target"] and (pt["median"] is None or pt["median"] < PROMPT_TOKENS_TOLERANCE * pt["target"]):
         entries.append({

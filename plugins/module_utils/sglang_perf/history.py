@@ -98,7 +98,7 @@ CASE_FIGURES = ("case", "description", "prompts", "concurrency", "requests", "ma
                 "aggregate_tok_s", "ttft_s", "errors", "error_kinds", "thresholds",
                 "threshold_source", "regression", "roofline", "passed", "failures", "unmeasured",
                 "intervals", "verdict", "sequential", "time_to_verdict_s", "attribution",
-                "prompt_set", "report_only",
+                "prompt_set", "report_only", "facts",
                 # a quality check's (quality.py): what it asked and found, the agreement's tokens
                 "check", "accuracy", "right", "wrong", "problems", "problem_kinds", "rows_from",
                 "parser", "field", "tokens", "unit", "agreement", "compared", "differ", "same_build",

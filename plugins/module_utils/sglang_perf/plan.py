@@ -145,8 +145,8 @@ def _threshold_problems(errors, where, values, check=None):
         elif key == "min_accept_len" and 0 < value < 1:
             errors.append("%s.min_accept_len = %s: an accept length counts the bonus token, so it "
                           "is at least 1.0 when speculation runs" % (where, value))
-        elif key == "max_errors" and float(value) != int(value):
-            errors.append("%s.max_errors must be an integer, got %r" % (where, value))
+        elif key in ("max_errors", "min_facts") and float(value) != int(value):
+            errors.append("%s.%s must be an integer, got %r" % (where, key, value))
         elif key in quality.QUALITY_THRESHOLDS and value > 1:
             errors.append("%s.%s must be a share from 0 to 1 (0.8 = 80%%), got %r" % (where, key, value))
 
@@ -714,13 +714,15 @@ def case_line(r):
     ctx = engine.context_line(r)
     level = (r.get("intervals") or {}).get("level")
     return "%s (C=%d, %s x %d tok%s): decode %s tok/s median, accept length %s (by position %s), " \
-           "aggregate %s tok/s, TTFT p50 %ss%s%s%s" % (
+           "aggregate %s tok/s, TTFT p50 %ss%s%s%s%s" % (
                r["case"], r["concurrency"], requests_done(r), r["max_tokens"],
                ", prompt %s tok" % _f(pt.get("median"), ".0f") if pt.get("target") else "",
                shown(r, "decode_tok_s"), shown(r, "accept_len", ".2f"),
                positions(r.get("accept_by_position")), shown(r, "aggregate_tok_s"),
                shown(r, "ttft_s", ".2f"), " (%g%% intervals)" % (100 * level) if level else "",
                "; " + ctx if ctx else "",
+               "; facts stated %s of %d" % (_f(r["facts"].get("median"), "g"), r["facts"]["planted"])
+               if r.get("facts") else "",
                "" if r.get("verdict", "pass") == "pass" and r["passed"] and not r.get("report_only")
                else " " + verdict_word(r)) + (
                "; vs the last-known-good: %s" % r["attribution"]["text"] if r.get("attribution") else "")

@@ -118,7 +118,35 @@ _LONG_HEAD = (
     "which documents disagree with the code, and propose the three changes you would make first, "
     "with the code for each."
 )
-_LONG_TAIL = "\n\nEnd of the repository slice. Start the review now." + _ASK
+_LONG_TAIL = ("\n\nEnd of the repository slice. Begin your reply with the reviewer notes planted in "
+              "it, one per line, as they are written; then start the review." + _ASK)
+
+# Facts planted in every long-context prompt, one at each of these shares of its repository
+# slice (its start, middle and end: where long-context recall fails first), each a reviewer note
+# the reply must state (the case's min_facts judges how many it did, engine.py facts_stated).
+FACT_DEPTHS = (0.1, 0.5, 0.9)
+_FACTS = (
+    ("release code name", ("Amber Finch", "Cobalt Reed", "Silver Marten", "Juniper Gale", "Ochre Lynx",
+                           "Tidal Wren", "Basalt Heron", "Pale Comet", "Copper Otter", "Quiet Delta",
+                           "Rust Ibis")),
+    ("on-call engineer", ("Hedda Sorensen", "Matteo Ruiz", "Aiko Tanaka", "Kwame Mensah", "Ilona Nowak",
+                          "Ravi Menon", "Freya Lund", "Diego Alvarez", "Noor Haddad", "Tobias Krause",
+                          "Lena Kovac")),
+    ("rollback window", ("14 minutes", "22 minutes", "31 minutes", "9 minutes", "47 minutes", "18 minutes",
+                         "26 minutes", "53 minutes", "12 minutes", "38 minutes", "41 minutes")),
+)
+
+
+def long_context_facts(index):
+    """The facts planted in long-context prompt ``index``: [(what, value)], one per FACT_DEPTHS,
+    the values another combination for each index."""
+    return [(what, values[(index * (k + 2) + 3 * k) % len(values)])
+            for k, (what, values) in enumerate(_FACTS)]
+
+
+def fact_note(what, value):
+    """One planted fact as the prompt carries it (and as a reply that read it repeats it)."""
+    return "REVIEWER NOTE: the %s is %s." % (what, value)
 
 # A budget of characters per token for the long-context prompt until the server's own count is
 # known (engine.py learns the real ratio from its warmup requests' usage.prompt_tokens).
@@ -136,25 +164,38 @@ def long_context_prompt(target_tokens, chars_per_token, index, tag):
     the last one cut at a line. Raises ValueError when the corpus is too short."""
     docs = corpus.DOCUMENTS
     head = tagged(tag, _LONG_HEAD)
-    budget = int(target_tokens * chars_per_token) - len(head) - len(_LONG_TAIL)
+    notes = ["\n\n" + fact_note(what, value) for what, value in long_context_facts(index)]
+    budget = int(target_tokens * chars_per_token) - len(head) - len(_LONG_TAIL) - sum(map(len, notes))
     total = sum(len(path) + len(text) + 16 for path, text in docs)
     if budget > total:
         raise ValueError("a %d-token prompt needs about %d characters of documents at %.2f "
                          "characters per token; the corpus holds %d (about %d tokens)"
                          % (target_tokens, budget, chars_per_token, total, total / chars_per_token))
-    parts = [head]
+    # each note goes in after the document that crosses its depth (a line of its own between files)
+    marks = [int(budget * d) for d in FACT_DEPTHS]
+    parts, size = [head], 0
     n = len(docs)
     first = (index * 11) % n  # each request's slice starts at another document
     for k in range(n):
-        if budget <= 0:
+        if size >= budget:
             break
         path, text = docs[(first + k) % n]
         block = "\n\n===== %s =====\n%s" % (path, text)
-        if len(block) > budget:
-            cut = block.rfind("\n", 0, budget)
-            block = block[:cut if cut > 0 else budget]
+        if len(block) > budget - size:
+            cut = block.rfind("\n", 0, budget - size)
+            block = block[:cut if cut > 0 else budget - size]
+        # a long document is split where a note falls inside it
+        while notes and marks[0] < size + len(block):
+            at = block.rfind("\n", 0, max(1, marks[0] - size)) if marks[0] > size else 0
+            at = max(at, 0)
+            parts.append(block[:at])
+            parts.append(notes.pop(0))
+            size += at
+            block = block[at:]
+            marks.pop(0)
         parts.append(block)
-        budget -= len(block)
+        size += len(block)
+    parts += notes  # a slice shorter than a depth: the rest at its end
     parts.append(_LONG_TAIL)
     return "".join(parts)
 
