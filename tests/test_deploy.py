@@ -94,7 +94,9 @@ def test_deploy_passes_the_whole_plan_and_records_it(tmp_path):
     assert len(cases["coding"]["accept_by_position"]) == 3  # 3 draft positions
     assert cases["concurrent"]["aggregate_tok_s"] > 200
     assert last["capacity"]["passed"] and last["capacity"]["figures"]["effective_context"] >= 131072
-    assert 30 < last["time_to_verdict_s"] < 180
+    # the speed cases ~150 s, the quality checks ~10 s, the pressure check ~46 s when it runs (the
+    # host's first deploy): 207 s in make demo and in a fresh-clone CI run
+    assert 30 < last["time_to_verdict_s"] < 300
     # the rollout summary shows each case with its per-position acceptance
     table = p.stdout[p.stdout.index("SGLANG ROLLOUT SUMMARY"):]
     assert re.search(r"long_context\s+C=1\s+\d+\.\d tok/s  accept \d\.\d\d  by position \d+/\d+/\d+%",
