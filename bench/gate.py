@@ -18,7 +18,6 @@ measured (bad variables, unreachable, auth), each with a one-line reason on stde
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
@@ -235,9 +234,7 @@ def given_answers(args, v):
     if not path:
         return None
     name = "--answers" if getattr(args, "answers", None) else "sglang_gate_answers"
-    raw = Path(path).read_bytes()
-    return dict(answers.parse(raw.decode("utf-8"), name),
-                source="%s %s (sha256 %s)" % (name, path, hashlib.sha256(raw).hexdigest()[:12]))
+    return answers.read(str(Path(path).resolve()), name)
 
 
 def run_plan(args, v, profile, cases=None, **kw):

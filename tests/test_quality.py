@@ -139,8 +139,10 @@ class Chat(object):
                              for k, v in row["call"]["arguments"].items())
             markup = "<tool_call>\n<function=%s>\n%s</function>\n</tool_call>" % (row["call"]["name"], params)
             if self.calls == "parsed":
-                content, calls = "", [{"id": "call_1", "index": 0, "type": "function", "function": {
-                    "name": row["call"]["name"], "arguments": json.dumps(row["call"]["arguments"])}}]
+                # SGLang's ToolCall carries its index, vLLM's not; vLLM's content is null when empty
+                call = {"id": "call_1", "type": "function", "function": {
+                    "name": row["call"]["name"], "arguments": json.dumps(row["call"]["arguments"])}}
+                content, calls = ("", [dict(call, index=0)]) if self.engine == "sglang" else (None, [call])
             else:
                 content = markup if self.calls == "markup" else ""
         elif row:
@@ -152,7 +154,7 @@ class Chat(object):
             content = "".join(self.tokens(prompt))
         message = {"role": "assistant", "content": content}
         if reasoning and self.thinking == "content":
-            message["content"] = reasoning + "\n</think>\n\n" + content
+            message["content"] = reasoning + "\n</think>\n\n" + (content or "")
         elif reasoning:
             message[self.field if self.thinking == "field" else "other_reasoning"] = reasoning
         finish = "tool_calls" if calls else "stop"
@@ -173,7 +175,7 @@ class Chat(object):
                 chunks.append(sse({"choices": [{"index": 0, "delta": {"content": piece}}]}))
         for c in calls:  # SGLang's order: id and name, then the arguments in pieces
             chunks.append(sse({"choices": [{"index": 0, "delta": {"tool_calls": [dict(
-                c, function={"name": c["function"]["name"], "arguments": ""})]}}]}))
+                c, index=0, function={"name": c["function"]["name"], "arguments": ""})]}}]}))
             args = c["function"]["arguments"]
             for a, b in ((0, len(args) // 2), (len(args) // 2, len(args))):
                 chunks.append(sse({"choices": [{"index": 0, "delta": {"tool_calls": [
@@ -223,14 +225,15 @@ def test_thirty_percent_wrong_answers_fail_naming_the_check_after_asking_more(ch
 
 
 def test_a_share_inside_the_band_at_the_last_row_is_inconclusive_and_fails_by_policy(chat):
-    c = chat(wrong=lambda p: hash(p) % 10 == 0)
+    # every 10th row wrong: 64 of 72 right (0.89 [0.80, 0.94]) straddles 0.9 at every look
+    wrong = {r["prompt"] for r in answers.builtin(72)[::10]}
+    c = chat(wrong=lambda p: p in wrong)
     r = run(c, "answers", min_accuracy=0.9)
-    assert r["verdict"] in ("inconclusive", "pass", "fail")
-    if r["verdict"] == "inconclusive":
-        assert r["passed"] is False and "inconclusive after 72 rows" in r["failures"][0]["message"]
+    assert r["verdict"] == "inconclusive" and r["requests"] == 72 and r["right"] == 64
+    assert r["passed"] is False and r["failures"][0]["message"].startswith("inconclusive after 72 rows: ")
     passing = quality.run(dict(cfg("answers", min_accuracy=0.9), inconclusive="pass"), c.ep, "m",
                           {"kind": "sglang"}, None, None)
-    assert passing["verdict"] == r["verdict"] and (passing["passed"] or r["verdict"] == "fail")
+    assert passing["verdict"] == "inconclusive" and passing["passed"] is True and passing["failures"] == []
 
 
 @pytest.mark.parametrize("engine", ["sglang", "vllm"])

@@ -13,11 +13,13 @@ Scoring: a numeric answer matches when the last number in the reply's content eq
 answer when the content contains it, case-insensitively. Standard library only, Python 3.9+."""
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import re
 
 from .client import ConfigError
+from .engines.settings import is_num
 
 ANSWER_KEYS = ("prompt", "answer", "thinking", "system", "id")
 CALL_KEYS = ("prompt", "tools", "call", "thinking", "system", "id")
@@ -188,10 +190,6 @@ def builtin_calls(count):
 
 
 # ------------------------------------------------------------------------- a host's file -----
-def _is_number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def _row_problems(row, where):
     if not isinstance(row, dict):
         return ["%s must be a JSON object, got %s" % (where, type(row).__name__)]
@@ -224,7 +222,7 @@ def _row_problems(row, where):
                           % (where, call.get("name"), ", ".join(names)))
     else:
         answer = row.get("answer")
-        if not (_is_number(answer) or (isinstance(answer, str) and answer.strip())):
+        if not (is_num(answer) or (isinstance(answer, str) and answer.strip())):
             errors.append("%s.answer must be a number or a non-empty string, got %r" % (where, answer))
     return errors
 
@@ -254,6 +252,21 @@ def parse(text, name="sglang_gate_answers"):
     return {"answers": [r for r in rows if "call" not in r], "calls": [r for r in rows if "call" in r]}
 
 
+def read(path, name="sglang_gate_answers"):
+    """A host's file on this machine: parse's rows plus {"path", "sha256", "source"} (what the
+    history and the messages call it: 'NAME PATH (sha256 12 digits)'). ConfigError names ``name``
+    for a path that is not absolute and for bad rows; OSError / UnicodeDecodeError for a file
+    that cannot be read."""
+    if not isinstance(path, str) or not path.startswith("/"):
+        raise ConfigError(name, "must be an absolute path on the controller (a JSONL file of known "
+                                "answers), got %r" % (path,))
+    with open(path, "rb") as fh:
+        raw = fh.read()
+    digest = hashlib.sha256(raw).hexdigest()
+    return dict(parse(raw.decode("utf-8"), name), path=path, sha256=digest,
+                source="%s %s (sha256 %s)" % (name, path, digest[:12]))
+
+
 # ---------------------------------------------------------------------------------- scoring --
 _NUM = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 _WHOLE_NUM = re.compile(r"^-?\d[\d,]*(?:\.\d+)?$")
@@ -276,7 +289,7 @@ def correct(answer, content):
     (to 1e-6 of its size); the content contains a text answer, case-insensitively."""
     if isinstance(answer, str) and _WHOLE_NUM.match(answer.strip()):
         answer = float(answer.strip().replace(",", ""))
-    if _is_number(answer):
+    if is_num(answer):
         got = last_number(content)
         return got is not None and abs(got - float(answer)) <= 1e-6 * max(1.0, abs(float(answer)))
     return str(answer).strip().lower() in (content or "").lower()

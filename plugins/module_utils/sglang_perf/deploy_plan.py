@@ -395,19 +395,15 @@ def gate_answers(path, name="sglang_gate_answers"):
     for no file ('' or None)."""
     if not path:
         return None, []
-    if not isinstance(path, str) or not path.startswith("/"):
-        return None, ["%s must be an absolute path on the controller (a JSONL file of known answers), "
-                      "got %r" % (name, path)]
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
-        rows = answers.parse(raw.decode("utf-8"), name)
+        rows = answers.read(path, name)
     except (OSError, UnicodeDecodeError) as e:
         return None, ["%s = %s cannot be read: %s" % (name, path, e)]
     except ConfigError as e:
-        return None, ["%s = %s: %s" % (name, path, e.message)]
-    return {"path": path, "sha256": hashlib.sha256(raw).hexdigest(),
-            "answers": len(rows["answers"]), "calls": len(rows["calls"])}, []
+        said = " %s" % e.message if e.message.startswith("must") else " = %s: %s" % (path, e.message)
+        return None, [name + said]
+    return dict({k: rows[k] for k in ("path", "sha256", "source")},
+                answers=len(rows["answers"]), calls=len(rows["calls"])), []
 
 
 def _gate(v, problems, name, profiles, chosen, hardware):

@@ -103,7 +103,8 @@ def _read_delta(reply, delta, field, calls):
     for frag in delta.get("tool_calls") or []:
         if not isinstance(frag, dict):
             continue
-        slot = calls.setdefault(frag.get("index", len(calls)), {"name": None, "arguments": ""})
+        index = frag.get("index") if isinstance(frag.get("index"), int) else len(calls)
+        slot = calls.setdefault(index, {"name": None, "arguments": ""})
         fn = frag.get("function") or {}
         if fn.get("name"):
             slot["name"] = fn["name"]
@@ -147,7 +148,7 @@ def ask(ep, body, server, cfg):
                         reply.finish = ch["finish_reason"]
         finally:
             stream.close()
-        reply.calls = [calls[k] for k in sorted(calls, key=lambda k: (str(type(k)), k))]
+        reply.calls = [calls[k] for k in sorted(calls)]
     except RequestError as e:
         reply.error = e.message
     return reply
@@ -654,9 +655,6 @@ def run_pressure(cfg, ep, model, server, rows, progress=None, due=(True, "asked"
 
 
 # ------------------------------------------------------------------------------ the plan's ---
-CASE_DEFAULTS = {"concurrency": 8, "thinking": False}
-
-
 def validate(options):
     """A quality case's configuration (plan.case_configs' options plus the plan's common ones);
     ConfigError names a bad option."""
