@@ -4,6 +4,7 @@ what derives from them - argv, the preflight, drift, takeover and the emulators'
 here, never import them)."""
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -204,6 +205,25 @@ def test_the_accept_length_ceiling_is_the_engines_own(n):
         assert profile.sglang_profile_errors({"p": p}, "p", min_accept_len=n + 1.5) == [
             "sglang_gate_thresholds (%s) cannot be met by profile p: the accept length is at most %d (%s)"
             % (n + 1.5, n + 1, why)]
+
+
+@pytest.mark.parametrize("start", [1, 3, 5, 7])
+def test_an_adaptive_profiles_ceiling_is_its_largest_candidate(start, tmp_path):
+    """SGLang's adaptive steps climb at run time to the largest candidate (default config 0.5.23:
+    [0, 1, 3, 5, 7]; buffers for max + 1 draft tokens): a calibrated 4.2 passes a profile starting
+    at any step, 8.5 does not; a config file of the host's, read at its path, moves the ceiling."""
+    p = {"speculative_algorithm": "NEXTN", "speculative_num_steps": start, "speculative_eagle_topk": 1,
+         "speculative_num_draft_tokens": start + 1, "speculative_adaptive": True}
+    assert profile.accept_ceiling(p, "sglang") == 8
+    assert profile.sglang_profile_errors({"p": p}, "p", min_accept_len=4.2) == []
+    assert profile.sglang_profile_errors({"p": p}, "p", min_accept_len=8.5) == [
+        "sglang_gate_thresholds (8.5) cannot be met by profile p: the accept length is at most 8 "
+        "(adaptive: the largest candidate steps + 1)"]
+    cfg = tmp_path / "adaptive.json"
+    cfg.write_text(json.dumps({"1": {"candidate_steps": [start, 9]}, "8": {"candidate_steps": [0]}}))
+    assert profile.accept_ceiling(dict(p, speculative_adaptive_config=str(cfg)), "sglang") == 10
+    fixed = dict(p, speculative_adaptive=None)
+    assert profile.accept_ceiling(fixed, "sglang") == start + 1
 
 
 def test_the_parser_reads_every_engines_series():

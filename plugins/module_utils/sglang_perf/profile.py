@@ -125,8 +125,9 @@ def sglang_profile_errors(profiles, name, gpu_count=None, min_accept_len=None,
         elif min_accept_len > ceiling:
             errors.append("%s (%s) cannot be met by profile %s: the accept length is at most %s "
                           "(%s)" % (accept_var, min_accept_len, name, ceiling,
-                                    eng.accept_ceiling if algo else
-                                    "no speculative decoding"))
+                                    ("adaptive: the largest candidate steps + 1"
+                                     if p.get("speculative_adaptive") is True else eng.accept_ceiling)
+                                    if algo else "no speculative decoding"))
     return errors
 
 

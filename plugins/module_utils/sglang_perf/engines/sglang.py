@@ -4,6 +4,7 @@ readiness, flag spellings (settings.SETTINGS), choices and speculative checks, a
 drift (its /server_info) and takeover. Standard library only."""
 from __future__ import annotations
 
+import json
 import sys
 
 from ..capacity import SGLANG_SPEC_MAX_RUNNING_REQUESTS
@@ -256,9 +257,10 @@ ADAPTIVE_ALGORITHMS = ("NEXTN", "EAGLE", "EAGLE3")
 
 
 def spec_errors(p, var, algo, steps, topk, draft, strategy):
-    """The speculative settings' problems and the accept length's ceiling (draft tokens): what
-    SGLang would refuse at start-up, and what it would silently override (named here instead)."""
-    errors = []
+    """The speculative settings' problems and the accept length's ceiling (draft tokens; with
+    adaptive steps the largest candidate's): what SGLang would refuse at start-up, and what it
+    would silently override (named here instead)."""
+    errors, ceiling = [], draft
     spec_keys = [k for k in ("speculative_num_steps", "speculative_eagle_topk",
                              "speculative_num_draft_tokens", "speculative_draft_model_path",
                              "speculative_adaptive") if p.get(k) is not None]
@@ -302,11 +304,13 @@ def spec_errors(p, var, algo, steps, topk, draft, strategy):
         elif topk is not None and topk != 1:
             errors.append("%s.speculative_adaptive needs speculative_eagle_topk 1, got %d (SGLang "
                           "switches adaptive speculation off with a warning)" % (var, topk))
+        else:  # the steps climb at run time: a verify may yield the largest candidate + 1 tokens
+            ceiling = max(adaptive_candidates(p)) + 1
     if draft and strategy in ("extra_buffer", "extra_buffer_lazy") and draft > MAMBA_TRACK_INTERVAL:
         errors.append("%s.speculative_num_draft_tokens (%d) must not exceed the mamba track "
                       "interval (%d) with mamba_cache_strategy %s"
                       % (var, draft, MAMBA_TRACK_INTERVAL, strategy))
-    return errors, draft
+    return errors, ceiling
 
 
 def _dflash_errors(p, var, steps, topk, draft):
@@ -339,6 +343,27 @@ def _dflash_errors(p, var, steps, topk, draft):
 # speculative_hook.py _init_adaptive_speculative_params refuses any other at start-up). [(first
 # release with these candidates, candidates)], oldest first; read in 0.5.19's and 0.5.23's source.
 ADAPTIVE_CANDIDATE_STEPS = [("0.5.19", (0, 1, 3, 7)), ("0.5.23", (0, 1, 3, 5, 7))]
+
+
+def adaptive_candidates(p, version=None):
+    """The draft steps an adaptive profile may run at: the union of its config's candidate_steps
+    per batch size (``speculative_adaptive_config``, read where this machine has the host's file
+    at its path), else the release's default config's (newest known without ``version``).
+    SGLang sizes its buffers for the largest (spec_info.py: max(candidate_steps) + 1 draft
+    tokens) and the steps climb to it while drafts are accepted."""
+    path = p.get("speculative_adaptive_config")
+    if isinstance(path, str) and path:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                cfg = json.load(fh)
+            steps = {int(s) for key, entry in cfg.items() if str(key).isdigit()
+                     for s in entry.get("candidate_steps") or ()}
+            if steps:
+                return tuple(sorted(steps))
+        except (OSError, ValueError, TypeError, AttributeError):
+            pass
+    release = version or common.newest_release(sys.modules[__name__])
+    return common.row_for(ADAPTIVE_CANDIDATE_STEPS, release) or ADAPTIVE_CANDIDATE_STEPS[-1][1]
 
 
 def lossy(p):
