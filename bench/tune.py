@@ -458,16 +458,16 @@ def _tune(args):
     if problems:
         raise TuneError("the host's own profile %s is refused by the deploy's preflight: %s"
                         % (host.current, "; ".join(problems)))
-    refused = {}
+    refused, untrained = {}, {}
     blocks = host.drafter_blocks(args.drafter_block, args.drafter_root)
     for key in keys:
         _, problems = host.render(key, 30000)
-        if not problems and key[1] == "block":
-            path = host.setting(key)[2].get(drafter.SETTING)
-            why = drafter.block_problem(path, blocks.get(path), key[2])
-            problems = [why + " (the deploy refuses it on the host)"] if why else []
         if problems:
             refused[key] = "; ".join(problems)
+        elif key[1] == "block":
+            path = host.setting(key)[2].get(drafter.SETTING)
+            if drafter.block_note(path, blocks.get(path), key[2]):
+                untrained.setdefault((path, blocks[path]), set()).add(key[2])
     # what the capacity check holds a setting to: the promised context (or a longer case's), the
     # plan's highest concurrency
     needs = (max([host.profiles[host.current].get("context_length") or 0]
@@ -476,6 +476,8 @@ def _tune(args):
              max(c["options"]["concurrency"] for c in cases))
     tuner = tune.Tuner(keys, current, refused=refused, capacity_model=host.capacity_model, needs=needs,
                        budget=args.budget_launches)
+    for (path, trained), sizes in sorted(untrained.items()):
+        tuner.observations.append(drafter.block_note(path, trained, sizes, "the space"))
     stamp = datetime.datetime.utcnow().strftime("%Y%m%dT%H%M%SZ")
     out_dir = Path(args.out) if args.out else DEFAULT_OUT / stamp
     out_dir.mkdir(parents=True, exist_ok=True)

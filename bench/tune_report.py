@@ -128,6 +128,7 @@ def write(out_dir, host, tuner, records, cases, args, seconds):
                   len(records), tuner.budget, seconds / 60.0,
                   "the search ended" if tuner.left() > 0 and not tuner.notes else "; ".join(tuner.notes) or
                   "the budget was spent", grid, grid, grid * mean / 60.0, mean)]
+    lines += [line for o in tuner.observations for line in ("", "Note: %s." % o)]
     lines += ["", "Intervals at the gate's level; ties (overlapping intervals) go to the cheaper setting: no "
               "drafter before a drafter, fewer draft tokens, adaptive off, the lower memory fraction.", "",
               "## Why each other setting lost", "", "| setting | why |", "|---|---|"]
@@ -154,7 +155,8 @@ def write(out_dir, host, tuner, records, cases, args, seconds):
     data = {"host": host_name, "profile": host.current, "time": when, "seconds": round(seconds, 1),
             "objective": args.objective, "budget_launches": tuner.budget, "cases": [c["case"] for c in cases],
             "settings": len(tuner.keys), "refused": {tune.key_name(k): v for k, v in tuner.refused.items()},
-            "launches": records, "notes": tuner.notes, "headline": headline,
+            "launches": records, "notes": tuner.notes, "observations": tuner.observations,
+            "headline": headline,
             "winner": {"key": list(winner), "name": host.setting(winner)[0], "label": tune.key_label(winner),
                        "argv": next((r["argv"] for r in reversed(records) if tuple(r["key"]) == winner),
                                     None),

@@ -18,6 +18,7 @@ import pytest
 
 from ansiblerun import module_result
 from plugins.modules import sglang_model_check as mc
+from sglang_perf import drafter
 from scripts import stand_in_hub as hub
 
 SHARD1, SHARD2 = "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"
@@ -179,20 +180,21 @@ def test_through_ansible_in_check_mode(model):
     assert r["problems"][0].startswith(SHARD1 + " is 10.00 kB of ")
 
 
-def test_a_drafter_trained_for_another_block_fails_naming_both(tmp_path):
-    """block: the DFLASH drafter's config.json must say the profile's block; judged on complete
-    files only (an incomplete one is refused or downloaded first, its config.json maybe replaced)."""
+def test_a_drafter_trained_for_another_block_warns_naming_both(tmp_path):
+    """block: a DFLASH drafter's config.json naming another block than the profile's is a warning
+    (both engines run the profile's block); judged on complete files only (an incomplete one is
+    refused or downloaded first, its config.json maybe replaced)."""
     d = tmp_path / "drafter"
     hub.write_model(str(d), drafter=True)
     trained = json.loads((d / "config.json").read_text())["dflash_config"]["block_size"]
     args = {"path": str(d), "block": trained, "block_of": "the profile dflash"}
     _, r, _ = module_result("sglang_model_check", json.dumps(args), check=True, timeout=120)
     assert (r.get("failed"), r["complete"], r["trained_block"]) == (None, True, trained)
+    assert r["block_note"] is None
     _, r, _ = module_result("sglang_model_check", json.dumps(dict(args, block=8)), timeout=120)
-    assert r["failed"] and r["msg"] == (
-        "The drafter at %s was trained for a block of %d tokens (its config.json), the profile dflash "
-        "drafts 8: make it draft %d (speculative_num_draft_tokens on SGLang, num_speculative_tokens + 1 "
-        "on vLLM)" % (d, trained, trained))
+    assert not r.get("failed")
+    assert r["block_note"] == drafter.block_note(str(d), trained, 8, "the profile dflash")
+    assert r["warnings"] == [r["block_note"][0].upper() + r["block_note"][1:]]
     os.truncate(d / SHARD1, 100)
     _, r, _ = module_result("sglang_model_check", json.dumps(dict(args, block=8)), timeout=120)
     assert (r.get("failed"), r["complete"], r["trained_block"]) == (None, False, trained)

@@ -207,6 +207,28 @@ def test_a_start_failure_its_log_does_not_explain_is_tried_once_lower():
     assert [k[4] for k, o in tuner.launches if k[1] == "block"][:2] == [0.88, 0.8]
 
 
+def test_a_smaller_block_is_launched_not_read_off_a_larger_one():
+    """Block 8 accepts far more per position than block 16's first 7 positions: read off block
+    16 it would look slower than 3-step MTP; launched, it wins."""
+    family = Family("a drafter best at block 8",
+                    {"chain": [0.8, 0.85, 0.8, 0.4, 0.35, 0.3], "block": {16: [0.62], 8: [0.95], 4: [0.9]}},
+                    {"chain": (4, 5.2), "block": (9, 0.3)}, 37.5, drafter_frac=0.02, kv_zero=0.55,
+                    spread=0.01)
+    tuner, answer = _check(family)
+    assert answer["winner"][1:3] == ("block", 8)
+    launched = [k[2] for k, _ in tuner.launches if k[1] == "block"]
+    assert launched[0] == 16 and 8 in launched
+
+
+def test_a_block_that_cannot_beat_the_leader_even_fully_accepted_is_not_launched():
+    family = Family("slow drafter", {"chain": [0.9, 0.92, 0.9, 0.85, 0.8, 0.7], "block": [0.7]},
+                    {"chain": (4, 2.5), "block": (60, 0.5)}, 37.5, spread=0.01)
+    tuner, answer = _check(family)
+    four = ("sglang", "block", 4, False, 0.88)
+    assert four not in [k for k, _ in tuner.launches]
+    assert answer["reasons"][four].startswith("not launched: even with every draft accepted (4 tokens")
+
+
 def test_nothing_beats_the_current_profile():
     tuner, answer = _check(CURRENT_BEST)
     assert answer["winner"] == CURRENT and not answer["beats_current"]
@@ -235,7 +257,7 @@ def test_held_out_families():
         r = random.Random(1000 + i)
         fam = Family("random %d" % i,
                      {"chain": [r.uniform(0.6, 0.95)] + [r.uniform(0.3, 0.97) for _ in range(5)],
-                      "block": [r.uniform(0.5, 0.92)]},
+                      "block": {n: [r.uniform(0.5, 0.92)] for n in SPACE["blocks"]}},
                      {"chain": (r.uniform(2, 6), r.uniform(1, 7)),
                       "block": (r.uniform(6, 20), r.uniform(0.1, 1.5))},
                      r.uniform(30, 45), kv_zero=r.uniform(0.55, 0.68), drafter_frac=r.uniform(0.0, 0.1),
@@ -264,11 +286,14 @@ def test_the_block_a_drafter_was_trained_for(config, block):
     assert drafter.trained_block(config) == block
 
 
-def test_a_block_the_drafter_was_not_trained_for_is_named():
-    assert drafter.block_problem("/m/d", 16, 16) is None and drafter.block_problem("/m/d", None, 8) is None
-    assert drafter.block_problem("/m/d", 16, 8) == (
-        "the drafter at /m/d was trained for a block of 16 tokens (its config.json), this setting drafts 8")
-    assert drafter.block_problem("/m/d", 4, 16, "the profile dflash").endswith("the profile dflash drafts 16")
+def test_a_block_the_drafter_was_not_trained_for_is_named_as_the_engines_run_it():
+    assert drafter.block_note("/m/d", 16, 16) is None and drafter.block_note("/m/d", None, 8) is None
+    assert drafter.block_note("/m/d", 16, [16]) is None
+    note = drafter.block_note("/m/d", 16, 8)
+    assert note.startswith("the drafter at /m/d was trained for a block of 16 tokens (its config.json) and "
+                           "this setting drafts 8: SGLang resizes the drafter to it")
+    assert "'DFLASH block size mismatch'" in note  # SGLang's own log line
+    assert "drafts 4, 8:" in drafter.block_note("/m/d", 16, {8, 4}, "the space")
 
 
 @pytest.mark.parametrize("text, signal", [

@@ -11,7 +11,9 @@ from sglang_perf import tune
 
 
 class Family(object):
-    """``accept``: {kind: per-position conditional acceptance}; ``step_ms``: {kind: (fixed ms,
+    """``accept``: {kind: per-position conditional acceptance}, for a block either one list for
+    every block or {block size: its own list} (DFlash drafts a block at once: a block of 8 need not
+    accept what the first 7 positions of a block of 16 do); ``step_ms``: {kind: (fixed ms,
     ms per draft token)} at C=1; ``target_ms``: a verify of the target alone (no speculation);
     ``kv_per_frac``: KV tokens per 0.01 of fraction above ``kv_zero`` (the fraction at which the
     KV share is empty), less ``drafter_frac`` for a drafter; ``oom_above``: {kind: the highest
@@ -35,6 +37,8 @@ class Family(object):
         """Share of verifies that accept position k (cumulative products of the conditionals)."""
         out, p = [], 1.0
         probs = self.accept[kind]
+        if isinstance(probs, dict):  # a block size's own
+            probs = probs[n + 1]
         for k in range(n):
             p *= probs[min(k, len(probs) - 1)]
             out.append(p)

@@ -53,9 +53,11 @@ options:
         C(speculative_num_draft_tokens) on SGLang, C(num_speculative_tokens) + 1 on vLLM). When
         C(config.json) names the block the drafter was trained for (C(dflash_config.block_size),
         else C(block_size), as SGLang's C(parse_dflash_draft_config) reads it) and it differs, the
-        module fails naming both: SGLang keeps the profile's block without a word and the drafter
-        drafts what it was trained for. Judged when the files are complete (a download does not
-        mend it; an incomplete drafter's config.json may be the one the download replaces).
+        module warns naming both (RV(block_note)): both engines run the profile's block (SGLang
+        resizes the drafter with its warning "DFLASH block size mismatch"; vLLM never reads the
+        trained block), at an acceptance the drafter was not trained for, which the gate measures.
+        Judged when the files are complete (an incomplete drafter's config.json may be the one
+        the download replaces).
     type: int
   block_of:
     description: What drafts O(block), named in that failure (e.g. C(the profile dflash)).
@@ -124,6 +126,12 @@ trained_block:
   description: The block a DFLASH drafter's C(config.json) says it was trained for (null when it says none).
   returned: always
   type: int
+block_note:
+  description:
+    - The warning when O(block) differs from RV(trained_block) (null when they agree or either is
+      unknown).
+  returned: always
+  type: str
 """
 
 import json
@@ -370,14 +378,11 @@ def main():
     p = module.params
     problems, facts = check(p["path"], p["revision"], p["readable_by"], p["hidden_paths"])
     # judged on complete files only: an incomplete drafter is refused or downloaded first
-    wrong = None if problems else drafter.block_problem(p["path"], facts["trained_block"], p["block"],
-                                                        p["block_of"])
-    if wrong:
-        module.fail_json(msg="%s%s: make it draft %d (speculative_num_draft_tokens on SGLang, "
-                         "num_speculative_tokens + 1 on vLLM)" % (wrong[0].upper(), wrong[1:],
-                                                                  facts["trained_block"]),
-                         path=p["path"], **facts)
-    module.exit_json(changed=False, path=p["path"], complete=not problems,
+    note = None if problems else drafter.block_note(p["path"], facts["trained_block"], p["block"],
+                                                    p["block_of"])
+    if note:
+        module.warn(note[0].upper() + note[1:])
+    module.exit_json(changed=False, path=p["path"], complete=not problems, block_note=note,
                      problems=problems[:max(p["max_problems"], 1)], problem_count=len(problems), **facts)
 
 

@@ -121,13 +121,19 @@ def trained_block(config):
     return block if block >= 1 else None
 
 
-def block_problem(path, trained, block, setting="this setting"):
-    """Why ``setting`` (what is named in the sentence), drafting a DFLASH block of ``block`` tokens,
-    cannot run the drafter at ``path`` trained for ``trained`` (trained_block): SGLang keeps the
-    setting's block without a word and the drafter drafts what it was trained for. The role's model
-    check (sglang_model_check's block) and the tuner both refuse it with this sentence; None when
-    they agree or either is unknown."""
-    if trained is None or block is None or int(trained) == int(block):
+def block_note(path, trained, block, setting="this setting"):
+    """What happens when ``setting`` (named in the sentence) drafts a DFLASH block of ``block``
+    tokens with the drafter at ``path`` trained for ``trained`` (trained_block); None when they
+    agree or either is unknown. Both engines run it at the setting's block: SGLang 0.5.23 logs
+    "DFLASH block size mismatch" and resizes the drafter to it (dflash_worker_v2.py
+    set_block_size); vLLM 0.33 drafts num_speculative_tokens + 1 and never reads the trained block.
+    The drafter was trained at the other size, so its acceptance there is the gate's to measure:
+    the role's model check warns with this sentence, the tuner launches such blocks and notes it."""
+    sizes = [int(b) for b in (block if isinstance(block, (list, tuple, set)) else [block]) if b is not None]
+    if trained is None or not sizes or sizes == [int(trained)]:
         return None
-    return ("the drafter at %s was trained for a block of %d tokens (its config.json), %s drafts %d"
-            % (path, int(trained), setting, int(block)))
+    shown = ", ".join(str(b) for b in sorted(sizes))
+    return ("the drafter at %s was trained for a block of %d tokens (its config.json) and %s drafts %s: "
+            "SGLang resizes the drafter to it (its warning 'DFLASH block size mismatch'), vLLM drafts "
+            "num_speculative_tokens + 1 without reading it; the acceptance at %s is measured, not "
+            "assumed" % (path, int(trained), setting, shown, shown))

@@ -116,7 +116,7 @@ def space_of(data, engines_given=None):
 def key_name(key):
     """A setting's profile name: tune_<engine>_<kind><depth>[_adaptive]_m<fraction x 100>."""
     engine, kind, depth, adaptive, mem = key
-    what = {"none": "no_spec", "chain": "chain%d" % depth, "block": "block%d" % depth}[kind]
+    what = "no_spec" if kind == "none" else "%s%d" % (kind, depth)
     return "tune_%s_%s%s_m%s" % (engine, what, "_adaptive" if adaptive else "",
                                  ("%g" % (mem * 100)).replace(".", "p"))
 
@@ -125,23 +125,24 @@ def key_label(key):
     """How a report names a setting: 'SGLang NEXTN 4 steps adaptive, mem 0.86'."""
     engine, kind, depth, adaptive, mem = key
     eng = engines.get(engine)
-    what = {"none": "no speculation",
-            "chain": "%s %d step%s%s" % (eng.tune_algorithms["chain"], depth, "" if depth == 1 else "s",
-                                         " adaptive" if adaptive else ""),
-            "block": "%s block %d" % (eng.tune_algorithms["block"], depth)}[kind]
+    steps = "%d step%s%s" % (depth, "" if depth == 1 else "s", " adaptive" if adaptive else "")
+    what = "no speculation" if kind == "none" else \
+        "%s block %d" % (eng.tune_algorithms["block"], depth) if kind == "block" else \
+        "%s %s" % (eng.tune_algorithms["chain"] if kind == "chain" else kind.upper(), steps)
     return "%s %s, mem %.2f" % (eng.label, what, mem)
 
 
 def draft_tokens(key):
-    """Tokens one verify can yield: chain steps + 1, the block, 1 without speculation."""
+    """Tokens one verify can yield as it starts: the block, 1 without speculation, else steps + 1
+    (a chain of the model's head or a drafter's)."""
     _, kind, depth, _, _ = key
-    return depth + 1 if kind == "chain" else depth if kind == "block" else 1
+    return 1 if kind == "none" else depth if kind == "block" else depth + 1
 
 
 def cost(key):
     """Ties go to the cheaper: no drafter, fewer draft tokens, adaptive off, the lower fraction."""
     _, kind, _, adaptive, mem = key
-    return (kind == "block", draft_tokens(key), bool(adaptive), mem)
+    return (kind not in ("none", "chain"), draft_tokens(key), bool(adaptive), mem)
 
 
 def spec_of(key):
@@ -168,11 +169,17 @@ def candidates(space, drafter_engines):
     return out
 
 
-def profile_kind(p):
-    """A flat profile's kind of speculation: none, a block (it loads a drafter) or a chain."""
-    if not p.get("speculative_algorithm"):
+def profile_kind(p, engine=None):
+    """A flat profile's kind of speculation, from its algorithm: none; a block (the engine's block
+    algorithm, DFLASH); a chain (the model's own head: no drafter); else the algorithm's own name,
+    lower case (a drafter's chain, EAGLE3: a kind of its own, never one of the space's)."""
+    algo = profile.normalised("speculative_algorithm", p.get("speculative_algorithm"))
+    if not algo:
         return "none"
-    return "block" if p.get("draft_model") else "chain"
+    eng = engines.get(profile.profile_engine(p, engine))
+    if algo == eng.tune_algorithms["block"].upper():
+        return "block"
+    return str(algo).lower() if p.get("draft_model") else "chain"
 
 
 def template_of(profiles, engine, kind, current, default_engine=engines.DEFAULT):
@@ -188,10 +195,7 @@ def template_of(profiles, engine, kind, current, default_engine=engines.DEFAULT)
             p = profiles.get(name)
             if not isinstance(p, dict) or profile.profile_engine(p, default_engine) != engine:
                 continue
-            if want_kind is not None and profile_kind(p) != want_kind:
-                continue
-            if kind == "block" and str(p.get("speculative_algorithm")).upper() != \
-                    engines.get(engine).tune_algorithms["block"]:
+            if want_kind is not None and profile_kind(p, default_engine) != want_kind:
                 continue
             return name
     return None
@@ -287,7 +291,8 @@ class Tuner(object):
         self.needs = needs
         self.budget = int(budget)
         self.launches = []  # [(key, outcome)]
-        self.notes = []
+        self.notes = []  # why the search stopped early
+        self.observations = []  # what the report says beside the answer (a drafter's trained block)
 
     # -- what is known ---------------------------------------------------------------------
     def outcome(self, key):
@@ -327,12 +332,17 @@ class Tuner(object):
 
     def predict(self, spec):
         """Predicted (tok/s, accept length) of a spec from the launches, or None: the deepest
-        launch of its kind gives the accept length, a line through the kind's step times the time."""
+        launch of its chain gives the accept length (a chain's first positions are a shallower
+        chain's drafts), a line through the chain's step times the time. A block is never
+        predicted from another block: DFlash drafts a block at once with non-causal attention
+        (SGLang models/dflash.py, vLLM qwen3_dflash.py), so a shorter block drafts other tokens."""
         engine, kind, depth, adaptive, _ = spec + (None,)
         speeds = self._speed_by_spec()
         if spec in speeds:
             o = speeds[spec]
             return interval(o)[0], o.get("accept_len") or 1.0
+        if kind != "chain" and kind != "none":
+            return None
         same = [(s, o) for s, o in speeds.items() if s[0] == engine and s[1] == kind]
         if kind == "none":
             chains = [(draft_tokens(s + (0,)), step_time(o)) for s, o in speeds.items()
@@ -342,18 +352,17 @@ class Tuner(object):
                 return None
             t0 = line[0] + line[1] * 1  # one token a step, the chain's line at no draft
             return (1.0 / t0, 1.0) if t0 > 0 else None
-        positions = depth if kind == "chain" else depth - 1
-        deep = [o for s, o in same if o.get("by_position") and len(o["by_position"]) >= positions]
+        deep = [o for s, o in same if o.get("by_position") and len(o["by_position"]) >= depth]
         if not deep:
             return None
-        al = accept_from_positions(max(deep, key=lambda o: len(o["by_position"]))["by_position"], positions)
+        al = accept_from_positions(max(deep, key=lambda o: len(o["by_position"]))["by_position"], depth)
         pts = [(draft_tokens(s + (0,)), step_time(o)) for s, o in same if not s[3] and step_time(o)]
         if not pts:
             return None
         a, b = fit_line(pts)
         if len({x for x, _ in pts}) < 2:
             b = 0.0  # one depth known: the same step time (optimistic for a shorter draft)
-        t = a + b * (depth + 1 if kind == "chain" else depth)
+        t = a + b * (depth + 1)
         if adaptive:  # adaptive at C=1 settles on one of its candidate steps: at best the best fixed
             return None
         return (al / t, al) if t > 0 else None
@@ -390,12 +399,12 @@ class Tuner(object):
                 probe = self._probe(engine, kind, prefer)
                 if probe is not None:
                     return probe
-        return self._next_contender(prefer) or self._next_memory() or self._next_spare(prefer)
+        return self._next_contender(prefer) or self._next_unpredicted(prefer) or self._next_memory() \
+            or self._next_spare(prefer)
 
     def _probe(self, engine, kind, prefer):
-        """The deepest setting of a kind (its acceptance per position), then a second depth for
-        its step-time line: a chain's middle depth, a block's next largest (only when a smaller
-        block could still reach the leader at the chain's fastest step)."""
+        """The deepest setting of a kind (its acceptance per position), then, for a chain, its
+        middle depth for the step-time line (a smaller block is not predicted: _next_unpredicted)."""
         specs = sorted({spec_of(k) for k in self.keys if k[0] == engine and k[1] == kind and not k[3]
                         and self._at_fraction(spec_of(k), prefer) is not None}, key=lambda s: s[2])
         if not specs:
@@ -406,20 +415,49 @@ class Tuner(object):
             return self._at_fraction(specs[-1], prefer)
         if not any(o.get("started", True) for k, o in self.launches if spec_of(k) == specs[-1]):
             return self._retry(specs[-1])  # it did not start for its fraction: another one
-        if len(launched) >= 2:
+        if len(launched) >= 2 or kind != "chain":
             return None
         shallower = [s for s in specs if s[2] < specs[-1][2]]
-        if not shallower:
+        return self._at_fraction(shallower[len(shallower) // 2], prefer) if shallower else None
+
+    def ceiling_speed(self, spec):
+        """The most ``spec`` could decode: every draft accepted (draft_tokens a verify) at the
+        shortest step it could take - a measured block's step less the chain line's cost per
+        verified token for each token it verifies fewer (the drafter's pass is one whatever the
+        block), never under the fastest verify measured on its engine; None before a step time
+        is known."""
+        fastest = self._fastest_step(spec[0])
+        if not fastest:
             return None
-        if kind == "chain":
-            return self._at_fraction(shallower[len(shallower) // 2], prefer)
-        deep = self._speed_by_spec().get(specs[-1])
-        fastest = self._fastest_step(engine)
-        if deep is None or fastest is None:
+        tokens = draft_tokens(spec + (0,))
+        floor = fastest
+        slope = self._chain_slope(spec[0])
+        if slope is not None:
+            for s, o in self._speed_by_spec().items():
+                if s[0] == spec[0] and s[1] == spec[1] and step_time(o) and s[2] >= tokens:
+                    floor = max(floor, step_time(o) - slope * (s[2] - tokens))
+        return tokens / floor
+
+    def _chain_slope(self, engine):
+        """Seconds a verify takes per draft token on the chain's line; None without two depths."""
+        pts = [(draft_tokens(s + (0,)), step_time(o)) for s, o in self._speed_by_spec().items()
+               if s[0] == engine and s[1] == "chain" and not s[3] and step_time(o)]
+        if len({x for x, _ in pts}) < 2:
             return None
-        best = max(accept_from_positions(deep.get("by_position"), s[2] - 1) or 0.0
-                   for s in shallower) / fastest
-        return self._at_fraction(shallower[-1], prefer) if best >= self.bar() else None
+        return max(0.0, fit_line(pts)[1])
+
+    def _next_unpredicted(self, prefer):
+        """A block not launched (never predicted) that could still beat the leader's lower bound
+        at its ceiling speed, the highest ceiling first."""
+        bar, launched = self.bar(), self._launched_specs()
+        best = None
+        for spec in sorted({spec_of(k) for k in self.keys if k[1] == "block"} - launched):
+            top = self.ceiling_speed(spec)
+            key = self._at_fraction(spec, prefer)
+            if key is not None and (top is None or top >= bar) and \
+                    (best is None or (top or float("inf")) > best[0]):
+                best = (top or float("inf"), key)
+        return best[1] if best else None
 
     def _retry(self, spec):
         """After ``spec`` failed to start: out of memory, the lowest accepted fraction under the
@@ -623,6 +661,15 @@ class Tuner(object):
                 return "not launched: predicted %.1f tok/s (accept length %.2f), below the leader's " \
                        "lower bound" % pred if pred[0] < self.bar() else \
                        "not launched: predicted %.1f tok/s (accept length %.2f); the budget ran out" % pred
+            if key[1] == "block":
+                top = self.ceiling_speed(spec_of(key))
+                if top is not None and top < self.bar():
+                    return "not launched: even with every draft accepted (%d tokens a verify at the " \
+                           "fastest verify measured) it decodes at most %.1f tok/s, under the leader's " \
+                           "lower bound" % (draft_tokens(key), top)
+                return "not launched, unknown: a block's acceptance is not predicted from another " \
+                       "block's (DFlash drafts a block at once, non-causally); the budget went to " \
+                       "settings predicted faster"
             if key[3]:
                 return "not launched: adaptive steps cannot be predicted; the budget went to settings " \
                        "predicted faster"
