@@ -105,7 +105,7 @@ class Host(object):
         engine = profile.profile_engine(p, self.v.get("sglang_engine"))
         # a fraction left to the engine: the one the memory preflight assumes
         mem = float(p.get("mem_fraction_static") or self.v["sglang_memory_default_fraction"])
-        kind = tune.profile_kind(p)
+        kind = tune.profile_kind(p, engine)
         if kind == "none":
             return (engine, kind, 0, False, mem)
         if kind == "block":

@@ -114,6 +114,24 @@ def test_names_labels_and_cost():
                        ("sglang", "block", 4, False, 0.8)]
 
 
+def test_a_candidates_kind_comes_from_its_algorithm():
+    """An EAGLE3 profile (a drafter's chain) is a kind of its own, not a DFLASH block of its size."""
+    drafter_p = {"repo": "x/y", "revision": "main", "params_b": 1, "kv_bytes_per_token": 1}
+    eagle3 = {"speculative_algorithm": "EAGLE3", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+              "speculative_num_draft_tokens": 4, "draft_model": drafter_p}
+    assert tune.profile_kind(eagle3, "sglang") == "eagle3"
+    assert tune.profile_kind(dict(eagle3, speculative_algorithm="dflash"), "sglang") == "block"
+    assert tune.profile_kind({"speculative_algorithm": "NEXTN"}, "sglang") == "chain"
+    assert tune.profile_kind({"engine": "vllm", "speculative_algorithm": "mtp"}) == "chain"
+    assert tune.profile_kind({"engine": "vllm", "speculative_algorithm": "eagle3", "draft_model": drafter_p}) \
+        == "eagle3"
+    assert tune.profile_kind({}, "sglang") == "none"
+    key = ("sglang", "eagle3", 3, False, 0.88)
+    assert tune.key_label(key) == "SGLang EAGLE3 3 steps, mem 0.88"
+    assert tune.key_name(key) == "tune_sglang_eagle3_3_m88" != tune.key_name(("sglang", "block", 4, False, 0.88))
+    assert tune.draft_tokens(key) == 4 and tune.cost(key)[0] is True  # a drafter
+
+
 # -------------------------------------------------------------------------------- model ------
 @pytest.mark.parametrize("n", [1, 6, 1024, 100000])
 def test_the_step_time_line_at_any_size(n):

@@ -116,7 +116,7 @@ def space_of(data, engines_given=None):
 def key_name(key):
     """A setting's profile name: tune_<engine>_<kind><depth>[_adaptive]_m<fraction x 100>."""
     engine, kind, depth, adaptive, mem = key
-    what = "no_spec" if kind == "none" else "%s%d" % (kind, depth)
+    what = "no_spec" if kind == "none" else ("%s%d" if kind in ("chain", "block") else "%s_%d") % (kind, depth)
     return "tune_%s_%s%s_m%s" % (engine, what, "_adaptive" if adaptive else "",
                                  ("%g" % (mem * 100)).replace(".", "p"))
 
