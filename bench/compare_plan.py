@@ -25,7 +25,7 @@ import argparse
 import sys
 
 from bench import compare, compare_answer, gate
-from sglang_perf import comparison, engines, plan, profile, quality
+from sglang_perf import comparison, engines, inherit, plan, profile, quality
 from sglang_perf.client import ConfigError, MeasureError
 
 PLAN_ROW_KEYS = ("profile", "engine", "spec_steps", "case", "url", "concurrency", "requests",
@@ -46,7 +46,7 @@ def profile_facts(v, name):
     DFLASH, EAGLE3) has the drafter's algorithm as ``drafter`` and, as its steps, the tokens it
     drafts per verify (its accept ceiling less one: a block of 16 drafts 15); MTP depths have
     their steps and no drafter."""
-    profiles = v.get("sglang_profiles") or {}
+    profiles = inherit.with_host(v.get("sglang_profiles") or {}, None, v.get("sglang_host_profiles"))[0]
     if name not in profiles:
         raise compare.InputError("--target %s: no such profile in sglang_profiles (known: %s)"
                                  % (name, ", ".join(profiles)))
@@ -76,7 +76,9 @@ def gate_view(v, name):
     (its thresholds, calibrated over them, at its confidence): ({judged case: thresholds}, None),
     or ({judged case: None}, why the gate cannot judge the profile)."""
     gate_plan, level = v.get("sglang_gate_plan") or {}, v.get("sglang_gate_confidence", 0.95)
-    thresholds, calibrated = v.get("sglang_gate_thresholds"), v.get("sglang_gate_calibrated")
+    thresholds = inherit.with_host(None, v.get("sglang_gate_thresholds"), None,
+                                   v.get("sglang_host_gate_thresholds"))[1]
+    calibrated = v.get("sglang_gate_calibrated")
     try:
         cases = plan.resolve(gate_plan, thresholds, name, calibrated, confidence=level)
         return {c["case"]: c["thresholds"] for c in cases if not c["report_only"]}, None

@@ -37,7 +37,8 @@ NEEDED = ("sglang_gate_plan", "sglang_gate_thresholds", "sglang_gate_calibrated"
           "sglang_gate_answers",
           "sglang_gate_confidence", "sglang_gate_inconclusive", "sglang_gate_warmup",
           "sglang_gate_first_token_timeout", "sglang_gate_stall_timeout",
-          "sglang_gate_run_timeout", "sglang_gate_max_regression_pct", "sglang_profiles", "sglang_profile")
+          "sglang_gate_run_timeout", "sglang_gate_max_regression_pct", "sglang_profiles", "sglang_profile",
+          "sglang_host_profiles", "sglang_host_gate_thresholds")
 # with -i: what names the host and where its server and its inventory are
 HOST_KEYS = ("inventory_hostname", "inventory_dir", "ansible_host", "sglang_port")
 
@@ -156,9 +157,7 @@ def vars_of(args, extra=()):
 def flat(v):
     """``v`` with its profiles and thresholds inherited and drafters placed (inherit.resolve, as
     the deploy plan reads them); VarsError naming what does not resolve."""
-    profiles, thresholds, problems = inherit.resolve(v.get("sglang_profiles"),
-                                                     v.get("sglang_gate_thresholds"),
-                                                     v.get("sglang_model_dir"))
+    profiles, thresholds, problems = inherit.of_vars(v)
     if problems:
         raise VarsError("; ".join(problems))
     return dict(v, sglang_profiles=profiles, sglang_gate_thresholds=thresholds)

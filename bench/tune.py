@@ -35,7 +35,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from sglang_perf import capacity, drafter, engine, engines, inherit, plan, profile, tune
+from sglang_perf import capacity, drafter, engines, inherit, plan, profile, tune
 from sglang_perf.client import ConfigError, MeasureError
 
 from bench import tune_report
@@ -46,6 +46,7 @@ from bench.paths import ROOT
 DEFAULT_OUT = ROOT / "out" / "tune"
 PLANNED_ROLES = ("sglang", "sglang_gate")  # whose inputs a setting is planned with
 TAIL = 2000  # characters of a launch's log kept when it did not start
+CUT = "cut by the budget"  # how a launch the budget ended is named
 STOP_GRACE = 30.0  # seconds between SIGTERM and SIGKILL when a launch is stopped
 
 
@@ -76,6 +77,7 @@ class Host(object):
                 self.vars.update(inventory_hostname="tune", inventory_dir=str(DEFAULT_OUT), groups={},
                                  hostvars={})
             names = ("sglang_profiles", "sglang_profile", "sglang_gate_plan", "sglang_gate_thresholds",
+                     "sglang_host_profiles", "sglang_host_gate_thresholds",
                      "sglang_gate_calibrated", "sglang_model_dir", "sglang_model_size", "sglang_hardware",
                      "sglang_ready_timeout", "sglang_api_key", "sglang_memory_full_context_requests",
                      "sglang_gate_api", "sglang_gate_warmup", "sglang_gate_confidence",
@@ -90,9 +92,13 @@ class Host(object):
             # a key given by the environment (playbooks/tune.yml): the host has one, whatever the
             # inventory's vault this process cannot read says (the argv names its --config file)
             self.vars["sglang_api_key"] = self.v["sglang_api_key"] = args.api_key
-        self.raw_profiles = dict(self.v.get("sglang_profiles") or {})
+        raw, raw_thresholds = inherit.with_host(self.v.get("sglang_profiles") or {},
+                                                self.v.get("sglang_gate_thresholds"),
+                                                self.v.get("sglang_host_profiles"),
+                                                self.v.get("sglang_host_gate_thresholds"))
+        self.raw_profiles, self.raw_thresholds = dict(raw), dict(raw_thresholds or {})
         self.profiles, self.thresholds, problems = inherit.resolve(
-            self.raw_profiles, self.v.get("sglang_gate_thresholds"), self.v.get("sglang_model_dir"))
+            self.raw_profiles, self.raw_thresholds, self.v.get("sglang_model_dir"))
         if problems:
             raise TuneError("; ".join(problems))
         self.current = self.v.get("sglang_profile")
@@ -167,15 +173,19 @@ class Host(object):
         name, entry, _ = made
         values = dict(self._inputs(), sglang_profiles=dict(self.raw_profiles, **{name: entry}),
                       sglang_profile=name, sglang_port=port)
-        thresholds = dict(values.get("sglang_gate_thresholds") or {})
-        thresholds.setdefault(name, self.thresholds.get(self.current) or {})
-        values["sglang_gate_thresholds"] = thresholds
+        if name != self.current:  # a candidate: the service bars (the current keeps its own)
+            values["sglang_host_gate_thresholds"] = dict(values.get("sglang_host_gate_thresholds") or {},
+                                                         **{name: self.service_bars()})
         p = plan_values(values, self.vars, PLANNED_ROLES, review=True)
         problems = [x.split(": ", 1)[1] if x.startswith("%s: " % p.get("host")) else x
                     for x in p.get("problems") or []]
         if problems or not p.get("argv"):
             return None, problems or ["no command line rendered"]
         return p["argv"][3:], []
+
+    def service_bars(self):
+        """{case: thresholds} every candidate is held to (tune.service_bars of the current's)."""
+        return tune.service_bars(self.thresholds.get(self.current))
 
     def _inputs(self):
         """The roles' inputs of the host, templated and checked against their argument specs."""
@@ -243,14 +253,20 @@ class Launch(object):
         self.proc = subprocess.Popen(command, shell=True, stdout=self.fh, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, start_new_session=True, cwd=str(ROOT))
 
-    def wait_ready(self, url, paths, timeout, deadline):
-        """None once every path answers 200, else why not (it exited, or the time ran out)."""
-        end = min(time.monotonic() + timeout, deadline)
+    def wait_ready(self, url, paths, timeout, ends_at=None):
+        """None once every path answers 200, else why not (it exited, the ready timeout passed, or
+        the budget ended at ``ends_at``, seconds since the epoch: then it starts with CUT)."""
+        t0 = time.time()
+        cut = ends_at is not None and ends_at < t0 + timeout
+        end = ends_at if cut else t0 + timeout
         pending = list(paths)
         while pending:
             if self.proc.poll() is not None:
                 return "exited with status %s before it was ready: %s" % (self.proc.returncode, self.tail())
-            if time.monotonic() > end:
+            if time.time() > end:
+                if cut:
+                    return "%s: not ready %.0f s after its launch (readiness %s)" % (
+                        CUT, time.time() - t0, ", ".join(paths))
                 return "not ready after %.0f s (readiness %s)" % (timeout, ", ".join(paths))
             try:
                 with urllib.request.urlopen(url + pending[0], timeout=5) as r:
@@ -322,16 +338,14 @@ def objective_figures(result, case):
             "accept_len": r.get("accept_len"), "by_position": r.get("accept_by_position")}
 
 
-def measure(host, args, url, name, cases, objective, bar, deadline):
+def measure(host, args, url, name, cases, objective, bar, ends_at):
     """The launch's outcome: the objective case first, on a fixed sample of the most requests the
     gate would measure (--objective-requests), stopped there under ``bar``; then the plan's other
-    cases; capacity judged on both runs. Each run ends by ``deadline`` (a MeasureError past it)."""
+    cases; capacity judged on both runs. Every run ends by ``ends_at`` (seconds since the epoch,
+    the budget's end; None: none): an outcome the budget ended is ``cut``, not failed."""
     from bench import gate
     common = gate.common_options(host.v, url, args.api_key or host.v.get("sglang_api_key"), None)
-    if deadline != float("inf"):
-        left = deadline - time.monotonic()
-        run_timeout = common.get("run_timeout") or engine.DEFAULTS["run_timeout"]
-        common["run_timeout"] = max(5.0, min(run_timeout, left))
+    common["ends_at"] = ends_at
     promise = gate.promise_of({"sglang_profiles": host.profiles}, host.current)
     first = []
     for c in cases:
@@ -340,6 +354,8 @@ def measure(host, args, url, name, cases, objective, bar, deadline):
             first.append(dict(c, options=dict(c["options"], requests=n, max_requests=n)))
     rest = [c for c in cases if c["case"] != objective and not c.get("report_only")]
     results = [plan.run_cases(common, first, name, promise=promise)]
+    if _past(ends_at) and not results[0].get("passed"):
+        return {"started": True, "cut": "budget", "error": "%s during case %s" % (CUT, objective)}, results
     out = dict(objective_figures(results[0], objective), started=True)
     out["capacity"] = results[0]["capacity"]["figures"]
     iv = tune.interval(out)
@@ -347,7 +363,13 @@ def measure(host, args, url, name, cases, objective, bar, deadline):
         out.update(stopped="slower", passed=False, failed_cases=[])
         return out, results
     if rest:
+        if _past(ends_at):
+            return dict(out, cut="budget", error="%s before cases %s" % (
+                CUT, ", ".join(c["case"] for c in rest))), results
         results.append(plan.run_cases(common, rest, name, promise=promise))
+        if _past(ends_at) and not results[-1].get("passed"):
+            return dict(out, cut="budget", error="%s during cases %s" % (
+                CUT, ", ".join(c["case"] for c in rest))), results
     failed = []
     for res in results:
         failed += [c for c in res.get("failed_cases") or [] if c not in failed]
@@ -358,6 +380,10 @@ def measure(host, args, url, name, cases, objective, bar, deadline):
     out["failed_capacity"] = "capacity" in failed
     out["failure"] = "; ".join(plan.failure_message(res) for res in results if not res.get("passed"))
     return out, results
+
+
+def _past(ends_at):
+    return ends_at is not None and time.time() >= ends_at - 0.5
 
 
 # ------------------------------------------------------------------------------- output ------
@@ -430,7 +456,7 @@ def _space(args, engine):
 
 
 def _tune(args):
-    started = time.monotonic()  # --budget-minutes counts from here
+    started = time.time()  # --budget-minutes counts from here
     if args.budget_launches < 1:
         raise TuneError("--budget-launches must be 1 or more, got %d" % args.budget_launches)
     if args.port is not None and not 0 < args.port < 65536:
@@ -443,9 +469,9 @@ def _tune(args):
     current = host.current_key()
     space = _space(args, current[0])
     commands = launch_commands(args.launch, sorted(set(space["engines"]) | {current[0]}))
-    try:
-        cases = plan.resolve(host.v.get("sglang_gate_plan"), host.thresholds, host.current,
-                             host.v.get("sglang_gate_calibrated"))
+    try:  # every candidate, the current profile too, measured against the service bars
+        cases = plan.resolve(host.v.get("sglang_gate_plan"), {host.current: host.service_bars()},
+                             host.current)
     except ConfigError as e:
         raise TuneError("the host's gate plan: %s" % e.message)
     if args.objective not in [c["case"] for c in cases]:
@@ -481,8 +507,9 @@ def _tune(args):
     stamp = datetime.datetime.utcnow().strftime("%Y%m%dT%H%M%SZ")
     out_dir = Path(args.out) if args.out else DEFAULT_OUT / stamp
     out_dir.mkdir(parents=True, exist_ok=True)
-    # a launch's own end leaves room to stop it (SIGTERM's grace, then SIGKILL) within the budget
-    deadline = started + args.budget_minutes * 60 - STOP_GRACE - 10 if args.budget_minutes else float("inf")
+    # one absolute end for every wait of the run (readiness, warmup, each case); the launch it
+    # cuts is then stopped: the run ends within the budget plus one stop
+    ends_at = started + args.budget_minutes * 60 if args.budget_minutes else None
     ready_timeout = args.ready_timeout or float(host.v.get("sglang_ready_timeout") or 900)
     records, durations = [], []
     say = (lambda text: None) if args.quiet else (lambda text: sys.stderr.write(text + "\n"))
@@ -493,12 +520,15 @@ def _tune(args):
         key = tuner.next()
         if key is None:
             break
-        if durations and time.monotonic() + max(durations) > deadline:
-            tuner.notes.append("stopped with %d launches left: the next would pass --budget-minutes"
-                               % tuner.left())
+        left = None if ends_at is None else ends_at - time.time()
+        if left is not None and (left <= 0 or (durations and max(durations) > left)):
+            tuner.notes.append("the budget (--budget-minutes %g) ended with %d launch%s left%s" % (
+                args.budget_minutes, tuner.left(), "" if tuner.left() == 1 else "es",
+                ": %.0f s were left, the longest launch took %.0f s" % (left, max(durations))
+                if left > 0 else ""))
             break
         t0 = time.monotonic()
-        record = run_one(host, args, key, commands[key[0]], cases, tuner.bar(), ready_timeout, deadline,
+        record = run_one(host, args, key, commands[key[0]], cases, tuner.bar(), ready_timeout, ends_at,
                          out_dir / "launches" / ("%02d-%s.log" % (len(records) + 1, tune.key_name(key))))
         durations.append(time.monotonic() - t0)
         tuner.record(key, record["outcome"])
@@ -514,7 +544,7 @@ def _tune(args):
             tuner.notes.append("stopped: launch %s was not stopped cleanly (%s)"
                                % (tune.key_name(key), record["stray"]))
             break
-    report = tune_report.write(out_dir, host, tuner, records, cases, args, time.monotonic() - started)
+    report = tune_report.write(out_dir, host, tuner, records, cases, args, time.time() - started)
     print(report["headline"])
     say("bench tune: wrote %s" % out_dir)
     stray = [r for r in records if r.get("stray")]
@@ -531,6 +561,8 @@ def _bar(done, total, width=12):
 
 
 def _short(o):
+    if o.get("cut"):
+        return CUT
     if not o.get("started", True):
         return "did not start"
     iv = tune.interval(o)
@@ -540,7 +572,7 @@ def _short(o):
     return fig + (" passed" if o.get("passed") else " failed %s" % ",".join(o.get("failed_cases") or ()))
 
 
-def run_one(host, args, key, template, cases, bar, ready_timeout, deadline, log):
+def run_one(host, args, key, template, cases, bar, ready_timeout, ends_at, log):
     """Launch, wait, measure, stop one setting: its record (argv, outcome, seconds)."""
     port = args.port or free_port()
     argv, problems = host.render(key, port)
@@ -556,19 +588,22 @@ def run_one(host, args, key, template, cases, bar, ready_timeout, deadline, log)
     launch = Launch(command, log)
     try:
         url = (args.url or "http://%s:%d" % (args.address, port)).rstrip("/")
-        why = launch.wait_ready(url, engines.get(key[0]).ready_paths, ready_timeout, deadline)
+        why = launch.wait_ready(url, engines.get(key[0]).ready_paths, ready_timeout, ends_at)
         record["ready_s"] = round(time.monotonic() - t0, 1)
-        if why:
+        if why and why.startswith(CUT):
+            record["outcome"] = {"started": False, "cut": "budget", "error": why}
+        elif why:
             record["outcome"] = {"started": False, "error": why, "memory": launch.memory()}
         else:
             try:
-                outcome, results = measure(host, args, url, name, cases, args.objective, bar, deadline)
+                outcome, results = measure(host, args, url, name, cases, args.objective, bar, ends_at)
                 record["outcome"] = outcome
                 record["results"] = [{k: r.get(k) for k in ("passed", "verdict", "failed_cases", "cases",
                                                              "capacity")} for r in results]
             except MeasureError as e:
-                record["outcome"] = {"started": True, "passed": False, "failed_cases": ["unmeasured"],
-                                     "failure": str(e)}
+                record["outcome"] = {"started": True, "cut": "budget", "error": "%s: %s" % (CUT, e)} \
+                    if _past(ends_at) else {"started": True, "passed": False, "failed_cases": ["unmeasured"],
+                                            "failure": str(e)}
     finally:
         stray = launch.stop()
         if stray:

@@ -65,30 +65,30 @@ def _bound(intervals, name, side, fallback):
 
 
 def thresholds_for(records, key, host):
-    """{case: thresholds} of the winner from its own figures: MARGIN beyond their intervals' bounds
-    (plan.propose, as bench calibrate); a case it has no figure for keeps the current profile's."""
+    """{case: thresholds} of the winner: per threshold the stricter of the service bars it was
+    judged by and its own figures MARGIN beyond their intervals' bounds (plan.propose, as bench
+    calibrate; tune.winner_bars), for the cases of the plan."""
     proposed = plan.propose([_at_bounds(r) for r in winner_results(records, key)], MARGIN)
-    current = host.thresholds.get(host.current) or {}
-    out = {}
-    for case in (host.v.get("sglang_gate_plan") or {}):
-        if case in proposed and proposed[case]["thresholds"]:
-            out[case] = proposed[case]["thresholds"]
-        elif case in current:
-            out[case] = current[case]
-    return out
+    bars = tune.winner_bars(host.service_bars(), {case: p["thresholds"] for case, p in proposed.items()
+                                                  if p.get("thresholds")})
+    return {case: bars[case] for case in (host.v.get("sglang_gate_plan") or {}) if case in bars}
 
 
 def tuned_vars(host, answer, records):
-    """The vars file: the host's profiles and thresholds with the winner added (extra variables
-    replace a variable whole), sglang_profile set to it; the current profile alone when it is kept."""
+    """The host's host_vars file: sglang_profile set to the winner, the winner under
+    sglang_host_profiles (its base one of the inventory's profiles: merged by name over them, the
+    inventory's own kept whole) and its bars under sglang_host_gate_thresholds; sglang_profile
+    alone when the current profile is kept."""
     winner = answer["winner"]
     if winner is None or not answer["beats_current"]:
         return {"sglang_profile": host.current}, None
     name, entry, _ = host.setting(winner)
-    profiles = dict(host.raw_profiles, **{name: entry})
-    thresholds = dict(host.v.get("sglang_gate_thresholds") or {})
-    thresholds[name] = thresholds_for(records, winner, host)
-    return {"sglang_profile": name, "sglang_profiles": profiles, "sglang_gate_thresholds": thresholds}, name
+    # the host's own from before (a winner's base may be one of them) beside the new one
+    profiles = dict(host.v.get("sglang_host_profiles") or {}, **{name: entry})
+    thresholds = dict(host.v.get("sglang_host_gate_thresholds") or {},
+                      **{name: thresholds_for(records, winner, host)})
+    return {"sglang_profile": name, "sglang_host_profiles": profiles,
+            "sglang_host_gate_thresholds": thresholds}, name
 
 
 def write(out_dir, host, tuner, records, cases, args, seconds):
@@ -147,9 +147,11 @@ def write(out_dir, host, tuner, records, cases, args, seconds):
             if cap else "-", _verdict(o), r.get("seconds", "-")))
     (out_dir / "tune.md").write_text("\n".join(lines) + "\n")
     tuned, tuned_name = tuned_vars(host, answer, records)
-    header = "# python -m bench tune, %s: %s\n# deploy it through the gate: ansible-playbook deploy.yml " \
-             "-e @%s\n" % (
-        when, headline.replace("\n", " ")[:300], out_dir / "tuned.yml")
+    who = host_name or "HOST"
+    header = "# python -m bench tune, %s: %s\n# the host's own variables: copy it to the inventory's " \
+             "host_vars/%s/tuned.yml and deploy (ansible-playbook deploy.yml --limit %s), or once: " \
+             "ansible-playbook deploy.yml --limit %s -e @%s\n" % (
+        when, headline.replace("\n", " ")[:300], who, who, who, out_dir / "tuned.yml")
     (out_dir / "tuned.yml").write_text(header + yaml.safe_dump(tuned, sort_keys=False,
                                                                default_flow_style=False))
     data = {"host": host_name, "profile": host.current, "time": when, "seconds": round(seconds, 1),

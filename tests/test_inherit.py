@@ -108,3 +108,26 @@ def test_a_new_judged_case_costs_its_thresholds_once():
         assert plan["problems"] == [], (name, plan["problems"])
         case = [c for c in plan["gate"]["cases"] if c["case"] == "tools"]
         assert case and case[0]["thresholds"] == {"min_aggregate_tok_s": 80}, name
+
+
+def test_a_hosts_own_profiles_merge_by_name_over_the_inventorys():
+    """sglang_host_profiles / sglang_host_gate_thresholds (a tuned winner in host_vars): merged by
+    name, the inventory's profiles whole beside them; the deploy plan runs it with its bars."""
+    winner = {"base": "nextn_3step", "speculative_num_steps": 4, "speculative_num_draft_tokens": 5,
+              "mem_fraction_static": 0.86}
+    bars = {"coding": {"min_tok_s": 50, "min_accept_len": 3.4}}
+    plan = plan_for({"sglang_profile": "tuned", "sglang_host_profiles": {"tuned": winner},
+                     "sglang_host_gate_thresholds": {"tuned": bars}})
+    assert plan["problems"] == [] and plan["profile"] == "tuned"
+    argv = plan["argv"]
+    assert argv[argv.index("--speculative-num-steps") + 1] == "4"
+    assert argv[argv.index("--mem-fraction-static") + 1] == "0.86"
+    coding = next(c for c in plan["gate"]["cases"] if c["case"] == "coding")
+    assert coding["thresholds"] == {"min_tok_s": 50, "min_accept_len": 3.4}
+    # the inventory's own profiles are all still there, and a host profile of the same name wins
+    from sglang_perf import inherit
+    profiles = raw_role_defaults("sglang")["sglang_profiles"]
+    merged, _ = inherit.with_host(profiles, {}, {"tuned": winner, "no_spec": {"tp_size": 1}})
+    assert set(merged) == set(profiles) | {"tuned"} and merged["no_spec"] == {"tp_size": 1}
+    assert inherit.with_host(profiles, None, None, None) == (profiles, None)
+    assert inherit.with_host("not a mapping", None, {"x": {}})[0] == "not a mapping"

@@ -7,9 +7,11 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import yaml
 
+from bench.tune import STOP_GRACE
 from conftest import ROOT
 from planutil import plan_for
 
@@ -87,9 +89,12 @@ def test_a_drafter_wins_and_its_tuned_vars_deploy(tmp_path):
     # a vars file the deploy's preflight accepts as it is, running the winner
     tuned = yaml.safe_load((out / "tuned.yml").read_text())
     name = tuned["sglang_profile"]
-    assert name == win["name"] and tuned["sglang_profiles"][name]["base"] == "dflash"
-    assert set(tuned["sglang_gate_thresholds"][name]) == {"coding"}
-    assert tuned["sglang_gate_thresholds"][name]["coding"]["min_tok_s"] > 45
+    assert name == win["name"] and tuned["sglang_host_profiles"][name]["base"] == "dflash"
+    assert "sglang_profiles" not in tuned  # the inventory's own stay whole: the winner merges by name
+    bars = tuned["sglang_host_gate_thresholds"][name]
+    assert set(bars) == {"coding"}
+    # the stricter of the service bar (45) and its own figures less the margin
+    assert bars["coding"]["min_tok_s"] >= 45 and bars["coding"]["min_accept_len"] > 2.8
     plan = plan_for(extra=dict(tuned, sglang_hardware=HARDWARE), review=True)
     assert plan["problems"] == [] and plan["profile"] == name
     assert plan["argv"][plan["argv"].index("--speculative-num-draft-tokens") + 1] == str(win["key"][2])
@@ -193,3 +198,24 @@ def test_the_space_is_the_hosts_engine_unless_told(tmp_path):
         data = json.loads((out / "tune.json").read_text())
         assert data["settings"] == settings and data["launches"][0]["name"] == "vllm_mtp_3"
         assert data["launches"][0]["argv"][0] == "serve"
+
+
+def test_the_budget_is_one_end_for_every_wait_and_a_cut_launch_says_so(tmp_path):
+    """--budget-minutes 0.25 (15 s) against a server that takes 40 s to be ready: its readiness
+    wait ends with the budget (not the 900 s ready timeout), the launch is reported cut by the
+    budget, the run ends within the budget plus one stop."""
+    out = tmp_path / "out"
+    slow = "sleep 40; " + LAUNCH
+    started = time.monotonic()
+    p = tune("--vars", _vars(tmp_path), "--launch", slow, "--budget-minutes", 0.25, "--out", out)
+    took = time.monotonic() - started
+    assert p.returncode == 1, p.stderr[-3000:]
+    assert took < 15 + STOP_GRACE + 10, took  # the budget, then one stop (SIGTERM: sleep goes at once)
+    data = json.loads((out / "tune.json").read_text())
+    first = data["launches"][0]
+    assert first["outcome"]["cut"] == "budget" and first["outcome"]["error"].startswith(
+        "cut by the budget: not ready")
+    assert "900" not in first["outcome"]["error"]
+    assert any("budget (--budget-minutes 0.25) ended" in n for n in data["notes"]), data["notes"]
+    assert "cut by the budget" in (out / "tune.md").read_text()
+    assert _left_running(data["launches"]) == []

@@ -50,6 +50,10 @@ MIN_LONG_PROMPT_TOKENS = 1024
 # measure what it promised (the corpus or the characters-per-token estimate fell short).
 PROMPT_TOKENS_TOLERANCE = 0.9
 
+# What a request cut by the options' ends_at says (a tuner's budget ran out under it).
+BUDGET_END = "the budget ended (ends_at)"
+
+
 DEFAULTS = {
     "url": None,
     "api_key": None,
@@ -88,6 +92,9 @@ DEFAULTS = {
     "first_token_timeout": 120.0,
     "stall_timeout": 30.0,
     "run_timeout": 1800.0,
+    # An absolute end (seconds since the epoch; None: none) for every run of a plan, a tuner's
+    # budget: a run stops there, whatever its run_timeout leaves, its requests aborted as BUDGET_END.
+    "ends_at": None,
     "metrics": "auto",   # auto: use /metrics when exposed; always: fail without; never
     "validate_certs": True,
     "min_tok_s": None,
@@ -178,6 +185,7 @@ def validate(options):
     cfg["case"] = str(cfg["case"] or cfg["prompts"])
     for name in ("connect_timeout", "first_token_timeout", "stall_timeout", "run_timeout"):
         cfg[name] = _number(cfg, name, float, 0.0, exclusive=True)
+    cfg["ends_at"] = _number(cfg, "ends_at", float, 0.0, optional=True)
     for name in ("min_tok_s", "min_accept_len", "min_aggregate_tok_s", "max_ttft_s"):
         cfg[name] = _number(cfg, name, float, 0.0, optional=True)
     if cfg["min_accept_len"] is not None and cfg["min_accept_len"] > 0 and cfg["min_accept_len"] < 1:
@@ -410,7 +418,11 @@ class _Run(object):
         self.kind = kind
         self.lock = threading.Lock()
         self.active = set()
-        self.deadline = time.perf_counter() + cfg["run_timeout"]
+        left = cfg["run_timeout"]
+        self.budget_bound = cfg.get("ends_at") is not None and cfg["ends_at"] - time.time() < left
+        if self.budget_bound:
+            left = max(0.0, cfg["ends_at"] - time.time())
+        self.deadline = time.perf_counter() + left
         self.abort_reason = None
 
     def one(self, rec, prompt):
@@ -494,8 +506,8 @@ class _Run(object):
             t.join(max(0.0, self.deadline - time.perf_counter()))
         if any(t.is_alive() for t in threads):
             with self.lock:
-                self.abort_reason = ("run timeout: the whole run exceeded %.0fs"
-                                     % self.cfg["run_timeout"])
+                self.abort_reason = BUDGET_END if self.budget_bound else (
+                    "run timeout: the whole run exceeded %.0fs" % self.cfg["run_timeout"])
                 streams = list(self.active)
             for s in streams:
                 s.abort(self.abort_reason)

@@ -15,6 +15,8 @@ from __future__ import annotations
 from . import drafter
 
 PROFILES_VAR = "sglang_profiles"
+HOST_PROFILES_VAR = "sglang_host_profiles"
+HOST_THRESHOLDS_VAR = "sglang_host_gate_thresholds"
 
 
 def _case_form(entry):
@@ -30,6 +32,26 @@ def _base_problem(profiles, name, base):
         return "%s.%s.base = %r: no such profile in %s (known: %s)" % (
             PROFILES_VAR, name, base, PROFILES_VAR, ", ".join(sorted(map(str, profiles))))
     return None
+
+
+def with_host(profiles, thresholds, host_profiles=None, host_thresholds=None):
+    """(profiles, thresholds) with a host's own over them by name: sglang_host_profiles and
+    sglang_host_gate_thresholds (e.g. the tuner's winner in the host's host_vars, a profile with
+    a ``base`` in the inventory's profiles), so the inventory's own stay whole. What is not a
+    mapping passes through for the checks that name it."""
+    if isinstance(profiles, dict) and isinstance(host_profiles, dict) and host_profiles:
+        profiles = dict(profiles, **host_profiles)
+    if isinstance(host_thresholds, dict) and host_thresholds:
+        thresholds = dict(thresholds if isinstance(thresholds, dict) else {}, **host_thresholds)
+    return profiles, thresholds
+
+
+def of_vars(v, model_dir=True):
+    """resolve() of a host's variables ``v``: sglang_profiles and sglang_gate_thresholds with the
+    host's own over them (with_host), drafters placed under sglang_model_dir."""
+    profiles, thresholds = with_host(v.get(PROFILES_VAR), v.get("sglang_gate_thresholds"),
+                                     v.get(HOST_PROFILES_VAR), v.get(HOST_THRESHOLDS_VAR))
+    return resolve(profiles, thresholds, v.get("sglang_model_dir") if model_dir else None)
 
 
 def resolve(profiles, thresholds=None, model_dir=None):

@@ -116,7 +116,8 @@ def space_of(data, engines_given=None):
 def key_name(key):
     """A setting's profile name: tune_<engine>_<kind><depth>[_adaptive]_m<fraction x 100>."""
     engine, kind, depth, adaptive, mem = key
-    what = "no_spec" if kind == "none" else ("%s%d" if kind in ("chain", "block") else "%s_%d") % (kind, depth)
+    shape = "%s%d" if kind in ("chain", "block") else "%s_%d"  # eagle3_3, not eagle33
+    what = "no_spec" if kind == "none" else shape % (kind, depth)
     return "tune_%s_%s%s_m%s" % (engine, what, "_adaptive" if adaptive else "",
                                  ("%g" % (mem * 100)).replace(".", "p"))
 
@@ -228,6 +229,40 @@ def flat(base, base_profile, diff):
     """The flat profile of a setting written as ``diff`` over the flat profile ``base``
     (inherit.resolve: a null removes the base's)."""
     return inherit.resolve({base: base_profile, "_setting": dict(diff, base=base)})[0]["_setting"]
+
+
+# ---------------------------------------------------------------------------- the bars ------
+# A threshold that is a figure of one configuration, not a promise to the service's users: the
+# accept length follows the speculation (none: 1.0; a 6-step chain's at another depth than a
+# 3-step's). Candidates are not held to the current profile's.
+CONFIGURATION_FIGURES = ("min_accept_len",)
+
+
+def service_bars(thresholds):
+    """{case: thresholds} every candidate is held to: the current profile's (flat, per case)
+    less its CONFIGURATION_FIGURES - speed, TTFT, aggregate, the quality checks; capacity is
+    judged against the promise beside them."""
+    return {case: {k: v for k, v in (limits or {}).items() if k not in CONFIGURATION_FIGURES}
+            for case, limits in (thresholds or {}).items()}
+
+
+def winner_bars(service, proposed):
+    """{case: thresholds} the winner is deployed with: per threshold the stricter of the service
+    bar and the winner's own figure less the margin (``proposed``: plan.propose's, per case), so
+    the deploy judges it at least as the tuner did; a case or threshold only one side has, that
+    side's."""
+    out = {}
+    for case in list(service) + [c for c in proposed if c not in service]:
+        bars = dict(service.get(case) or {})
+        for key, value in (proposed.get(case) or {}).items():
+            if value is None:
+                continue
+            if key not in bars or bars[key] is None:
+                bars[key] = value
+            else:
+                bars[key] = min(bars[key], value) if key.startswith("max_") else max(bars[key], value)
+        out[case] = bars
+    return out
 
 
 # ----------------------------------------------------------------------- measurements ------
@@ -643,6 +678,8 @@ class Tuner(object):
         if key in self.refused:
             return "refused: %s" % self.refused[key]
         o = self.outcome(key)
+        if o is not None and o.get("cut"):
+            return o.get("error") or "cut by the budget"
         if o is None:
             pred = self.predict(spec_of(key))
             tried = [(k, x) for k, x in self.launches if spec_of(k) == spec_of(key)]
