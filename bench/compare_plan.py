@@ -77,7 +77,7 @@ def gate_view(v, name):
     or ({judged case: None}, why the gate cannot judge the profile)."""
     gate_plan, level = v.get("sglang_gate_plan") or {}, v.get("sglang_gate_confidence", 0.95)
     thresholds = inherit.with_host(None, v.get("sglang_gate_thresholds"), None,
-                                   v.get("sglang_host_gate_thresholds"))[1]
+                                   v.get("sglang_gate_host_thresholds"))[1]
     calibrated = v.get("sglang_gate_calibrated")
     try:
         cases = plan.resolve(gate_plan, thresholds, name, calibrated, confidence=level)

@@ -38,7 +38,7 @@ NEEDED = ("sglang_gate_plan", "sglang_gate_thresholds", "sglang_gate_calibrated"
           "sglang_gate_confidence", "sglang_gate_inconclusive", "sglang_gate_warmup",
           "sglang_gate_first_token_timeout", "sglang_gate_stall_timeout",
           "sglang_gate_run_timeout", "sglang_gate_max_regression_pct", "sglang_profiles", "sglang_profile",
-          "sglang_host_profiles", "sglang_host_gate_thresholds")
+          "sglang_host_profiles", "sglang_gate_host_thresholds")
 # with -i: what names the host and where its server and its inventory are
 HOST_KEYS = ("inventory_hostname", "inventory_dir", "ansible_host", "sglang_port")
 

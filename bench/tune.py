@@ -31,7 +31,9 @@ import shlex
 import signal
 import subprocess
 import sys
+import socket
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -77,7 +79,7 @@ class Host(object):
                 self.vars.update(inventory_hostname="tune", inventory_dir=str(DEFAULT_OUT), groups={},
                                  hostvars={})
             names = ("sglang_profiles", "sglang_profile", "sglang_gate_plan", "sglang_gate_thresholds",
-                     "sglang_host_profiles", "sglang_host_gate_thresholds",
+                     "sglang_host_profiles", "sglang_gate_host_thresholds",
                      "sglang_gate_calibrated", "sglang_model_dir", "sglang_model_size", "sglang_hardware",
                      "sglang_ready_timeout", "sglang_api_key", "sglang_memory_full_context_requests",
                      "sglang_gate_api", "sglang_gate_warmup", "sglang_gate_confidence",
@@ -95,7 +97,7 @@ class Host(object):
         raw, raw_thresholds = inherit.with_host(self.v.get("sglang_profiles") or {},
                                                 self.v.get("sglang_gate_thresholds"),
                                                 self.v.get("sglang_host_profiles"),
-                                                self.v.get("sglang_host_gate_thresholds"))
+                                                self.v.get("sglang_gate_host_thresholds"))
         self.raw_profiles, self.raw_thresholds = dict(raw), dict(raw_thresholds or {})
         self.profiles, self.thresholds, problems = inherit.resolve(
             self.raw_profiles, self.raw_thresholds, self.v.get("sglang_model_dir"))
@@ -166,22 +168,28 @@ class Host(object):
         """(argv after the launch module, problems) of a setting, by the deploy plan's own code
         (plugins/action/sglang_deploy_plan.py, as a unit rendered for review): the host's inputs
         templated and type-checked once, then planned with the setting as its profile."""
-        from plugins.action.sglang_deploy_plan import plan_values
-        made = self.setting(key)
-        if made is None:
+        p = self.planned(key, port)
+        if p is None:
             return None, ["the host has no profile of this kind to write it over (a drafter profile)"]
-        name, entry, _ = made
-        values = dict(self._inputs(), sglang_profiles=dict(self.raw_profiles, **{name: entry}),
-                      sglang_profile=name, sglang_port=port)
-        if name != self.current:  # a candidate: the service bars (the current keeps its own)
-            values["sglang_host_gate_thresholds"] = dict(values.get("sglang_host_gate_thresholds") or {},
-                                                         **{name: self.service_bars()})
-        p = plan_values(values, self.vars, PLANNED_ROLES, review=True)
         problems = [x.split(": ", 1)[1] if x.startswith("%s: " % p.get("host")) else x
                     for x in p.get("problems") or []]
         if problems or not p.get("argv"):
             return None, problems or ["no command line rendered"]
         return p["argv"][3:], []
+
+    def planned(self, key, port):
+        """The deploy plan of a setting on ``port`` (None: no profile to write it over)."""
+        from plugins.action.sglang_deploy_plan import plan_values
+        made = self.setting(key)
+        if made is None:
+            return None
+        name, entry, _ = made
+        values = dict(self._inputs(), sglang_profiles=dict(self.raw_profiles, **{name: entry}),
+                      sglang_profile=name, sglang_port=port)
+        if name != self.current:  # a candidate: the service bars (the current keeps its own)
+            values["sglang_gate_host_thresholds"] = dict(values.get("sglang_gate_host_thresholds") or {},
+                                                         **{name: self.service_bars()})
+        return plan_values(values, self.vars, PLANNED_ROLES, review=True)
 
     def service_bars(self):
         """{case: thresholds} every candidate is held to (tune.service_bars of the current's)."""
@@ -283,12 +291,13 @@ class Launch(object):
         text = Path(self.log).read_bytes()[-TAIL:].decode("utf-8", "replace").strip()
         return text.splitlines()[-1] if text else "no output"
 
-    def memory(self):
-        """What the log's end says of the fraction: "under" (the pools are too small: a higher
-        one may start), "over" (the GPU ran out of memory: a lower one may), else None."""
+    def failure(self):
+        """{"failure": its kind (tune.failure_kind, from the log's end and whether the process
+        exited), "memory": "under"/"over"/None (what the log says of the fraction)}."""
         self.fh.flush()
         text = Path(self.log).read_bytes()[-4 * TAIL:].decode("utf-8", "replace").lower()
-        return tune.memory_signal(text)
+        return {"failure": tune.failure_kind(text, self.proc.poll() is not None),
+                "memory": tune.memory_signal(text)}
 
     def stop(self, grace=STOP_GRACE):
         """SIGTERM to the group, SIGKILL after ``grace``; the processes left (none expected)."""
@@ -380,6 +389,46 @@ def measure(host, args, url, name, cases, objective, bar, ends_at):
     out["failed_capacity"] = "capacity" in failed
     out["failure"] = "; ".join(plan.failure_message(res) for res in results if not res.get("passed"))
     return out, results
+
+
+def port_taken(url):
+    """Why the URL's port is taken on the host the candidates run on (something accepts a
+    connection there before the launch), else None."""
+    parts = urllib.parse.urlsplit(url)
+    try:
+        with socket.create_connection((parts.hostname, parts.port or 80), timeout=3):
+            return "port %s on %s answers before the launch: another server holds it there" % (
+                parts.port, parts.hostname)
+    except OSError:
+        return None
+
+
+def server_mismatch(host, key, url, port, api_key):
+    """What the server ready at ``url`` reports that differs from setting ``key`` (the engine's
+    drift paths, SGLang /server_info, read as the role's drift check reads them; '; '-joined), or
+    None: the server ready on the port must be the candidate, not one left behind."""
+    planned = host.planned(key, port)
+    eng = engines.get(key[0])
+    secret = api_key or host.v.get("sglang_api_key")
+    headers = {"Authorization": "Bearer %s" % secret} if secret else {}
+    answers = []
+    for path in eng.drift_paths:
+        req = urllib.request.Request(url + path, headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                body = r.read().decode("utf-8", "replace")
+        except OSError as e:
+            return "%s did not answer: %s" % (path, e)
+        try:
+            answers.append({"json": json.loads(body), "content": body, "status": 200})
+        except ValueError:
+            answers.append({"content": body, "status": 200})
+    try:
+        drift = profile.engine_drift(answers, key[0], planned.get("settings") or {}, planned.get("version"),
+                                     {"port": port})
+    except (ValueError, KeyError, TypeError) as e:
+        return "its report could not be read: %s" % e
+    return "; ".join(drift.get("lines") or []) or None
 
 
 def _past(ends_at):
@@ -540,6 +589,9 @@ def _tune(args):
                "%s %.1f tok/s" % (tune.key_label(lead), tune.interval(tuner.passed()[lead])[0])
                if lead else "-",
                tuner.left(), "" if tuner.left() == 1 else "es"))
+        if record["outcome"].get("failure") == "port":  # every launch would meet it: stop here
+            tuner.notes.append("stopped: %s" % record["outcome"]["error"])
+            break
         if record.get("stray"):  # a candidate that would hold the GPUs under the next: stop here
             tuner.notes.append("stopped: launch %s was not stopped cleanly (%s)"
                                % (tune.key_name(key), record["stray"]))
@@ -581,19 +633,27 @@ def run_one(host, args, key, template, cases, bar, ready_timeout, ends_at, log):
     if problems:
         record["outcome"] = {"started": False, "error": "; ".join(problems)}
         return record
+    url = (args.url or "http://%s:%d" % (args.address, port)).rstrip("/")
+    taken = port_taken(url)
+    if taken:  # on the host the candidates run on (the URL's), before anything is launched
+        record["outcome"] = {"started": False, "failure": "port", "memory": None, "error": taken}
+        return record
     command = fill(template, argv, port)
     record["command"] = command
     log.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     launch = Launch(command, log)
     try:
-        url = (args.url or "http://%s:%d" % (args.address, port)).rstrip("/")
         why = launch.wait_ready(url, engines.get(key[0]).ready_paths, ready_timeout, ends_at)
         record["ready_s"] = round(time.monotonic() - t0, 1)
+        mismatch = None if why else server_mismatch(host, key, url, port, args.api_key)
         if why and why.startswith(CUT):
             record["outcome"] = {"started": False, "cut": "budget", "error": why}
         elif why:
-            record["outcome"] = {"started": False, "error": why, "memory": launch.memory()}
+            record["outcome"] = dict(launch.failure(), started=False, error=why)
+        elif mismatch:
+            record["outcome"] = {"started": False, "failure": "mismatch", "memory": None,
+                                 "error": "ready, but not this setting: %s" % mismatch}
         else:
             try:
                 outcome, results = measure(host, args, url, name, cases, args.objective, bar, ends_at)
@@ -604,6 +664,12 @@ def run_one(host, args, key, template, cases, bar, ready_timeout, ends_at, log):
                 record["outcome"] = {"started": True, "cut": "budget", "error": "%s: %s" % (CUT, e)} \
                     if _past(ends_at) else {"started": True, "passed": False, "failed_cases": ["unmeasured"],
                                             "failure": str(e)}
+            if launch.proc.poll() is not None and not record["outcome"].get("cut"):
+                # it died while measured: its log says why (out of memory in the 32K case: lower)
+                died = launch.failure()
+                record["outcome"].update(passed=False, memory=died["memory"], failure=died["failure"],
+                                         error="exited with status %s during the cases: %s"
+                                         % (launch.proc.returncode, launch.tail()))
     finally:
         stray = launch.stop()
         if stray:

@@ -111,13 +111,13 @@ def test_a_new_judged_case_costs_its_thresholds_once():
 
 
 def test_a_hosts_own_profiles_merge_by_name_over_the_inventorys():
-    """sglang_host_profiles / sglang_host_gate_thresholds (a tuned winner in host_vars): merged by
+    """sglang_host_profiles / sglang_gate_host_thresholds (a tuned winner in host_vars): merged by
     name, the inventory's profiles whole beside them; the deploy plan runs it with its bars."""
     winner = {"base": "nextn_3step", "speculative_num_steps": 4, "speculative_num_draft_tokens": 5,
               "mem_fraction_static": 0.86}
     bars = {"coding": {"min_tok_s": 50, "min_accept_len": 3.4}}
     plan = plan_for({"sglang_profile": "tuned", "sglang_host_profiles": {"tuned": winner},
-                     "sglang_host_gate_thresholds": {"tuned": bars}})
+                     "sglang_gate_host_thresholds": {"tuned": bars}})
     assert plan["problems"] == [] and plan["profile"] == "tuned"
     argv = plan["argv"]
     assert argv[argv.index("--speculative-num-steps") + 1] == "4"

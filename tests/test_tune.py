@@ -212,7 +212,7 @@ def test_a_drafter_that_runs_out_of_memory_is_moved_down():
     assert answer["winner"][1] == "block" and answer["winner"][4] <= 0.84
     assert any(not o.get("started", True) for _, o in tuner.launches)
     assert tuner.answer()["reasons"][next(k for k, o in tuner.launches if not o.get("started", True))] \
-        .startswith("did not start: torch.OutOfMemoryError")
+        .startswith("did not start (out of memory): torch.OutOfMemoryError")
 
 
 def test_a_start_failure_its_log_does_not_explain_is_tried_once_lower():
@@ -338,3 +338,69 @@ def test_a_block_the_drafter_was_not_trained_for_is_named_as_the_engines_run_it(
 ])
 def test_a_failed_starts_log_says_which_way_the_fraction_was_wrong(text, signal):
     assert tune.memory_signal(text.lower()) == signal
+
+
+@pytest.mark.parametrize("text, exited, kind", [
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.", True, "over"),
+    ("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`", True,
+     "under"),
+    # SGLang 0.5.23 utils/network.py; uvicorn's bind under both engines
+    ("RuntimeError: The port 30000 is in use, but we could not find the process that uses it.", True, "port"),
+    ("ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 30000): address already "
+     "in use", True, "port"),
+    # SGLang refusing adaptive steps outside its candidates (speculative_hook.py)
+    ("ValueError: --speculative-num-steps=2 is not in the adaptive config candidate_steps [0, 1, 3, 5, 7]. "
+     "Pass one of those values.", True, "refused"),
+    ("launch_server.py: error: argument --speculative-algorithm: invalid choice: 'X'", True, "refused"),
+    ("Loading safetensors checkpoint shards: 40% Completed", False, "timeout"),
+    ("Killed", True, None),
+])
+def test_a_failure_is_classified_from_the_log_and_the_exit(text, exited, kind):
+    assert tune.failure_kind(text.lower(), exited) == kind
+    assert kind in tune.FAILURES
+
+
+@pytest.mark.parametrize("kind", ["refused", "timeout", "port", "mismatch"])
+def test_a_failure_another_fraction_does_not_mend_is_not_retried(kind):
+    tuner = tune.Tuner(KEYS, CURRENT, budget=12)
+    tuner.record(CURRENT, DEEPER.outcome(CURRENT))
+    deep = tuner.next()
+    assert deep[1:3] == ("chain", 6)
+    tuner.record(deep, {"started": False, "memory": None, "failure": kind, "error": "why"})
+    assert all(k[:4] != deep[:4] for k in [tuner.next()])  # not the same spec at another fraction
+    assert tuner.answer()["reasons"][deep].startswith("did not start (%s" % tune.FAILURES[kind].split(":")[0])
+
+
+def test_out_of_memory_during_a_case_tries_a_lower_fraction():
+    """A server that dies in the 32K case (its activations found no room): the same setting at a
+    lower fraction next, not a plain failure."""
+    tuner = tune.Tuner(KEYS, CURRENT, budget=12)
+    tuner.record(CURRENT, DEEPER.outcome(CURRENT))
+    deep = tuner.next()
+    tuner.record(deep, {"started": True, "passed": False, "memory": "over", "failure": "over",
+                        "error": "torch.OutOfMemoryError during case long_context"})
+    again = tuner.next()
+    assert again[:4] == deep[:4] and again[4] < deep[4]
+    assert tuner.answer()["reasons"][deep].startswith("ran out of memory during a case")
+
+
+@pytest.mark.parametrize("n", [1, 6, 1024])
+def test_the_outage_is_the_budget_one_stop_and_the_hosts_longest_recorded_start(n):
+    launches = [{"ready_s": 30.0 + i, "outcome": {"started": True}} for i in range(n)]
+    launches += [{"ready_s": 999.0, "outcome": {"started": False, "cut": "budget"}},
+                 {"ready_s": "x", "outcome": {}}, "not a launch"]
+    seconds, text = tune.outage(60, launches, 900)
+    assert seconds == 3600 + tune.STOP_SECONDS + 30.0 + n - 1
+    assert "the longest of the %d starts this host recorded" % n in text and "the budget (60 min)" in text
+    seconds, text = tune.outage(0.5, [], 900)
+    assert seconds == 30 + tune.STOP_SECONDS + 900 and "no start recorded on this host" in text
+
+
+def test_the_outage_filter_refuses_a_budget_that_is_not_minutes():
+    from ansible.errors import AnsibleFilterError
+
+    from plugins.filter import sglang_tune
+    assert sglang_tune.sglang_tune_outage_seconds(10, None, 60) == 600 + tune.STOP_SECONDS + 60
+    for bad in (None, "soon", 0, -5):
+        with pytest.raises(AnsibleFilterError):
+            sglang_tune.sglang_tune_outage(bad)

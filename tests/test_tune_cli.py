@@ -91,7 +91,7 @@ def test_a_drafter_wins_and_its_tuned_vars_deploy(tmp_path):
     name = tuned["sglang_profile"]
     assert name == win["name"] and tuned["sglang_host_profiles"][name]["base"] == "dflash"
     assert "sglang_profiles" not in tuned  # the inventory's own stay whole: the winner merges by name
-    bars = tuned["sglang_host_gate_thresholds"][name]
+    bars = tuned["sglang_gate_host_thresholds"][name]
     assert set(bars) == {"coding"}
     # the stricter of the service bar (45) and its own figures less the margin
     assert bars["coding"]["min_tok_s"] >= 45 and bars["coding"]["min_accept_len"] > 2.8
@@ -219,3 +219,35 @@ def test_the_budget_is_one_end_for_every_wait_and_a_cut_launch_says_so(tmp_path)
     assert any("budget (--budget-minutes 0.25) ended" in n for n in data["notes"]), data["notes"]
     assert "cut by the budget" in (out / "tune.md").read_text()
     assert _left_running(data["launches"]) == []
+
+
+def test_a_port_held_on_the_host_stops_the_search_before_any_launch(tmp_path):
+    """Something answers on the candidates' port where they run (the URL's host): nothing is
+    launched, and the search stops naming it (every launch would meet it)."""
+    import socket
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen(1)
+        port = held.getsockname()[1]
+        out = tmp_path / "out"
+        p = tune("--vars", _vars(tmp_path), "--launch", "touch %s/launched; exit 1 {args}" % tmp_path,
+                 "--port", port, "--out", out)
+    assert p.returncode == 1, p.stderr[-3000:]
+    data = json.loads((out / "tune.json").read_text())
+    assert len(data["launches"]) == 1 and data["launches"][0]["outcome"]["failure"] == "port"
+    assert data["notes"] == ["stopped: port %d on 127.0.0.1 answers before the launch: another server "
+                             "holds it there" % port]
+    assert not (tmp_path / "launched").exists()
+
+
+def test_a_server_ready_on_the_port_that_is_not_the_candidate_is_not_measured(tmp_path):
+    """The launch command starts another server than the setting (here: no speculation, whatever
+    the arguments say): /server_info, read as the drift check reads it, names the difference."""
+    other = ("SGLEMU_SPEED_SCALE=4 SGLEMU_WARMUP_REQUESTS=0 exec %s -m bench.emulator --model-path /m "
+             "--tp-size 2 --port {port} # {args}" % sys.executable)
+    out = tmp_path / "out"
+    p = tune("--vars", _vars(tmp_path), "--launch", other, "--budget-launches", 1, "--out", out)
+    assert p.returncode == 1, p.stderr[-3000:]
+    o = json.loads((out / "tune.json").read_text())["launches"][0]["outcome"]
+    assert o["failure"] == "mismatch" and o["error"].startswith("ready, but not this setting: ")
+    assert "speculative" in o["error"], o["error"]

@@ -42,6 +42,7 @@ def test_tune_playbook_launches_transient_units_puts_the_server_back_and_deploys
              "-e", json.dumps({"tune_exec": "podman exec %s" % container, "tune_exec_shell": False,
                                "tune_runner_prefix": ["nsenter", "--target", pid, "--net", "--"],
                                "tune_url": "http://127.0.0.1:30000", "tune_budget_launches": 3,
+                               "tune_budget_minutes": 10, "tune_host_vars_dir": str(tmp_path / "host_vars"),
                                "tune_deploy_best": True, "sglang_gate_plan": plan}), timeout=900)
     assert p.returncode == 0, p.stdout[-4000:]
     data = json.loads((out / "tune.json").read_text())
@@ -67,6 +68,9 @@ def test_tune_playbook_launches_transient_units_puts_the_server_back_and_deploys
     # the host's own server came back after the tuning (the deploy below found it running) and the
     # winner went through the normal gated deploy: one more history record, its own, passing
     out_text = flat(p.stdout)
+    # the outage said before the service stopped: the budget, one stop, the server's start again
+    assert out_text.index("the service is down for at most") < out_text.index("Stop the host's server")
+    assert "the budget (10 min)" in out_text
     assert "Deploying it through the gated deploy next." in out_text
     assert out_text.index("Start the host's own server again") \
         < out_text.index("PLAY [Deploy SGLang with a gated benchmark")
@@ -78,6 +82,10 @@ def test_tune_playbook_launches_transient_units_puts_the_server_back_and_deploys
     assert len(records) == int(history.split()[0]) + 1
     last = json.loads(records[-1])
     assert (last["profile"], last["passed"]) == ("tune_sglang_block16_m88", True)
+    # the winner passed its gate: kept in the host's own variables for the next plain deploy
+    kept = yaml.safe_load((tmp_path / "host_vars" / HOST / "tuned.yml").read_text())
+    assert kept["sglang_profile"] == "tune_sglang_block16_m88"
+    assert kept["sglang_host_profiles"]["tune_sglang_block16_m88"]["base"] == "dflash"
 
 
 def test_a_release_the_host_does_not_have_is_refused_before_the_service_stops():
@@ -85,7 +93,8 @@ def test_a_release_the_host_does_not_have_is_refused_before_the_service_stops():
     releases directory moved) is refused by name before the lock is taken or the service stops."""
     state = on_host("systemctl is-active sglang", check=False)
     main_pid = on_host("systemctl show -p MainPID --value sglang")
-    p = play("playbooks/tune.yml", "-e", "sglang_releases_dir=/opt/sglang/elsewhere")
+    p = play("playbooks/tune.yml", "-e", "sglang_releases_dir=/opt/sglang/elsewhere",
+             "-e", "tune_budget_minutes=5")
     assert p.returncode == 2, p.stdout[-3000:]
     out = flat(p.stdout)
     assert "is not installed (/opt/sglang/elsewhere/" in out and "/release.json, written when its install " \
@@ -93,4 +102,14 @@ def test_a_release_the_host_does_not_have_is_refused_before_the_service_stops():
     assert "deploy it first (ansible-playbook deploy.yml --limit %s), then tune" % HOST in out
     assert "Stop the host's server" not in out
     assert on_host("systemctl is-active sglang", check=False) == state
+    assert on_host("systemctl show -p MainPID --value sglang") == main_pid
+
+
+def test_a_tuning_without_a_budget_is_refused_before_the_service_stops():
+    main_pid = on_host("systemctl show -p MainPID --value sglang")
+    p = play("playbooks/tune.yml")
+    assert p.returncode == 2, p.stdout[-3000:]
+    out = flat(p.stdout)
+    assert "tune_budget_minutes must be the minutes the service of %s may be down" % HOST in out
+    assert "Stop the host's server" not in out
     assert on_host("systemctl show -p MainPID --value sglang") == main_pid

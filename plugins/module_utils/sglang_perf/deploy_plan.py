@@ -211,8 +211,9 @@ def make(v, host, groups, hostvars, play_hosts=None, facts=None, read_lock=None,
     if "sglang" not in roles:
         return out
     # a host's own profiles and thresholds over the inventory's, by name: every check reads both
-    profiles, thresholds = inherit.with_host(v.get("sglang_profiles"), v.get("sglang_gate_thresholds"),
-                                             v.get(inherit.HOST_PROFILES_VAR), v.get(inherit.HOST_THRESHOLDS_VAR))
+    profiles, thresholds = inherit.with_host(
+        v.get("sglang_profiles"), v.get("sglang_gate_thresholds"),
+        v.get(inherit.HOST_PROFILES_VAR), v.get(inherit.HOST_THRESHOLDS_VAR))
     v = dict(v, sglang_profiles=profiles, sglang_gate_thresholds=thresholds)
     problems.extend(_refusals(_value_checks(v), v))
     name = v.get("sglang_profile")

@@ -16,7 +16,7 @@ from . import drafter
 
 PROFILES_VAR = "sglang_profiles"
 HOST_PROFILES_VAR = "sglang_host_profiles"
-HOST_THRESHOLDS_VAR = "sglang_host_gate_thresholds"
+HOST_THRESHOLDS_VAR = "sglang_gate_host_thresholds"
 
 
 def _case_form(entry):
@@ -36,7 +36,7 @@ def _base_problem(profiles, name, base):
 
 def with_host(profiles, thresholds, host_profiles=None, host_thresholds=None):
     """(profiles, thresholds) with a host's own over them by name: sglang_host_profiles and
-    sglang_host_gate_thresholds (e.g. the tuner's winner in the host's host_vars, a profile with
+    sglang_gate_host_thresholds (e.g. the tuner's winner in the host's host_vars, a profile with
     a ``base`` in the inventory's profiles), so the inventory's own stay whole. What is not a
     mapping passes through for the checks that name it."""
     if isinstance(profiles, dict) and isinstance(host_profiles, dict) and host_profiles:

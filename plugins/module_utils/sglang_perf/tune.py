@@ -72,6 +72,70 @@ def memory_signal(text):
     return None
 
 
+# A port another process holds, lower case: SGLang 0.5.23 utils/network.py ("The port N is in use",
+# "port N is in use. Waiting"), server_args.py ("Port is already in use"); uvicorn under both
+# engines ("[Errno 98] error while attempting to bind on address ...: address already in use").
+PORT_IN_USE = ("address already in use", "errno 98", "port is already in use", "is in use")
+# The engine refusing its arguments at start-up, lower case: argparse ("error: argument",
+# "unrecognized arguments"), SGLang's and vLLM's argument checks (ValueError, AssertionError,
+# NotImplementedError, pydantic's ValidationError for vLLM's configs).
+REFUSED = ("error: argument", "error: unrecognized arguments", "valueerror", "assertionerror",
+           "notimplementederror", "validationerror", "typeerror")
+# What each failure is, and what the search does about it (docs/tune.md, Failures).
+FAILURES = {
+    "over": "out of memory: a lower fraction is tried",
+    "under": "the pools too small for the fraction: a higher one is tried",
+    "port": "the port is in use on the host: the search stops (every launch would meet it)",
+    "refused": "refused by the engine: not retried (another fraction is refused the same)",
+    "timeout": "not ready within the ready timeout: not retried",
+    "mismatch": "the server ready on the port is not this setting (its own report): not measured",
+    None: "exited, its log naming no cause: taken for the commoner, out of memory, once",
+}
+
+
+def failure_kind(text, exited=True):
+    """The kind of a launch's failure (a key of FAILURES) from its log's end (lower case) and
+    whether the process exited: memory first (its errors are ValueErrors too), then a busy port,
+    an engine refusal; a process still running that was not ready: a timeout."""
+    memory = memory_signal(text)
+    if memory:
+        return memory
+    if any(sign in text for sign in PORT_IN_USE):
+        return "port"
+    if not exited:
+        return "timeout"
+    if any(sign in text for sign in REFUSED):
+        return "refused"
+    return None
+
+
+# Seconds one candidate's stop may take on a host: SIGTERM's grace and SIGKILL (bench/tune.py
+# STOP_GRACE + 10) and the --stop command's own time limit (STOP_GRACE + 60).
+STOP_SECONDS = 30 + 10 + 30 + 60
+
+
+def outage(budget_minutes, launches=(), ready_timeout=None):
+    """(seconds at most, the sentence an operator reads before the service stops) of a tuning run
+    with ``budget_minutes``: the budget, one candidate's stop, and the host's own server's start
+    again - the longest start this host recorded (``launches``: an earlier tune.json's, each with
+    ``ready_s`` and its outcome), else its ``ready_timeout`` (sglang_ready_timeout)."""
+    readies = []
+    for x in launches or ():
+        o = (x.get("outcome") or {}) if isinstance(x, dict) else {}
+        if isinstance(x, dict) and isinstance(x.get("ready_s"), (int, float)) and o.get("started", True) \
+                and not o.get("cut"):
+            readies.append(float(x["ready_s"]))
+    start = max(readies) if readies else float(ready_timeout or 0)
+    total = float(budget_minutes) * 60 + STOP_SECONDS + start
+    where = ("the longest of the %d starts this host recorded in its last tuning (%.0f s)"
+             % (len(readies), start)) if readies else \
+        "no start recorded on this host: up to its ready timeout (%.0f s)" % start
+    return total, ("the service is down for at most %.0f min: the budget (%g min), one candidate's "
+                   "stop (up to %d s) and the server's own start again (%s); a launch of this host "
+                   "takes %s" % (total / 60.0, float(budget_minutes), STOP_SECONDS, where,
+                                 "%.0f s to be ready" % start if readies else "an unknown time"))
+
+
 class SpaceError(ValueError):
     """A --space file that cannot be read as a space; the message names the key."""
 
@@ -308,6 +372,16 @@ def accept_from_positions(by_position, positions):
     return 1.0 + sum(float(p) for p in by_position[:positions])
 
 
+# Failures another fraction does not mend.
+NOT_RETRIED = ("port", "refused", "timeout", "mismatch")
+
+
+def _ran(outcome):
+    """Whether a launch ran its measurement through: it started and did not run out of memory
+    during a case (the 32K case's activations: a lower fraction leaves them room)."""
+    return outcome.get("started", True) and outcome.get("memory") != "over"
+
+
 class Tuner(object):
     """The search over ``keys`` (candidates()) around the current setting ``current_key``.
 
@@ -448,8 +522,8 @@ class Tuner(object):
                            if s[0] == engine and s[1] == kind and not s[3]})
         if specs[-1][2] not in launched:
             return self._at_fraction(specs[-1], prefer)
-        if not any(o.get("started", True) for k, o in self.launches if spec_of(k) == specs[-1]):
-            return self._retry(specs[-1])  # it did not start for its fraction: another one
+        if not any(_ran(o) for k, o in self.launches if spec_of(k) == specs[-1]):
+            return self._retry(specs[-1])  # no room at its fraction (at start or in a case): another
         if len(launched) >= 2 or kind != "chain":
             return None
         shallower = [s for s in specs if s[2] < specs[-1][2]]
@@ -501,8 +575,8 @@ class Tuner(object):
         neither is taken for the commoner, out of memory, once. None after MEMORY_TRIES launches."""
         tried = [(k, o) for k, o in self.launches if spec_of(k) == spec]
         unknown_failures = [o for _, o in tried if o.get("memory") is None]
-        if len(tried) >= MEMORY_TRIES or any(o.get("started", True) for _, o in tried) \
-                or len(unknown_failures) > 1:
+        if len(tried) >= MEMORY_TRIES or any(_ran(o) for _, o in tried) or len(unknown_failures) > 1 \
+                or any(o.get("failure") in NOT_RETRIED for _, o in tried):
             return None
         ceiling = min([k[4] for k, o in tried if o.get("memory") in ("over", None)] or [2.0])
         floor = max([k[4] for k, o in tried if o.get("memory") == "under"] or [-1.0])
@@ -599,7 +673,7 @@ class Tuner(object):
         if len(tried) >= MEMORY_TRIES:
             return None
         ok = [k[4] for k, o in tried if o.get("passed")]
-        no_start = [k[4] for k, o in tried if not o.get("started", True) and o.get("memory") != "under"]
+        no_start = [k[4] for k, o in tried if not _ran(o) and o.get("memory") != "under"]
         short = [k[4] for k, o in tried if o.get("failed_capacity") or o.get("memory") == "under"]
         ceiling = min(no_start) if no_start else None
         floor = max(short) if short else None
@@ -712,7 +786,11 @@ class Tuner(object):
                        "predicted faster"
             return "not launched: the budget went to settings predicted faster"
         if not o.get("started", True):
-            return "did not start: %s" % (o.get("error") or "no reason given")
+            kind = o.get("failure", o.get("memory"))
+            return "did not start (%s): %s" % (FAILURES.get(kind, FAILURES[None]).split(":")[0],
+                                               o.get("error") or "no reason given")
+        if o.get("memory") == "over":
+            return "ran out of memory during a case: %s" % (o.get("error") or o.get("failure") or "")
         if o.get("stopped") == "slower":
             return "slower: stopped after the objective case (its upper bound under the leader's lower bound)"
         if not o.get("passed"):
