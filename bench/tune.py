@@ -347,7 +347,7 @@ def objective_figures(result, case):
             "accept_len": r.get("accept_len"), "by_position": r.get("accept_by_position")}
 
 
-def measure(host, args, url, name, cases, objective, bar, ends_at):
+def measure(host, args, url, name, cases, objective, bar, ends_at, report_only=False):
     """The launch's outcome: the objective case first, on a fixed sample of the most requests the
     gate would measure (--objective-requests), stopped there under ``bar``; then the plan's other
     cases; capacity judged on both runs. Every run ends by ``ends_at`` (seconds since the epoch,
@@ -361,7 +361,9 @@ def measure(host, args, url, name, cases, objective, bar, ends_at):
         if c["case"] == objective:
             n = args.objective_requests or c["options"]["max_requests"]
             first.append(dict(c, options=dict(c["options"], requests=n, max_requests=n)))
-    rest = [c for c in cases if c["case"] != objective and not c.get("report_only")]
+    # a finalist runs the report-only cases too (thinking, prose: drafts are accepted far less
+    # inside reasoning), shown in tune.md, never judged
+    rest = [c for c in cases if c["case"] != objective and (report_only or not c.get("report_only"))]
     results = [plan.run_cases(common, first, name, promise=promise)]
     if _past(ends_at) and not results[0].get("passed"):
         return {"started": True, "cut": "budget", "error": "%s during case %s" % (CUT, objective)}, results
@@ -458,6 +460,10 @@ def add_parser(sub):
     p.add_argument("--drafter-root", metavar="DIR",
                    help="a copy of the host's drafters' config.json files under their host paths "
                         "(playbooks/tune.yml fetches them there)")
+    p.add_argument("--no-confirm", dest="confirm", action="store_false",
+                   help="no second launch of the finalists (by default the winner, the runner-up and the "
+                        "current profile are launched again at the end, up to 3 launches beyond "
+                        "--budget-launches, within --budget-minutes; the verdict uses both launches)")
     p.add_argument("--objective", default="coding", help="the case whose C=1 decode tok/s is maximised")
     p.add_argument("--objective-requests", type=int,
                    help="the objective case's fixed sample (default: its max_requests, the most the gate "
@@ -565,8 +571,14 @@ def _tune(args):
     say("tune %s: %d settings, %d refused by the preflight; budget %d launches%s"
         % (host.current, len(keys), len(refused), args.budget_launches,
            ", %g min" % args.budget_minutes if args.budget_minutes else ""))
+    phase, finalists = "search", []
     while True:
-        key = tuner.next()
+        key = tuner.next() if phase == "search" else None
+        if key is None and phase == "search":
+            # the finalists again, the current profile last: the verdict uses both launches of each
+            phase, finalists = "finalists", (tuner.finalists() if args.confirm else [])
+        if phase == "finalists":
+            key = finalists.pop(0) if finalists else None
         if key is None:
             break
         left = None if ends_at is None else ends_at - time.time()
@@ -577,8 +589,12 @@ def _tune(args):
                 if left > 0 else ""))
             break
         t0 = time.monotonic()
-        record = run_one(host, args, key, commands[key[0]], cases, tuner.bar(), ready_timeout, ends_at,
-                         out_dir / "launches" / ("%02d-%s.log" % (len(records) + 1, tune.key_name(key))))
+        final = phase == "finalists"
+        log = out_dir / "launches" / ("%02d-%s.log" % (len(records) + 1, tune.key_name(key)))
+        bar = 0.0 if final else tuner.bar()  # a finalist runs every case, never stopped as slower
+        record = run_one(host, args, key, commands[key[0]], cases, bar, ready_timeout, ends_at, log,
+                         final=final)
+        record["phase"] = phase
         durations.append(time.monotonic() - t0)
         tuner.record(key, record["outcome"])
         records.append(record)
@@ -624,8 +640,9 @@ def _short(o):
     return fig + (" passed" if o.get("passed") else " failed %s" % ",".join(o.get("failed_cases") or ()))
 
 
-def run_one(host, args, key, template, cases, bar, ready_timeout, ends_at, log):
-    """Launch, wait, measure, stop one setting: its record (argv, outcome, seconds)."""
+def run_one(host, args, key, template, cases, bar, ready_timeout, ends_at, log, final=False):
+    """Launch, wait, measure, stop one setting: its record (argv, outcome, seconds). ``final``: a
+    finalist's second launch, which runs the plan's report-only cases too."""
     port = args.port or free_port()
     argv, problems = host.render(key, port)
     name = host.setting(key)[0]
@@ -656,7 +673,8 @@ def run_one(host, args, key, template, cases, bar, ready_timeout, ends_at, log):
                                  "error": "ready, but not this setting: %s" % mismatch}
         else:
             try:
-                outcome, results = measure(host, args, url, name, cases, args.objective, bar, ends_at)
+                outcome, results = measure(host, args, url, name, cases, args.objective, bar, ends_at,
+                                           report_only=final)
                 record["outcome"] = outcome
                 record["results"] = [{k: r.get(k) for k in ("passed", "verdict", "failed_cases", "cases",
                                                              "capacity")} for r in results]

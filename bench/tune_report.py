@@ -135,6 +135,7 @@ def write(out_dir, host, tuner, records, cases, args, seconds):
     order = sorted(answer["reasons"], key=lambda k: (k not in outcomes, k in tuner.refused, tune.cost(k)))
     for k in order:
         lines.append("| %s | %s |" % (tune.key_label(k), answer["reasons"][k].replace("|", "\\|")))
+    lines += finalists_section(records, args.objective)
     lines += ["", "## Launches", "", "| # | setting | ready (s) | %s tok/s | accept length | capacity | "
               "verdict | seconds |" % args.objective, "|---|---|---|---|---|---|---|---|"]
     for i, r in enumerate(records, 1):
@@ -171,7 +172,38 @@ def write(out_dir, host, tuner, records, cases, args, seconds):
     return {"answer": answer, "headline": headline}
 
 
+def finalists_section(records, objective):
+    """tune.md's finalists: each launched again at the end (the winner, the runner-up, the current
+    profile last), its two objective figures and every report-only case of its second launch
+    (thinking, prose: measured, never judged)."""
+    finals = [r for r in records if r.get("phase") == "finalists"]
+    if not finals:
+        return []
+    lines = ["", "## Finalists, launched again", "",
+             "The verdict uses both launches of each (a setting passes when both pass; its interval "
+             "spans both). Report-only cases ran on the second launch.", "",
+             "| setting | %s tok/s, first | second | report-only cases (decode tok/s, accept length) |"
+             % objective, "|---|---|---|---|"]
+    for r in finals:
+        first = next((x for x in records if x["key"] == r["key"] and x.get("phase") != "finalists"), None)
+        extra = []
+        for res in r.get("results") or []:
+            for c in res.get("cases") or []:
+                if c.get("report_only"):
+                    extra.append("%s %s, %s" % (
+                        c.get("case"), "%.1f" % (c.get("decode_tok_s") or {}).get("median")
+                        if (c.get("decode_tok_s") or {}).get("median") is not None else "-",
+                        "%.2f" % c["accept_len"] if c.get("accept_len") is not None else "-"))
+        lines.append("| %s | %s | %s | %s |" % (
+            r["label"], _fmt_iv(first["outcome"]) if first else "-",
+            _fmt_iv(r["outcome"]) if r["outcome"].get("passed") else _verdict(r["outcome"]),
+            "; ".join(extra) or "none in the plan"))
+    return lines
+
+
 def _verdict(o):
+    if o.get("cut"):
+        return (o.get("error") or "cut by the budget").replace("|", "\\|")
     if not o.get("started", True):
         return "did not start: %s" % (o.get("error") or "")[:120].replace("|", "\\|")
     if o.get("stopped"):

@@ -73,7 +73,13 @@ def test_a_drafter_wins_and_its_tuned_vars_deploy(tmp_path):
     assert p.returncode == 0, p.stderr[-3000:]
     data = json.loads((out / "tune.json").read_text())
     launches = data["launches"]
-    assert 3 <= len(launches) <= 6
+    search = [x for x in launches if x["phase"] == "search"]
+    assert 3 <= len(search) <= 6
+    # then the finalists again, the current profile last; the verdict uses both launches
+    finals = [x for x in launches if x["phase"] == "finalists"]
+    assert launches[len(search):] == finals and 2 <= len(finals) <= 3
+    assert finals[0]["key"] == data["winner"]["key"] and finals[-1]["name"] == "nextn_3step"
+    assert all(x["key"] in [s["key"] for s in search] for x in finals)
     # the current profile first, then the deepest chain and the largest block (acceptance per position)
     assert [tuple(x["key"][1:3]) for x in launches[:3]] == [("chain", 3), ("chain", 6), ("block", 16)]
     for x in launches:  # exactly the deploy's argv, on the port the tuner chose
@@ -84,7 +90,8 @@ def test_a_drafter_wins_and_its_tuned_vars_deploy(tmp_path):
     assert "--speculative-algorithm" in win["argv"] and "DFLASH" in win["argv"]
     md = (out / "tune.md").read_text()
     assert md.index("## The answer") < md.index("## Why each other setting lost") < md.index("## Launches")
-    assert "the winner is SGLang DFLASH block" in md and "refused: " in md
+    assert "the winner is SGLang DFLASH block" in md
+    assert "## Finalists, launched again" in md
     assert (out / "tune.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # a vars file the deploy's preflight accepts as it is, running the winner
     tuned = yaml.safe_load((out / "tuned.yml").read_text())
@@ -110,7 +117,8 @@ def test_nothing_beats_the_current_profile_and_it_is_kept(tmp_path):
              "--out", out)
     assert p.returncode == 0, p.stderr[-3000:]
     data = json.loads((out / "tune.json").read_text())
-    assert [x["name"] for x in data["launches"]][0] == "nextn_3step" and len(data["launches"]) <= 2
+    search = [x for x in data["launches"] if x["phase"] == "search"]
+    assert search[0]["name"] == "nextn_3step" and len(search) <= 2
     assert data["headline"].startswith("nothing beats the current profile nextn_3step")
     assert yaml.safe_load((out / "tuned.yml").read_text()) == {"sglang_profile": "nextn_3step"}
 

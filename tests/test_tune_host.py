@@ -43,6 +43,7 @@ def test_tune_playbook_launches_transient_units_puts_the_server_back_and_deploys
                                "tune_runner_prefix": ["nsenter", "--target", pid, "--net", "--"],
                                "tune_url": "http://127.0.0.1:30000", "tune_budget_launches": 3,
                                "tune_budget_minutes": 10, "tune_host_vars_dir": str(tmp_path / "host_vars"),
+                               "tune_confirm": False,
                                "tune_deploy_best": True, "sglang_gate_plan": plan}), timeout=900)
     assert p.returncode == 0, p.stdout[-4000:]
     data = json.loads((out / "tune.json").read_text())

@@ -382,6 +382,24 @@ def _ran(outcome):
     return outcome.get("started", True) and outcome.get("memory") != "over"
 
 
+def combined(outcomes):
+    """One setting's launches as one outcome: the last's fields, the objective's estimate their
+    mean, its interval from the lowest lower bound to the highest upper (a second launch widens
+    what one launch's request-to-request spread says by the launch-to-launch one), the accept
+    length their mean; ``launches`` how many."""
+    if len(outcomes) == 1:
+        return outcomes[0]
+    ivs = [interval(o) for o in outcomes]
+    out = dict(outcomes[-1], launches=len(outcomes))
+    if all(iv is not None for iv in ivs):
+        out["tok_s"] = {"estimate": sum(iv[0] for iv in ivs) / len(ivs), "lower": min(iv[1] for iv in ivs),
+                        "upper": max(iv[2] for iv in ivs)}
+    als = [o.get("accept_len") for o in outcomes if o.get("accept_len") is not None]
+    if als:
+        out["accept_len"] = sum(als) / len(als)
+    return out
+
+
 class Tuner(object):
     """The search over ``keys`` (candidates()) around the current setting ``current_key``.
 
@@ -411,8 +429,28 @@ class Tuner(object):
         return None
 
     def passed(self):
-        """{key: outcome} of the launches that passed with an objective figure."""
-        return {k: o for k, o in self.launches if interval(o) is not None and o.get("passed")}
+        """{key: outcome} of the settings that passed with an objective figure - every launch of
+        them (a finalist launched again must pass again; one cut by the budget does not count),
+        their figures combined (combined())."""
+        runs = {}
+        for k, o in self.launches:
+            if not o.get("cut"):
+                runs.setdefault(k, []).append(o)
+        return {k: combined(os) for k, os in runs.items()
+                if all(interval(o) is not None and o.get("passed") for o in os)}
+
+    def finalists(self):
+        """The settings launched again at the end, in this order: the winner, the runner-up,
+        then the current profile (its figure again, hours after its first); each once."""
+        answer = self.answer()
+        out = []
+        for k in (answer["winner"], answer["runner_up"], self.current):
+            if k is not None and k not in out and k not in self.refused:
+                out.append(k)
+        if self.current in out and out[-1] != self.current:
+            out.remove(self.current)
+            out.append(self.current)
+        return out if answer["winner"] is not None else []
 
     def leader(self):
         """The passing launch with the highest estimate, or None."""
