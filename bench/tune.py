@@ -393,6 +393,32 @@ def measure(host, args, url, name, cases, objective, bar, ends_at, report_only=F
     return out, results
 
 
+def run_identity(host, args, space, cases):
+    """What a run's launches are measurements of: the host, its profile, the release and engine
+    version its candidates run (the deploy plan's), the space, the plan's cases and the objective.
+    An interrupted run resumes only from launches of the same identity."""
+    planned = host.planned(host.current_key(), 30000) or {}
+    return json.loads(json.dumps({
+        "host": args.host or ",".join(args.vars or ()), "profile": host.current,
+        "engine": planned.get("engine"), "version": planned.get("version"), "release": planned.get("release"),
+        "space": space, "objective": args.objective, "objective_requests": args.objective_requests,
+        "cases": [{k: c[k] for k in ("case", "options", "thresholds")} for c in cases]}, default=str))
+
+
+def resumed(path, identity):
+    """The launches of an interrupted run at ``path`` (its tune.json, written after each launch
+    with ``complete: false``) of the same identity, less any the budget cut (they measured
+    nothing); [] for a complete run, another identity, or none."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return []
+    if not isinstance(data, dict) or data.get("complete") is not False or data.get("identity") != identity:
+        return []
+    return [dict(r, resumed=True) for r in data.get("launches") or []
+            if isinstance(r, dict) and isinstance(r.get("outcome"), dict) and not r["outcome"].get("cut")]
+
+
 def port_taken(url):
     """Why the URL's port is taken on the host the candidates run on (something accepts a
     connection there before the launch), else None."""
@@ -460,6 +486,10 @@ def add_parser(sub):
     p.add_argument("--drafter-root", metavar="DIR",
                    help="a copy of the host's drafters' config.json files under their host paths "
                         "(playbooks/tune.yml fetches them there)")
+    p.add_argument("--fresh", action="store_true",
+                   help="start over: by default an interrupted run in --out DIR (its tune.json says "
+                        "complete: false) of the same host, release, space and plan resumes without "
+                        "relaunching what it measured")
     p.add_argument("--no-confirm", dest="confirm", action="store_false",
                    help="no second launch of the finalists (by default the winner, the runner-up and the "
                         "current profile are launched again at the end, up to 3 launches beyond "
@@ -566,12 +596,20 @@ def _tune(args):
     # cuts is then stopped: the run ends within the budget plus one stop
     ends_at = started + args.budget_minutes * 60 if args.budget_minutes else None
     ready_timeout = args.ready_timeout or float(host.v.get("sglang_ready_timeout") or 900)
-    records, durations = [], []
+    identity = run_identity(host, args, space, cases)
+    records = [] if args.fresh else resumed(out_dir / "tune.json", identity)
+    durations = [r["seconds"] for r in records if r.get("seconds")]
+    for r in records:
+        tuner.record(tuple(r["key"]), r["outcome"])
+    done_final = [tuple(r["key"]) for r in records if r.get("phase") == "finalists"]
     say = (lambda text: None) if args.quiet else (lambda text: sys.stderr.write(text + "\n"))
-    say("tune %s: %d settings, %d refused by the preflight; budget %d launches%s"
+    say("tune %s: %d settings, %d refused by the preflight; budget %d launches%s%s"
         % (host.current, len(keys), len(refused), args.budget_launches,
-           ", %g min" % args.budget_minutes if args.budget_minutes else ""))
-    phase, finalists = "search", []
+           ", %g min" % args.budget_minutes if args.budget_minutes else "",
+           "; resumed with the %d launches of %s" % (len(records), out_dir / "tune.json") if records else ""))
+    phase, finalists = ("finalists" if done_final else "search"), []
+    if done_final:  # an interrupted run's finalists: those not launched yet
+        finalists = [k for k in (tuner.finalists() if args.confirm else []) if k not in done_final]
     while True:
         key = tuner.next() if phase == "search" else None
         if key is None and phase == "search":
@@ -598,6 +636,9 @@ def _tune(args):
         durations.append(time.monotonic() - t0)
         tuner.record(key, record["outcome"])
         records.append(record)
+        # what an interrupted run resumes from (the report rewrites it whole at the end)
+        (out_dir / "tune.json").write_text(json.dumps({"complete": False, "identity": identity,
+                                                       "launches": records}, indent=2, default=str) + "\n")
         lead = tuner.leader()
         say("[%s] %2d/%d %-44s %s | best %s | %d launch%s left"
             % (_bar(len(records), args.budget_launches), len(records), args.budget_launches,
@@ -612,7 +653,8 @@ def _tune(args):
             tuner.notes.append("stopped: launch %s was not stopped cleanly (%s)"
                                % (tune.key_name(key), record["stray"]))
             break
-    report = tune_report.write(out_dir, host, tuner, records, cases, args, time.time() - started)
+    report = tune_report.write(out_dir, host, tuner, records, cases, args, time.time() - started,
+                               identity=identity)
     print(report["headline"])
     say("bench tune: wrote %s" % out_dir)
     stray = [r for r in records if r.get("stray")]

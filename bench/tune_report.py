@@ -91,7 +91,7 @@ def tuned_vars(host, answer, records):
             "sglang_gate_host_thresholds": thresholds}, name
 
 
-def write(out_dir, host, tuner, records, cases, args, seconds):
+def write(out_dir, host, tuner, records, cases, args, seconds, identity=None):
     import yaml
     answer = tuner.answer()
     when = datetime.datetime.utcnow().replace(microsecond=0).isoformat() + "Z"
@@ -155,7 +155,8 @@ def write(out_dir, host, tuner, records, cases, args, seconds):
         when, headline.replace("\n", " ")[:300], who, who, who, out_dir / "tuned.yml")
     (out_dir / "tuned.yml").write_text(header + yaml.safe_dump(tuned, sort_keys=False,
                                                                default_flow_style=False))
-    data = {"host": host_name, "profile": host.current, "time": when, "seconds": round(seconds, 1),
+    data = {"complete": True, "identity": identity,
+            "host": host_name, "profile": host.current, "time": when, "seconds": round(seconds, 1),
             "objective": args.objective, "budget_launches": tuner.budget, "cases": [c["case"] for c in cases],
             "settings": len(tuner.keys), "refused": {tune.key_name(k): v for k, v in tuner.refused.items()},
             "launches": records, "notes": tuner.notes, "observations": tuner.observations,

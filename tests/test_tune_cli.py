@@ -259,3 +259,33 @@ def test_a_server_ready_on_the_port_that_is_not_the_candidate_is_not_measured(tm
     o = json.loads((out / "tune.json").read_text())["launches"][0]["outcome"]
     assert o["failure"] == "mismatch" and o["error"].startswith("ready, but not this setting: ")
     assert "speculative" in o["error"], o["error"]
+
+
+def test_an_interrupted_run_resumes_without_relaunching_what_it_measured(tmp_path):
+    """The tuner killed as its second launch starts: its tune.json (complete: false) holds the
+    first; the next run of the same host, release, space and plan resumes from it and launches
+    the current profile no more; --fresh, or another plan, starts over."""
+    space = tmp_path / "space.yml"
+    space.write_text("chain_steps: [2, 3]\nadaptive: [false]\nno_spec: false\nblocks: []\n"
+                     "mem_fractions: [0.88]\n")
+    host = _vars(tmp_path, drafter=False, max_tokens=64)
+    out, count = tmp_path / "out", tmp_path / "launched"
+    killer = "echo x >> %s; [ $(wc -l < %s) -ge 2 ] && { kill -9 $PPID; exit 1; }; %s" % (count, count, LAUNCH)
+    p = tune("--vars", host, "--launch", killer, "--space", space, "--no-confirm", "--out", out)
+    assert p.returncode == -9, p.stderr[-2000:]
+    partial = json.loads((out / "tune.json").read_text())
+    assert partial["complete"] is False and [x["name"] for x in partial["launches"]] == ["nextn_3step"]
+    count.unlink()
+    p = tune("--vars", host, "--launch", "echo x >> %s; %s" % (count, LAUNCH), "--space", space, "--no-confirm",
+             "--out", out)
+    assert p.returncode == 0, p.stderr[-2000:]
+    data = json.loads((out / "tune.json").read_text())
+    assert data["complete"] is True and [x["name"] for x in data["launches"]][0] == "nextn_3step"
+    assert data["launches"][0]["resumed"] is True and len(data["launches"]) == 2
+    assert count.read_text().count("x") == 1  # only the setting not measured yet was launched
+    # a complete run is not resumed: the next starts over
+    count.unlink()
+    p = tune("--vars", host, "--launch", "echo x >> %s; %s" % (count, LAUNCH), "--space", space, "--no-confirm",
+             "--out", out, "--budget-launches", 1)
+    assert p.returncode == 0 and count.read_text().count("x") == 1
+    assert not json.loads((out / "tune.json").read_text())["launches"][0].get("resumed")
