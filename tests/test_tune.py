@@ -404,3 +404,17 @@ def test_the_outage_filter_refuses_a_budget_that_is_not_minutes():
     for bad in (None, "soon", 0, -5):
         with pytest.raises(AnsibleFilterError):
             sglang_tune.sglang_tune_outage(bad)
+
+
+def test_adaptive_steps_are_kept_where_they_win():
+    """Adaptive steps follow each prompt's acceptance: where that beats every fixed depth (here
+    10% over the best of its candidates), the adaptive twin of the leading chain is launched and
+    wins; its ceiling (8) is no reason to refuse it."""
+    family = Family("adaptive pays", {"chain": [0.9, 0.92, 0.9, 0.85, 0.8, 0.7], "block": [0.5]},
+                    {"chain": (4, 2.5), "block": (30, 0.5)}, 37.5, adaptive_loss=1.10, spread=0.01)
+    tuner, answer = _check(family)
+    assert answer["winner"][1] == "chain" and answer["winner"][3] is True
+    p = {"speculative_algorithm": "NEXTN", "speculative_num_steps": answer["winner"][2],
+         "speculative_eagle_topk": 1, "speculative_num_draft_tokens": answer["winner"][2] + 1,
+         "speculative_adaptive": True}
+    assert profile.accept_ceiling(p, "sglang") == 8
