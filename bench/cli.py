@@ -224,7 +224,7 @@ def options_from(args):
         args.requests = DEFAULT_CASE["requests"]
         if args.max_requests is None:
             args.max_requests = DEFAULT_CASE["max_requests"]
-    opts = {k: getattr(args, k) for k in engine.DEFAULTS if k not in RUN_ONLY}
+    opts = {k: getattr(args, k) for k in engine.DEFAULTS if k not in RUN_ONLY and k not in engine.CALLER_ONLY}
     opts["validate_certs"] = not args.insecure
     if host:
         opts["model_size"], opts["hardware"] = host

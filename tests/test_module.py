@@ -194,7 +194,8 @@ def test_documentation_matches_the_argument_spec_and_engine_defaults():
         if name not in sglang_bench.PLAN_OPTIONS:
             assert plain_engine.DEFAULTS[name] == opt.get("default"), name
     # the engine options common to every case; the rest of the engine's are each case's
-    assert set(spec) - set(sglang_bench.PLAN_OPTIONS) == set(plain_engine.DEFAULTS) - set(plan.PER_CASE)
+    assert set(spec) - set(sglang_bench.PLAN_OPTIONS) == \
+        set(plain_engine.DEFAULTS) - set(plan.PER_CASE) - set(plain_engine.CALLER_ONLY)
 
 
 def test_a_hosts_answers_file_reaches_the_checks_and_a_bad_one_is_refused(emulator, tmp_path):

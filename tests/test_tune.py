@@ -400,7 +400,7 @@ def test_the_outage_filter_refuses_a_budget_that_is_not_minutes():
     from ansible.errors import AnsibleFilterError
 
     from plugins.filter import sglang_tune
-    assert sglang_tune.sglang_tune_outage_seconds(10, None, 60) == 600 + tune.STOP_SECONDS + 60
+    assert sglang_tune.sglang_tune_outage(10, None, 60) == tune.outage(10, [], 60)[1]
     for bad in (None, "soon", 0, -5):
         with pytest.raises(AnsibleFilterError):
             sglang_tune.sglang_tune_outage(bad)

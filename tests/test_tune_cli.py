@@ -270,14 +270,15 @@ def test_an_interrupted_run_resumes_without_relaunching_what_it_measured(tmp_pat
                      "mem_fractions: [0.88]\n")
     host = _vars(tmp_path, drafter=False, max_tokens=64)
     out, count = tmp_path / "out", tmp_path / "launched"
-    killer = "echo x >> %s; [ $(wc -l < %s) -ge 2 ] && { kill -9 $PPID; exit 1; }; %s" % (count, count, LAUNCH)
+    killer = "echo x >> %s; [ $(wc -l < %s) -ge 2 ] && { kill -9 $PPID; exit 1; }; %s" % (
+        count, count, LAUNCH)
     p = tune("--vars", host, "--launch", killer, "--space", space, "--no-confirm", "--out", out)
     assert p.returncode == -9, p.stderr[-2000:]
     partial = json.loads((out / "tune.json").read_text())
     assert partial["complete"] is False and [x["name"] for x in partial["launches"]] == ["nextn_3step"]
     count.unlink()
-    p = tune("--vars", host, "--launch", "echo x >> %s; %s" % (count, LAUNCH), "--space", space, "--no-confirm",
-             "--out", out)
+    again = "echo x >> %s; %s" % (count, LAUNCH)
+    p = tune("--vars", host, "--launch", again, "--space", space, "--no-confirm", "--out", out)
     assert p.returncode == 0, p.stderr[-2000:]
     data = json.loads((out / "tune.json").read_text())
     assert data["complete"] is True and [x["name"] for x in data["launches"]][0] == "nextn_3step"
@@ -285,7 +286,7 @@ def test_an_interrupted_run_resumes_without_relaunching_what_it_measured(tmp_pat
     assert count.read_text().count("x") == 1  # only the setting not measured yet was launched
     # a complete run is not resumed: the next starts over
     count.unlink()
-    p = tune("--vars", host, "--launch", "echo x >> %s; %s" % (count, LAUNCH), "--space", space, "--no-confirm",
-             "--out", out, "--budget-launches", 1)
+    p = tune("--vars", host, "--launch", again, "--space", space, "--no-confirm", "--out", out,
+             "--budget-launches", 1)
     assert p.returncode == 0 and count.read_text().count("x") == 1
     assert not json.loads((out / "tune.json").read_text())["launches"][0].get("resumed")

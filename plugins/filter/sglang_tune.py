@@ -9,7 +9,7 @@ description:
   - C(sglang_tune_outage) is the sentence playbooks/tune.yml says before it stops the service
     (tune.outage) - the budget, one candidate's stop and the server's own start again, from the
     starts this host recorded in its last tuning (its tune.json's launches), else its ready
-    timeout - and C(sglang_tune_outage_seconds) the seconds at most.
+    timeout.
 """
 
 from sglang_perf import tune
@@ -17,7 +17,7 @@ from sglang_perf import tune
 from ansible.errors import AnsibleFilterError
 
 
-def _outage(budget_minutes, launches, ready_timeout):
+def sglang_tune_outage(budget_minutes, launches=None, ready_timeout=None):
     try:
         budget = float(budget_minutes)
     except (TypeError, ValueError):
@@ -25,18 +25,9 @@ def _outage(budget_minutes, launches, ready_timeout):
     if budget <= 0:
         raise AnsibleFilterError("sglang_tune_outage: the budget must be above 0 minutes, got %r"
                                  % (budget_minutes,))
-    return tune.outage(budget, launches if isinstance(launches, list) else [], ready_timeout)
-
-
-def sglang_tune_outage(budget_minutes, launches=None, ready_timeout=None):
-    return _outage(budget_minutes, launches, ready_timeout)[1]
-
-
-def sglang_tune_outage_seconds(budget_minutes, launches=None, ready_timeout=None):
-    return int(round(_outage(budget_minutes, launches, ready_timeout)[0]))
+    return tune.outage(budget, launches if isinstance(launches, list) else [], ready_timeout)[1]
 
 
 class FilterModule(object):
     def filters(self):
-        return {"sglang_tune_outage": sglang_tune_outage,
-                "sglang_tune_outage_seconds": sglang_tune_outage_seconds}
+        return {"sglang_tune_outage": sglang_tune_outage}

@@ -52,6 +52,8 @@ PROMPT_TOKENS_TOLERANCE = 0.9
 
 # What a request cut by the options' ends_at says (a tuner's budget ran out under it).
 BUDGET_END = "the budget ended (ends_at)"
+# Options only a caller on the controller sets (bench tune's budget): not the module's or the CLI's.
+CALLER_ONLY = ("ends_at",)
 
 
 DEFAULTS = {
