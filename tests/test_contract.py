@@ -304,6 +304,38 @@ def test_sglangs_start_up_checks_and_the_emulator_agree(contract):
         "--speculative-algorithm", "NEXTN"]
 
 
+def test_the_emulator_resolves_adaptive_steps_as_sglang_does(contract, tmp_path):
+    """speculative_hook.py _init_adaptive_speculative_params through both resolutions: the steps
+    held to the config's candidates (refused in SGLang's words), the middle candidate when unset,
+    draft tokens steps + 1 whatever was given; a config file's own candidates."""
+    from bench.emulator.args import resolve as emulator_resolve
+    conf = tmp_path / "adaptive.json"
+    conf.write_text(json.dumps({"1": {"candidate_steps": [2, 4]}}))
+    nextn = MODEL_ARGS + ["--speculative-algorithm", "NEXTN", "--speculative-adaptive"]
+    own = ["--speculative-adaptive-config", str(conf)]
+
+    def steps(n):
+        return ["--speculative-num-steps", str(n)]
+
+    cases = [nextn, nextn + steps(2), nextn + steps(3), nextn + steps(0), nextn + steps(7),
+             nextn + steps(3) + ["--speculative-num-draft-tokens", "6"],
+             nextn + ["--speculative-num-draft-tokens", "4"], nextn + own, nextn + own + steps(2),
+             nextn + own + steps(3),
+             MODEL_ARGS + ["--speculative-algorithm", "EAGLE3", "--speculative-adaptive"] + steps(2)]
+    keys = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
+            "speculative_adaptive")
+    for argv, s in zip(cases, sglang_resolve(contract, cases)):
+        try:
+            cfg = emulator_resolve(build_parser().parse_args(argv), "Qwen3_5ForConditionalGeneration")
+            e = {"ok": True, "fields": {k: cfg[k] for k in keys}}
+        except ValueError as exc:
+            e = {"ok": False, "error": "ValueError: %s" % exc}
+        if s["ok"]:
+            assert e == {"ok": True, "fields": {k: s["fields"][k] for k in keys}}, (argv, s)
+        else:
+            assert e == {"ok": False, "error": s["error"]}, (argv, s)
+
+
 def test_every_builtin_algorithm_the_filter_accepts_is_one_sglang_accepts(contract):
     argvs = [MODEL_ARGS + ["--speculative-algorithm", a.lower()] + SPEC3 for a in SGLANG.SPEC_ALGORITHMS]
     results = sglang_parse(contract, argvs, startup=True)

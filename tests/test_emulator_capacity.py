@@ -165,14 +165,25 @@ def test_over_long_input_is_refused_like_sglang(emulator):
 
 
 def test_context_length_error_in_a_streamed_generate_is_an_sse_event(emulator):
+    """The input counts the 4 output slots NEXTN 3 steps reserves for its drafts
+    (managers/utils.py compute_num_reserved_tokens: max(topk x steps, draft tokens))."""
     emu = emulator("nextn_3step", env=FAST)
-    events, err = stream(emu.url + "/generate", gen_ids(131072))
+    events, err = stream(emu.url + "/generate", gen_ids(131068))
     chunks = [e for _, e in events]
     assert err is None and chunks[-1] == "[DONE]"
     assert chunks[0]["error"] == {
         "message": "The input (131072 tokens) is longer than the model's context length "
                    "(131072 tokens).", "type": "invalid_request_error", "code": 400,
         "retryable": False}
+    # one token less passes the tokenizer's check and meets the scheduler's (max_req_input_len)
+    status, body = http_status(emu.url + "/generate", method="POST", body={"input_ids": [7] * 131067})
+    assert status == 400 and json.loads(body)["error"]["message"].startswith(
+        "Input length (131067 tokens) exceeds the maximum allowed length (131066 tokens).")
+    # without max_new_tokens only the input is checked; with it, the total counts the slots too
+    status, body = http_status(emu.url + "/generate", method="POST",
+                               body={"input_ids": [7] * 131000, "sampling_params": {"max_new_tokens": 69}})
+    assert status == 400 and "You requested a total of 131073 tokens: 131004 tokens from the input " \
+        "messages and 69 tokens for the completion." in json.loads(body)["error"]["message"]
 
 
 def test_max_new_tokens_capped_by_the_kv_pool(emulator):

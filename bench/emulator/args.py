@@ -15,7 +15,7 @@ import re
 from decimal import Decimal
 from typing import Any, Dict, List
 
-from . import memory
+from . import adaptive, memory
 
 logger = logging.getLogger("sglang.srt.server_args")
 
@@ -265,6 +265,23 @@ def _handle_eagle_family(args: Dict[str, Any], arch: str) -> None:
         args["speculative_num_draft_tokens"] = args["speculative_num_steps"] + 1
 
 
+def _init_adaptive_speculative_params(args: Dict[str, Any]) -> None:
+    """speculative_hook.py _init_adaptive_speculative_params: runs when adaptive speculation
+    survived _maybe_disable_adaptive, before the algorithm's own handler (so that handler finds
+    the steps set and its auto-choice and draft-token warning have nothing to do). The steps
+    must be one of the candidates of the config's slots (their union: [0, 1, 3, 5, 7] by
+    default), None takes the middle one; draft tokens are steps + 1, whatever was given."""
+    candidates = adaptive.candidate_steps(args["speculative_adaptive_config"])
+    if args["speculative_eagle_topk"] is None:
+        args["speculative_eagle_topk"] = 1
+    if args["speculative_num_steps"] is None:
+        args["speculative_num_steps"] = candidates[len(candidates) // 2]
+    if args["speculative_num_steps"] not in candidates:
+        raise ValueError(f"--speculative-num-steps={args['speculative_num_steps']} is not in the "
+                         f"adaptive config candidate_steps {candidates}. Pass one of those values.")
+    args["speculative_num_draft_tokens"] = args["speculative_num_steps"] + 1
+
+
 def resolve(ns: argparse.Namespace, architecture_fallback: str,
             gpu_memory_mib: float = memory.A6000_MEMORY_MIB) -> Dict[str, Any]:
     """SGLang's resolve_once(), for the emulated fields. Raises what SGLang raises."""
@@ -301,8 +318,8 @@ def resolve(ns: argparse.Namespace, architecture_fallback: str,
         if algo not in KNOWN_SPEC_ALGORITHMS:
             # SpeculativeAlgorithm.from_string
             raise ValueError(f"Unknown speculative algorithm name: {algo}")
-    # ---- _maybe_disable_adaptive (adaptive_spec_params.py adaptive_unsupported_reason), after
-    # the alias above and before the algorithm's own handler
+    # ---- _maybe_disable_adaptive (adaptive_spec_params.py adaptive_unsupported_reason), then
+    # _init_adaptive_speculative_params: after the alias above, before the algorithm's handler
     if args["speculative_adaptive"]:
         reason = None
         if algo not in ("EAGLE", "EAGLE3"):
@@ -313,6 +330,8 @@ def resolve(ns: argparse.Namespace, architecture_fallback: str,
             logger.warning(f"speculative_adaptive disabled: {reason}. "
                            "Falling back to static speculative params.")
             args["speculative_adaptive"] = False
+    if args["speculative_adaptive"]:
+        _init_adaptive_speculative_params(args)
     if algo is not None:
         if algo not in EMULATED_SPEC_ALGORITHMS:
             raise NotImplementedError(

@@ -22,6 +22,25 @@ PREFIX = "SGLEMU_"
 # falls to ~0.66 conditional from position 2 on).
 DEFAULT_ACCEPT_PROBS = "0.75,0.96,0.96,0.40,0.35,0.3,0.25,0.2"
 
+# DFLASH per block size: block -> p_i of its draft positions 1..B-1 (conditional, as above; a
+# shorter list's last value stands for the positions past it). Block 16, the block
+# z-lab/Qwen3.6-27B-DFlash was trained for (its config.json dflash_config.block_size): 0.83 at
+# every position, 1 + sum(0.83^i, i=1..15) = 5.58 tokens per verify at an empty prompt (5.40 at a
+# coding prompt's ~128 tokens, after the decline with context), z-lab/dflash#170's "~5.5" for
+# z-lab/Qwen3.6-27B-DFlash on vLLM (the team's own target was 5-6); flat, as one figure pins no
+# shape. Smaller blocks: chosen, not measured (no public per-position figure for this drafter at
+# another block), a model assumption: its draft layers are non-causal (srt/models/dflash.py
+# ENCODER_ONLY attention over the block: the anchor and B - 1 mask tokens), so a block of 8 is
+# not the first 8 positions of a block of 16 but a block the drafter never saw in training, in
+# which position i lacks the 16 - B masked positions that followed it there. Assumed less
+# accurate, the more so the larger the share of its trained followers it lacks:
+# p_B(i) = 0.83 x (1 - 0.06 x (16 - B) / (15 - i)), 1.6-6 % below block 16's (block 8: 0.802 at
+# position 1 to 0.780 at 7). A block between two listed ones: linear in the block size, position
+# by position; below the smallest: its first positions; above the largest: its positions, the
+# last repeating (README "Drafters").
+DEFAULT_DFLASH_ACCEPT_BY_BLOCK = ("2:0.78; 4:0.787,0.784,0.78; "
+                                  "8:0.802,0.799,0.797,0.794,0.79,0.786,0.78; 16:0.83")
+
 # Fault switches: name (lowercase, no prefix) -> type. 0 / unset disables a switch.
 FAULT_NAMES = {
     "http500_every": int,
@@ -60,6 +79,52 @@ def parse_probs(text: str) -> List[float]:
     if not probs or any(not 0.0 <= p <= 1.0 for p in probs):
         raise ValueError("need a comma-separated list of probabilities in [0, 1]")
     return probs
+
+
+def parse_block_table(text: str) -> Dict[int, List[float]]:
+    """``B:p1,p2,...; B:...`` -> {B: [p1, p2, ...]} (SGLEMU_DFLASH_ACCEPT_BY_BLOCK)."""
+    table: Dict[int, List[float]] = {}
+    for part in text.split(";"):
+        if not part.strip():
+            continue
+        block, sep, probs = part.partition(":")
+        if not sep or not block.strip().isdigit() or int(block) < 2:
+            raise ValueError("need 'B:p1,p2,...' entries separated by ';', B a block size >= 2, "
+                             "got %r" % part.strip())
+        b = int(block)
+        if b in table:
+            raise ValueError("block %d is given twice" % b)
+        table[b] = parse_probs(probs)
+        if len(table[b]) > b - 1:
+            raise ValueError("block %d has %d draft positions, got %d values"
+                             % (b, b - 1, len(table[b])))
+    if not table:
+        raise ValueError("need at least one 'B:p1,p2,...' entry")
+    return table
+
+
+def dflash_block_probs(table: Dict[int, List[float]], block: int) -> List[float]:
+    """p_i of the B - 1 draft positions of a DFLASH block of ``block`` tokens from the table
+    (DEFAULT_DFLASH_ACCEPT_BY_BLOCK's rules: a listed block as listed, its last value standing
+    for the positions past its list; between two listed blocks linear in the block size,
+    position by position; below the smallest its first positions; above the largest its
+    positions, the last repeating)."""
+    def at(b: int, i: int) -> float:
+        values = table[b]
+        return values[min(i, len(values) - 1)]
+
+    n = max(1, block - 1)
+    sizes = sorted(table)
+    below = [b for b in sizes if b <= block]
+    above = [b for b in sizes if b >= block]
+    if not below or not above:
+        nearest = sizes[0] if not below else sizes[-1]
+        return [at(nearest, i) for i in range(n)]
+    lo, hi = below[-1], above[0]
+    if lo == hi:
+        return [at(lo, i) for i in range(n)]
+    w = (block - lo) / float(hi - lo)
+    return [at(lo, i) * (1 - w) + at(hi, i) * w for i in range(n)]
 
 
 @dataclass
@@ -162,11 +227,10 @@ class Knobs:
     thinking_accept_factor: float = 0.80
     # --- drafters (README "Drafters"): calibrations to published figures, not to a winner -----
     # DFLASH: one drafter forward proposes the whole block (draft tokens - 1 positions); position
-    # i is accepted with this probability if every one before it was. 0.83: a block of 16 accepts
-    # 1 + sum(0.83^i, i=1..15) = 5.58 tokens per verify at an empty prompt (5.37 at a coding
-    # prompt's ~128 tokens, after the decline with context), z-lab/dflash#170's "~5.5" for
-    # z-lab/Qwen3.6-27B-DFlash on vLLM (the team's own target was 5-6).
-    dflash_accept_prob: float = 0.83
+    # i is accepted with the block size's own p_i if every one before it was
+    # (DEFAULT_DFLASH_ACCEPT_BY_BLOCK: its figures and the rule for a block not listed).
+    dflash_accept_by_block: Dict[int, List[float]] = field(
+        default_factory=lambda: parse_block_table(DEFAULT_DFLASH_ACCEPT_BY_BLOCK))
     # The drafter's work per block. Its weights alone read in 2.26 ms (1.73 B params: the F16
     # GGUF of z-lab/Qwen3.6-27B-DFlash is 3,310.7 MiB; x 2 bytes / (2 GPUs x 768 GB/s)), which
     # would put a block of 4 ahead of NEXTN 3 steps at 32K. 12.2: fitted to vllm-project/recipes
@@ -176,11 +240,12 @@ class Knobs:
     # Each verified token beyond MTP's 4 (the hybrid model's 48 GDN layers update and keep one
     # state per token in verify). 0.5: chosen, not measured: a block of 16 costs 6 ms more.
     dflash_verify_token_ms: float = 0.5
-    # DFLASH's decline with context (the same log shape as LONGCTX_FACTOR_32K, steeper): 0.71
-    # makes a block of 4 at 32K accept 0.90 x what NEXTN 3 steps accepts there, as
-    # vllm-project/recipes PR #839 (a 27B at long context: DFlash 2.5-2.7 against MTP's 2.8-3.0
-    # with 3 tokens).
-    dflash_longctx_factor_32k: float = 0.71
+    # DFLASH's decline with context (the same log shape as LONGCTX_FACTOR_32K): 0.75 makes a
+    # block of 4 at 32K accept 0.89 x what NEXTN 3 steps accepts there, as vllm-project/recipes
+    # PR #839 (a 27B at long context: DFlash 2.5-2.7 against MTP's 2.8-3.0 with 3 tokens). The
+    # block of 4's own shortfall (DFLASH_ACCEPT_BY_BLOCK) takes part of that gap, so the decline
+    # is MTP's (0.71 while every block drafted at block 16's 0.83).
+    dflash_longctx_factor_32k: float = 0.75
     # DFLASH inside thinking: every p_i x this. 0.79: the drafts accepted per verify of a block of
     # 16 fall to 25/60 of thinking off, z-lab/dflash#133 (acceptance 60% off, 25% on).
     dflash_thinking_factor: float = 0.79
@@ -246,7 +311,12 @@ class Knobs:
         k.prose_accept_factor = _get(env, "PROSE_ACCEPT_FACTOR", float, k.prose_accept_factor)
         k.longctx_knee_tokens = _get(env, "LONGCTX_KNEE_TOKENS", int, k.longctx_knee_tokens)
         k.thinking_accept_factor = _get(env, "THINKING_ACCEPT_FACTOR", float, k.thinking_accept_factor)
-        k.dflash_accept_prob = _get(env, "DFLASH_ACCEPT_PROB", float, k.dflash_accept_prob)
+        if env.get(PREFIX + "DFLASH_ACCEPT_PROB", "").strip():
+            raise KnobError("%sDFLASH_ACCEPT_PROB is replaced by %sDFLASH_ACCEPT_BY_BLOCK "
+                            "(per block size, e.g. '16:0.83'; README \"Environment knobs\")"
+                            % (PREFIX, PREFIX))
+        k.dflash_accept_by_block = _get(env, "DFLASH_ACCEPT_BY_BLOCK", parse_block_table,
+                                        k.dflash_accept_by_block)
         k.dflash_draft_ms = _get(env, "DFLASH_DRAFT_MS", float, k.dflash_draft_ms)
         k.dflash_verify_token_ms = _get(env, "DFLASH_VERIFY_TOKEN_MS", float, k.dflash_verify_token_ms)
         k.dflash_longctx_factor_32k = _get(env, "DFLASH_LONGCTX_FACTOR_32K", float,
@@ -305,7 +375,7 @@ class Knobs:
                             % PREFIX)
         for name in ("accept_p1_context", "longctx_factor_32k", "longctx_collapse_prob",
                      "extra_buffer_corrupt_kv",
-                     "prose_accept_factor", "thinking_accept_factor", "dflash_accept_prob",
+                     "prose_accept_factor", "thinking_accept_factor",
                      "dflash_longctx_factor_32k", "dflash_thinking_factor"):
             if not 0.0 <= getattr(k, name) <= 1.0:
                 raise KnobError("%s%s must be in [0, 1]" % (PREFIX, name.upper()))

@@ -11,7 +11,8 @@ Each step names the SGLang function it mirrors (paths under ``sglang/srt/``):
    memory after the target and draft weights minus ``pre_model_load_memory * (1 -
    mem_fraction_static)`` minus the multimodal reservation (``mm_runtime_reservation_gb``), then
    ``_handle_max_mamba_cache`` takes the mamba state pool (and, with speculation, the
-   intermediate verify state) out of it.
+   intermediate verify state for the resolved draft tokens) out of it; the verify state is
+   allocated for the largest width (adaptive: max candidate + 1), the rest from free memory.
 3. ``model_executor/pool_configurator.py DefaultPoolConfigurator``: what is left divided by the
    per-token KV bytes of the full-attention layers (the EAGLE/MTP draft layer's share added,
    ``eagle_draft_num_layers / num_layers``) gives ``max_total_num_tokens``.
@@ -33,6 +34,8 @@ import math
 import os
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List
+
+from . import adaptive
 
 logger = logging.getLogger("sglang.srt.model_executor.model_runner")
 
@@ -326,7 +329,7 @@ def compute(args: Dict[str, Any], gpu_memory_mib: float = A6000_MEMORY_MIB,
     per_req = ms["per_req"]
     ratio = mamba_ratio(args)
     size: int | None = None
-    intermediate_ssm = intermediate_conv = 0.0
+    intermediate_ssm = intermediate_conv = beyond_plan = 0.0
     capped_reqs = 0
     if hybrid:
         if args.get("max_mamba_cache_size") is not None:
@@ -354,11 +357,13 @@ def compute(args: Dict[str, Any], gpu_memory_mib: float = A6000_MEMORY_MIB,
                 "or (4) use GPUs with more memory." % (size, rest, per_req / (1 << 20)))
         rest -= (size + 1) * per_req / GIB
         if spec:
-            intermediate_ssm = ms["ssm_per_req"] * (capped_reqs + 1) * draft_tokens / GIB
-            # memory_pool.py: deduplicated conv window, (D + K - 2) columns per slot and layer
-            cols = draft_tokens + int(mc["linear_conv_kernel_dim"]) - 2
-            intermediate_conv = (ms["layers"] * (capped_reqs + 1) * ms["conv_dim_per_gpu"] * cols
-                                 * CONV_DTYPE_BYTES / GIB)
+            # the pool (kv_cache_configurator.py _build_hybrid_req_pool) is allocated for the
+            # largest draft-token width (adaptive: max candidate + 1), the budget above took D
+            width = adaptive.max_draft_tokens(args) or draft_tokens
+            intermediate_ssm, intermediate_conv = intermediate_state_gib(
+                ms, mc, capped_reqs, width)
+            planned_ssm, planned_conv = intermediate_state_gib(ms, mc, capped_reqs, draft_tokens)
+            beyond_plan = intermediate_ssm + intermediate_conv - planned_ssm - planned_conv
     if rest <= 0:
         minimum = 1 - available / pre
         raise ValueError(
@@ -427,7 +432,8 @@ def compute(args: Dict[str, Any], gpu_memory_mib: float = A6000_MEMORY_MIB,
               "decode": 0.0 if spec else decode_bs * 2 / 1024.0,
               "target_verify": decode_bs * 2 / 1024.0 if spec else 0.0,
               "draft_prefill": 0.0, "draft_decode": 0.0, "draft_extend": 0.0}
-    free_after = slack + mm - sum(graphs.values())
+    # the verify state allocated beyond the width the budget planned comes out of what is free
+    free_after = slack + mm - sum(graphs.values()) - beyond_plan
     ssm_gib = (size + 1) * ms["ssm_per_req"] / GIB if size is not None else 0.0
     conv_gib = (size + 1) * (per_req - ms["ssm_per_req"]) / GIB if size is not None else 0.0
     return Capacity(
@@ -447,9 +453,21 @@ def compute(args: Dict[str, Any], gpu_memory_mib: float = A6000_MEMORY_MIB,
         available_gpu_mem_gib=free_after, warnings=warnings)
 
 
-def attention_bytes_per_context_token(args: Dict[str, Any]) -> int:
+def intermediate_state_gib(ms: Dict[str, Any], mc: Dict[str, Any], capped_reqs: int,
+                           width: int) -> tuple:
+    """memory_pool.py MambaPool's verify state for ``width`` draft tokens (GiB per GPU): the SSM
+    state per draft token, and the deduplicated conv window of (width + kernel - 2) columns, for
+    each of capped_reqs + 1 slots."""
+    ssm = ms["ssm_per_req"] * (capped_reqs + 1) * width / GIB
+    cols = width + int(mc["linear_conv_kernel_dim"]) - 2
+    conv = ms["layers"] * (capped_reqs + 1) * ms["conv_dim_per_gpu"] * cols * CONV_DTYPE_BYTES / GIB
+    return ssm, conv
+
+
+def attention_bytes_per_context_token(args: Dict[str, Any], steps: int | None = None) -> int:
     """Bytes of KV one forward reads per context token, per GPU: the target's full-attention
-    layers, plus the MTP layer once per draft step and once for the draft extend after verify."""
+    layers, plus the MTP layer once per draft step and once for the draft extend after verify;
+    ``steps``: an adaptive server's current steps (else the resolved ones)."""
     tp = max(1, int(args["tp_size"]))
     hybrid = bool(args.get("uses_mamba_radix_cache"))
     mc = read_model_config(args["model_path"])
@@ -457,5 +475,6 @@ def attention_bytes_per_context_token(args: Dict[str, Any]) -> int:
     if args.get("speculative_algorithm") is None:
         return target
     per_layer = target // max(1, full_attention_layers(mc, hybrid))
-    steps = int(args.get("speculative_num_steps") or 0)
+    if steps is None:
+        steps = int(args.get("speculative_num_steps") or 0)
     return target + per_layer * int(mc["mtp_num_hidden_layers"]) * (steps + 1)

@@ -79,6 +79,10 @@ class Metrics:
         self.gen_throughput = 0.0
         self.spec_accept_length = 0.0
         self.spec_accept_rate = 0.0
+        # the draft worker's active steps and draft tokens (an adaptive server's move), set with
+        # each decode log line of a speculative server (metrics_reporter.py report_decode_stats)
+        self.spec_num_steps = 0
+        self.spec_num_draft_tokens = 0
         self.spec = False
 
     # -- observations (called by the scheduler) ----------------------------------------------
@@ -145,6 +149,8 @@ class Metrics:
         gauge("sglang:mamba_usage", self.mamba_usage)
         gauge("sglang:spec_accept_length", self.spec_accept_length)
         gauge("sglang:spec_accept_rate", self.spec_accept_rate)
+        gauge("sglang:spec_num_steps", self.spec_num_steps)
+        gauge("sglang:spec_num_draft_tokens", self.spec_num_draft_tokens)
         for name, values in (("sglang:prompt_tokens_total", self.prompt_tokens),
                              ("sglang:generation_tokens_total", self.generation_tokens),
                              ("sglang:num_requests_total", self.num_requests)):

@@ -21,7 +21,6 @@ handler coroutine so it can never stall the batch.
 from __future__ import annotations
 
 import asyncio
-import bisect
 import hashlib
 import json
 import logging
@@ -35,7 +34,8 @@ from collections import deque
 from typing import Any, Callable, Deque, Dict, List
 
 from . import memory
-from .knobs import Knobs
+from .adaptive import AdaptiveSteps
+from .knobs import Knobs, dflash_block_probs
 
 logger = logging.getLogger("sglang.srt.managers.scheduler")
 
@@ -360,96 +360,6 @@ class ClockJitter:
         return math.exp(self.x)
 
 
-# SGLang 0.5.23's adaptive speculation (srt/speculative/adaptive_spec_params.py): a slot per
-# batch size with its candidate steps; each slot keeps an EMA of the drafts accepted per request
-# and moves its steps after a warmup, every few batches: down while the EMA is at or below the
-# next lower candidate - 0.5 (+ down hysteresis; 0.5 to reach 0), else up while it is above the
-# current one - 0.5 (+ up hysteresis); ceiling_coeff > 0 caps a target no higher than the current
-# steps at ceil(EMA x it). A batch routes to the largest slot key <= its size.
-ADAPTIVE_DEFAULT = {
-    "1": {"candidate_steps": [1, 3, 5, 7], "up_hysteresis": 0.0, "down_hysteresis": -0.25},
-    "8": {"candidate_steps": [0, 1, 3], "up_hysteresis": 0.0, "down_hysteresis": 0.0},
-    "32": {"candidate_steps": [0, 1], "up_hysteresis": 0.0, "down_hysteresis": 0.0},
-    "64": {"candidate_steps": [0], "up_hysteresis": 0.0, "down_hysteresis": 0.0},
-}
-
-
-class AdaptiveSlot:
-    def __init__(self, initial: int, cfg: Dict[str, Any]):
-        self.candidates = sorted(set(int(x) for x in cfg["candidate_steps"]))
-        self.alpha = float(cfg.get("ema_alpha", 0.2))
-        self.interval = int(cfg.get("update_interval", 5))
-        self.warmup = int(cfg.get("warmup_batches", 10))
-        self.down = float(cfg.get("down_hysteresis", -0.25))
-        self.up = float(cfg.get("up_hysteresis", 0.0))
-        self.ceiling_coeff = float(cfg.get("ceiling_coeff", 0))
-        self.steps = initial if initial in self.candidates else self.candidates[len(self.candidates) // 2]
-        self.ema = float(self.steps - 1)
-        self.batches = 0
-
-    def update(self, accepted_per_request: List[int]) -> None:
-        if self.steps > 0:
-            avg = sum(accepted_per_request) / float(len(accepted_per_request))
-            self.ema = (1 - self.alpha) * self.ema + self.alpha * avg
-        self.batches += 1
-        if self.batches <= self.warmup or (self.batches - self.warmup) % self.interval:
-            return
-        idx = self.candidates.index(self.steps)
-        if self.steps == 0:
-            idx = min(idx + 1, len(self.candidates) - 1)
-            if self.candidates[idx] > 0 and self.ema < 0:
-                self.ema = float(self.candidates[idx] - 1)
-            self.steps = self.candidates[idx]
-            return
-        start = idx
-        while idx > 0:
-            lower = self.candidates[idx - 1]
-            if self.ema <= (0.5 if lower == 0 else lower - 0.5) + self.down:
-                idx -= 1
-            else:
-                break
-        if idx == start:
-            while idx < len(self.candidates) - 1 and self.ema > self.candidates[idx] - 0.5 + self.up:
-                idx += 1
-        # the EMA ceiling caps a target at or below the current steps, never a step up
-        if self.ceiling_coeff > 0 and self.candidates[idx] <= self.steps:
-            ceiling = max(1, math.ceil(self.ema * self.ceiling_coeff))
-            while idx > 0 and self.candidates[idx] > ceiling:
-                idx -= 1
-        self.steps = self.candidates[idx]
-
-
-class AdaptiveSteps:
-    """The slots of an adaptive server; ``config``: SGLang's JSON file (None: its defaults)."""
-
-    def __init__(self, initial: int, config: str | None = None):
-        cfg = ADAPTIVE_DEFAULT
-        if config:
-            with open(config, encoding="utf-8") as fh:
-                cfg = json.load(fh)
-        entries = {int(key): entry for key, entry in cfg.items() if str(key).isdigit()}
-        if not entries:
-            raise ValueError("speculative_adaptive_config must contain at least one integer-string "
-                             "BS key, e.g. {\"1\": {\"candidate_steps\": [1,3,7]}}.")
-        common = {key: value for key, value in cfg.items() if not str(key).isdigit()}
-        self.keys = sorted(entries)
-        self.slots = {bs: AdaptiveSlot(initial, dict(common, **entries[bs])) for bs in self.keys}
-        self.max_steps = max(max(s.candidates) for s in self.slots.values())
-
-    def candidates(self) -> Dict[int, List[int]]:
-        return {bs: list(s.candidates) for bs, s in self.slots.items()}
-
-    def _slot(self, batch: int) -> AdaptiveSlot:
-        idx = bisect.bisect_right(self.keys, batch) - 1
-        return self.slots[self.keys[max(0, idx)]]
-
-    def steps_for(self, batch: int) -> int:
-        return self._slot(batch).steps
-
-    def on_verify(self, accepted_per_request: List[int], batch: int) -> None:
-        self._slot(batch).update(accepted_per_request)
-
-
 def _build_seq(seed: int) -> List[int]:
     rng = random.Random(seed * 7919 + 17)
     return [rng.randrange(_N_CODE) for _ in range(SEQ_LEN)]
@@ -495,7 +405,8 @@ class Scheduler:
             if self.spec and cfg.get("speculative_adaptive") else None
         if self.algorithm == "DFLASH":
             self.steps = max(1, self.draft_tokens - 1)  # the block's draft positions
-            probs = [k.dflash_accept_prob]
+            # the block size's own p_i (non-causal drafting: not a prefix of a larger block's)
+            probs = dflash_block_probs(k.dflash_accept_by_block, self.draft_tokens)
         elif self.algorithm == "EAGLE3":
             probs = list(k.eagle3_accept_probs)
         else:
@@ -514,6 +425,10 @@ class Scheduler:
         # seconds per context token per forward: the KV bytes of the attention layers (target,
         # plus the MTP layer per draft step and draft extend) read at the GPU's bandwidth
         self.attn_s_per_token = memory.attention_bytes_per_context_token(cfg) / GPU_BANDWIDTH_BYTES_S
+        # an adaptive server's: the MTP layer's reads follow the steps its slot runs
+        run = {n for c in self.adaptive.candidates().values() for n in c} if self.adaptive else ()
+        self.attn_s_per_token_at = {
+            n: memory.attention_bytes_per_context_token(cfg, n) / GPU_BANDWIDTH_BYTES_S for n in run}
         self.waiting: Deque[Req] = deque()
         self.running: List[Req] = []
         self.wake = asyncio.Event()
@@ -683,6 +598,16 @@ class Scheduler:
         for key in self.totals:
             self.totals[key] = 0
 
+    def active_spec_config(self) -> tuple:
+        """(steps, draft tokens) the draft worker runs now (metrics_reporter.py
+        _active_spec_config_snapshot; (0, 0) without speculation): the resolved ones (DFLASH:
+        steps 1, the block), an adaptive server's active steps and steps + 1."""
+        if not self.spec:
+            return 0, 0
+        if self.adaptive is not None:
+            return self.adaptive.active, self.adaptive.active + 1
+        return int(self.cfg["speculative_num_steps"] or 0), self.draft_tokens
+
     def steps_now(self, batch: int) -> int:
         """The draft steps of a verify of ``batch`` requests (adaptive: its batch size's slot)."""
         return self.adaptive.steps_for(batch) if self.adaptive else self.steps
@@ -698,7 +623,8 @@ class Scheduler:
             tokens = batch * (self.tokens_per_forward if steps is None else steps + 1)
             if tokens > k.compute_bound_tokens:
                 cycle *= tokens / float(k.compute_bound_tokens)
-        dt = (cycle + context_tokens * self.attn_s_per_token) / k.speed_scale
+        attn = self.attn_s_per_token if steps is None else self.attn_s_per_token_at[steps]
+        dt = (cycle + context_tokens * attn) / k.speed_scale
         return dt * self.clock.factor(dt)
 
     def simulate_decode(self, prompt_tokens: int, max_tokens: int) -> Dict[str, float]:
@@ -785,7 +711,7 @@ class Scheduler:
                 r.stall_until = 0.0
             start = r.produced
             remaining = r.limit - start
-            if spec and steps > 0:
+            if spec:  # a verify even at 0 steps (adaptive): no drafts, the target's token
                 probs = r.think_probs if start < r.think_len else r.probs
                 acc = accepted(probs[:steps], rnd)
                 drafted.append(acc)
@@ -942,8 +868,11 @@ class Scheduler:
         if self.spec:
             fwd = self.interval_forward_ct
             al = self.interval_accept_tokens / fwd if fwd else 0.0
-            total_draft = fwd * max(1, self.draft_tokens - 1)
-            rate = self.interval_correct / total_draft if total_draft else 0.0
+            # metrics_reporter.py: the drafts per round of the draft tokens active now (an
+            # adaptive server's last verify's: get_spec() carries its runtime override)
+            steps, draft_tokens = self.active_spec_config()
+            total_draft = fwd * (draft_tokens - 1 if draft_tokens else steps)
+            rate = self.interval_correct / total_draft if total_draft > 0 else 0.0
             self.total_accept_tokens += self.interval_accept_tokens
             self.total_forward_ct += fwd
             if self.total_forward_ct:
@@ -951,6 +880,8 @@ class Scheduler:
             self.interval_accept_tokens = self.interval_correct = self.interval_forward_ct = 0
             self.metrics.spec_accept_length = al
             self.metrics.spec_accept_rate = rate
+            # _active_spec_config_snapshot (only on this path: a prefill report leaves them)
+            self.metrics.spec_num_steps, self.metrics.spec_num_draft_tokens = steps, draft_tokens
             msg += f"accept len: {al:.2f}, accept rate: {rate:.2f}, "
         msg += (f"cuda graph: True, gen throughput (token/s): {self.last_gen_throughput:.2f}, "
                 f"#queue-req: {len(self.waiting)}")

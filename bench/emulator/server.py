@@ -14,6 +14,7 @@ from typing import Any, Dict, List
 
 from aiohttp import web
 
+from . import adaptive
 from .args import SGLANG_VERSION
 from .knobs import KnobError, Knobs
 from .metrics import Metrics
@@ -643,6 +644,11 @@ class EmulatorServer:
                       "effective_max_running_requests_per_dp": s.max_running,
                       "last_gen_throughput": s.last_gen_throughput,
                       "memory_usage": self.memory_usage()})
+        if s.adaptive is not None:
+            # eagle_worker_v2.py apply_runtime_state: get_context().override("adaptive_spec.
+            # restore", ...) of the steps it switched to, which the readback reflects
+            steps, draft_tokens = s.active_spec_config()
+            state.update(speculative_num_steps=steps, speculative_num_draft_tokens=draft_tokens)
         if s.spec and s.avg_spec_accept_length is not None:
             state["avg_spec_accept_length"] = s.avg_spec_accept_length
         info = dict(self.server_args_dict())
@@ -728,17 +734,30 @@ class EmulatorServer:
             req.extra["crash_at_first_token"] = True
         return None
 
-    def _check_length(self, prompt_tokens: int, max_tokens: int) -> None:
-        """tokenizer_manager._validate_one_request (against the model's context length)."""
+    def num_reserved_tokens(self) -> int:
+        """managers/utils.py compute_num_reserved_tokens: EAGLE and EAGLE-3 keep their drafts in
+        the output token slots, so each request reserves max(topk x steps, the largest draft
+        width) beyond its input (adaptive: the largest candidate + 1); other algorithms none."""
+        c = self.cfg
+        if c.get("speculative_algorithm") not in ("EAGLE", "EAGLE3"):
+            return 0
+        return max(int(c["speculative_eagle_topk"]) * int(c["speculative_num_steps"]),
+                   adaptive.max_draft_tokens(c) or 0)
+
+    def _check_length(self, prompt_tokens: int, max_tokens: int | None) -> None:
+        """tokenizer_manager._validate_one_request (against the model's context length): the
+        input counts the reserved output slots; the total is checked only when the request
+        gives max_new_tokens (chat's max_tokens, native sampling_params.max_new_tokens)."""
         ctx = self.cfg["context_length"]
-        if prompt_tokens >= ctx:
-            raise ContextLengthError(f"The input ({prompt_tokens} tokens) is longer than the "
+        tokens = prompt_tokens + self.num_reserved_tokens()
+        if tokens >= ctx:
+            raise ContextLengthError(f"The input ({tokens} tokens) is longer than the "
                                      f"model's context length ({ctx} tokens).")
-        if max_tokens + prompt_tokens > ctx:
+        if max_tokens is not None and max_tokens + tokens > ctx:
             raise ContextLengthError(
                 f"Requested token count exceeds the model's maximum context length of {ctx} "
-                f"tokens. You requested a total of {max_tokens + prompt_tokens} tokens: "
-                f"{prompt_tokens} tokens from the input messages and {max_tokens} tokens for the "
+                f"tokens. You requested a total of {max_tokens + tokens} tokens: "
+                f"{tokens} tokens from the input messages and {max_tokens} tokens for the "
                 "completion. Please reduce the number of tokens in the input messages or the "
                 "completion to fit within the limit.")
 
@@ -880,9 +899,9 @@ class EmulatorServer:
             if text is None and ids is None:
                 raise BadRequest("Either text, input_ids or input_embeds should be provided.")
             prompt_tokens = len(ids) if ids is not None else self.prompt_tokens_of_text(text)
-            max_new = sp.get("max_new_tokens", 128)
+            max_new = sp.get("max_new_tokens")
+            self._check_length(prompt_tokens, None if max_new is None else int(max_new))
             max_new = 128 if max_new is None else int(max_new)
-            self._check_length(prompt_tokens, max_new)
         except ContextLengthError as exc:
             if isinstance(body, dict) and body.get("stream"):
                 return await self._stream_error(request, str(exc))
@@ -978,13 +997,13 @@ class EmulatorServer:
             max_tokens = body.get("max_completion_tokens")
             if max_tokens is None:
                 max_tokens = body.get("max_tokens")
-            if max_tokens is None:
-                max_tokens = min(CHAT_DEFAULT_MAX_TOKENS,
-                                 self.cfg["context_length"] - prompt_tokens)
-            max_tokens = int(max_tokens)
-            if max_tokens <= 0:
-                raise BadRequest("max_tokens must be positive")
+            if max_tokens is not None:
+                max_tokens = int(max_tokens)
+                if max_tokens <= 0:
+                    raise BadRequest("max_tokens must be positive")
             self._check_length(prompt_tokens, max_tokens)
+            if max_tokens is None:  # the scheduler's cap follows (cap_max_new_tokens)
+                max_tokens = min(CHAT_DEFAULT_MAX_TOKENS, self.cfg["context_length"] - prompt_tokens)
         except (BadRequest, TypeError, ValueError, AttributeError) as exc:
             return _openai_error(str(exc))
         # Thinking follows the chat template (Qwen3.6 thinks unless enable_thinking is false); the
