@@ -207,22 +207,28 @@ def promise_of(v, profile):
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
-def host_fingerprint(args, v, profile):
-    """The fingerprint of the machine the server runs on: this one's nvidia-smi when the URL is
-    on loopback (--nvidia-smi auto) or --nvidia-smi names one; none for a server elsewhere."""
+def host_nvidia_smi(args):
+    """The nvidia-smi of the machine the server runs on, (path, why none): this one's when the
+    URL is on loopback (--nvidia-smi auto) or --nvidia-smi names one; none for a server elsewhere."""
     import shutil
     name = getattr(args, "nvidia_smi", "auto")
+    if name == "auto":
+        if urlsplit(args.url).hostname not in LOOPBACK:
+            return None, "the server is not on this machine: no GPU figures (--nvidia-smi CMD asks one)"
+        name = "nvidia-smi"
+    path = shutil.which(name) if name else None
+    return path, "%s: not found (no GPU figures)" % name if name else None
+
+
+def host_fingerprint(args, v, profile):
+    """The fingerprint of the machine the server runs on (host_nvidia_smi's), and a watch on its
+    clocks started with it (fingerprint.watch; run_cases stops it)."""
+    path, missing = host_nvidia_smi(args)
     settings = (v.get("sglang_profiles") or {}).get(profile)
     identity = {"profile": profile,
                 "profile_sha256": fingerprint.settings_sha256(settings) if settings else None}
-    if name == "auto":
-        if urlsplit(args.url).hostname not in LOOPBACK:
-            return fingerprint.take(fingerprint.run_argv, None, identity, missing=(
-                "the server is not on this machine: no GPU figures (--nvidia-smi CMD asks one)"))
-        name = "nvidia-smi"
-    path = shutil.which(name) if name else None
-    return fingerprint.take(fingerprint.run_argv, path, identity,
-                            missing="%s: not found (no GPU figures)" % name if name else None)
+    fp = fingerprint.take(fingerprint.run_argv, path, identity, missing=missing)
+    return fp, fingerprint.watch(fingerprint.run_argv, path)
 
 
 def given_answers(args, v):
@@ -241,9 +247,9 @@ def run_plan(args, v, profile, cases=None, **kw):
     progress lines on stderr unless --quiet."""
     progress = None if args.quiet else progress_printer(sys.stderr)
     common = common_options(v, args.url, args.api_key, args.model)
-    extra = dict(promise=promise_of(v, profile), progress=progress, answers=given_answers(args, v),
-                 fingerprint=host_fingerprint(args, v, profile), **kw)
+    extra = dict(promise=promise_of(v, profile), progress=progress, answers=given_answers(args, v), **kw)
     try:
+        extra["fingerprint"], extra["clocks"] = host_fingerprint(args, v, profile)
         if cases is not None:
             return plan.run_cases(common, cases, profile, **extra)
         return plan.run(common, v.get("sglang_gate_plan"), v.get("sglang_gate_thresholds"), profile, **extra)

@@ -135,6 +135,9 @@ def read(path, warn=None):
             # what changed on the host since the gate's last-known-good (sglang_perf/fingerprint.py)
             "host_changes": [str(x) for x in raw.get("fingerprint_changes") or []
                              if isinstance(raw.get("fingerprint_changes"), list)],
+            # what held the GPUs' clocks down during the run (and is no such change)
+            "slowdowns": [str(x) for x in raw.get("slowdowns") or []
+                          if isinstance(raw.get("slowdowns"), list)],
             "min_tok_s": _num(thresholds.get("min_tok_s")
                               or ((raw.get("cases") or [{}])[0].get("thresholds") or {}).get("min_tok_s")),
             "raw": raw,
@@ -203,6 +206,7 @@ def table(runs):
         lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1])
         if (run or {}).get("host_changes"):
             lines.append("    " + fingerprint.text(run["host_changes"]))
+        lines.extend("    " + said for said in (run or {}).get("slowdowns") or [])
         for c in (run or {}).get("cases") or []:
             lines.append("    " + case_line(c))
     lines.append("* the profile changed from the run before; vs prev = change against the "

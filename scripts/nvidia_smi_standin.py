@@ -10,14 +10,21 @@ A6000 host at idle (STATE below). {"gpus": [{"power.limit": 250}, {}], "topology
 only what it names: each GPU's fields by their nvidia-smi names over the defaults, the link
 between every pair of GPUs. A GPU's "clocks_event_reasons" lists its active clock-event reasons
 (default ["gpu_idle"]): the .active mask and each reason's field follow from it; its enforced
-power limit follows its power limit unless set. "unknown_fields": [names, or prefixes ending in
-*] makes it a driver that does not know those fields (it exits 2 naming the first asked, as
-nvidia-smi does).
+power limit follows its power limit unless set. A GPU's clock-event counters
+(clocks_event_reasons_counters.<reason>, microseconds held down since the driver loaded, driver
+580's names) stand still unless a "slowdown" holds it: {"reason": "sw_thermal_slowdown",
+"after_s": 2} starts the slowdown 2 s after the first query that reads the state (that query
+writes its start into the state file as "since", a Unix time; a test may give "since" itself):
+from then on the reason is active (gpu_idle no longer) and its counter grows with the wall time.
+"unknown_fields": [names, or prefixes ending in *] makes it a driver that does not know those
+fields (it exits 2 naming the first asked, as nvidia-smi does): ["clocks_event_reasons_counters.*"]
+is a driver before the counters.
 scripts/local-host.sh installs it in the local containers; tests/test_fingerprint.py runs it.
 Python 3.9+, standard library only."""
 import json
 import os
 import sys
+import time
 
 GPU = {"name": "NVIDIA RTX A6000", "driver_version": "580.95.05", "memory.total": 49140,
        "power.limit": 300.0, "power.default_limit": 300.0, "clocks.max.sm": 2100,
@@ -26,7 +33,13 @@ GPU = {"name": "NVIDIA RTX A6000", "driver_version": "580.95.05", "memory.total"
        "clocks.default_applications.memory": 8001, "clocks.current.sm": 210,
        "clocks.current.memory": 405, "clocks_event_reasons": ["gpu_idle"],
        "pcie.link.gen.max": 4, "pcie.link.gen.current": 4, "pcie.link.width.current": 16,
-       "pcie.link.width.max": 16, "persistence_mode": "Enabled", "ecc.mode.current": "Disabled"}
+       "pcie.link.width.max": 16, "persistence_mode": "Enabled", "ecc.mode.current": "Disabled",
+       # what a driver that has run for a while has counted (us); no slowdown since
+       "clocks_event_reasons_counters.sw_power_cap": 4180250000,
+       "clocks_event_reasons_counters.sync_boost": 0,
+       "clocks_event_reasons_counters.sw_thermal_slowdown": 12500000,
+       "clocks_event_reasons_counters.hw_thermal_slowdown": 0,
+       "clocks_event_reasons_counters.hw_power_brake_slowdown": 0}
 STATE = {"gpus": [{}, {}], "topology": "NV4"}
 # nvmlClocksEventReasons' bits, as the .active mask carries them
 REASON_BITS = {"gpu_idle": 0x1, "applications_clocks_setting": 0x2, "sw_power_cap": 0x4,
@@ -47,7 +60,26 @@ def state():
     if not os.path.exists(path):
         return dict(STATE)
     with open(path, encoding="utf-8") as fh:
-        return dict(STATE, **json.load(fh))
+        st = dict(STATE, **json.load(fh))
+    slowdowns = [g["slowdown"] for g in st["gpus"] if g.get("slowdown") and "since" not in g["slowdown"]]
+    if slowdowns:  # the first query that reads them: they start after_s from now
+        for s in slowdowns:
+            s["since"] = time.time() + float(s.get("after_s", 0))
+        with open(path + ".new", "w", encoding="utf-8") as fh:
+            json.dump(st, fh)
+        os.replace(path + ".new", path)
+    return st
+
+
+def held(g, active):
+    """A GPU's slowdown, from its "since" on: its reason active, its counter grown by the time."""
+    slow = g.pop("slowdown", None)
+    if not slow or time.time() < slow["since"]:
+        return active
+    counter = "clocks_event_reasons_counters." + slow["reason"]
+    if counter in g:
+        g[counter] += int((time.time() - slow["since"]) * 1e6)
+    return [r for r in active if r != "gpu_idle"] + [slow["reason"]]
 
 
 def gpus(st):
@@ -56,7 +88,7 @@ def gpus(st):
         g = dict(GPU, index=i, **{"pci.bus_id": "00000000:%02X:00.0" % (i + 1)})
         g.update(own)
         g.setdefault("enforced.power.limit", g["power.limit"])
-        active = g.pop("clocks_event_reasons")
+        active = held(g, g.pop("clocks_event_reasons"))
         g["clocks_event_reasons.active"] = "0x%016X" % sum(REASON_BITS[r] for r in active)
         for reason in REASON_BITS:
             g["clocks_event_reasons." + reason] = "Active" if reason in active else "Not Active"

@@ -6,11 +6,15 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
+import sys
+import time
 
 import pytest
 
 from bench import history as bench_history
 from bench import report
+from conftest import ROOT
 from sglang_perf import fingerprint, history, plan
 from test_module import FAST, call, patched  # noqa: F401 (patched: the module exits as an exception)
 
@@ -324,6 +328,8 @@ def test_the_gate_names_a_host_change_first_and_records_the_fingerprint(emulator
                 baseline_history=str(hist))
     kind, first = call(args)
     assert kind == "exit" and first["fingerprint_changes"] == []
+    # the clocks watched over the run: the stand-in's counters stood still
+    assert first["fingerprint"]["held_down"]["how"] == "counters" and first["slowdowns"] == []
     assert [c["case"] for c in first["cases"]] == ["coding", "prose"]
     coding, prose = first["cases"]
     assert prose["report_only"] is True and prose["judged"] == [] and prose["threshold_source"] == {}
@@ -431,3 +437,288 @@ def test_a_moving_main_is_named_as_a_change_of_weights(tmp_path):
     assert fingerprint.text(fingerprint.differences(weights(A, A), weights(B, A))) == (
         "host changed since the last-known-good: model Qwen/Qwen3.6-27B at commit aaaaaaaaaaaa -> "
         "bbbbbbbbbbbb (revision main)")
+
+
+# ------------------------------------------------- what held the clocks down during a measurement --
+def reading(at, **gpus):
+    """A clock reading (fingerprint.read_clocks') at ``at`` s: GPU n's counters as gN={reason: us}."""
+    return {"at": at, "counters": {int(k[1:]): v for k, v in gpus.items()}}
+
+
+def test_the_counters_difference_is_each_reasons_time_and_share():
+    start = reading(100.0, g0={"sw_power_cap": 5_000_000, "sw_thermal_slowdown": 0},
+                    g1={"sw_power_cap": 7_000_000, "sw_thermal_slowdown": 0})
+    end = reading(150.0, g0={"sw_power_cap": 6_000_000, "sw_thermal_slowdown": 31_000_000},
+                  g1={"sw_power_cap": 29_500_000, "sw_thermal_slowdown": 0})
+    held = fingerprint.held_down(start, end)
+    # GPU 0's power cap held it 1 s of 50 (2%): under the floor, not a slowdown of the measurement
+    assert held == {"how": "counters", "seconds": 50.0, "floor": 0.05, "notes": [], "held": [
+        {"gpu": 0, "reason": "sw_thermal_slowdown", "seconds": 31.0, "share": 0.62},
+        {"gpu": 1, "reason": "sw_power_cap", "seconds": 22.5, "share": 0.45}]}
+    assert fingerprint.held_text(held) == [
+        "GPU 0 held by sw_thermal_slowdown for 62% of the measurement (31 of 50 s)",
+        "GPU 1 held by sw_power_cap for 45% of the measurement (22 of 50 s)"]
+    # one GPU: the same arithmetic
+    one = fingerprint.held_down(reading(0.0, g0={"hw_thermal_slowdown": 0}),
+                                reading(10.0, g0={"hw_thermal_slowdown": 10_000_000}))
+    assert one["held"] == [{"gpu": 0, "reason": "hw_thermal_slowdown", "seconds": 10.0, "share": 1.0}]
+
+
+def test_the_counters_at_their_edges():
+    g0 = {"sw_power_cap": 1_000_000}
+    # no time between the readings: nothing can be a share of it
+    assert fingerprint.held_down(reading(5.0, g0=g0), reading(5.0, g0=g0)) == \
+        {"how": None, "why": "no time passed between the two readings"}
+    # a counter that went back (a GPU reset or driver reload between the readings): noted, not judged
+    back = fingerprint.held_down(reading(0.0, g0={"sw_power_cap": 9_000_000, "sw_thermal_slowdown": 0}),
+                                 reading(20.0, g0={"sw_power_cap": 2_000_000,
+                                                   "sw_thermal_slowdown": 8_000_000}))
+    assert back["held"] == [{"gpu": 0, "reason": "sw_thermal_slowdown", "seconds": 8.0, "share": 0.4}]
+    assert back["notes"] == ["GPU 0: the sw_power_cap counter went back (9000000 -> 2000000 us: a driver "
+                             "reload or a GPU reset?), not judged"]
+    # more counted than the wall time between the readings (the query's own time): at most all of it
+    assert fingerprint.held_down(reading(0.0, g0=g0), reading(2.0, g0={"sw_power_cap": 3_100_000}))["held"] \
+        == [{"gpu": 0, "reason": "sw_power_cap", "seconds": 2.0, "share": 1.0}]
+    # a GPU read at one end only: said, the other judged
+    two = fingerprint.held_down(reading(0.0, g0=g0), reading(10.0, g0={"sw_power_cap": 6_000_000}, g1=g0))
+    assert two["notes"] == ["GPU 1: read at the end only"] and [h["gpu"] for h in two["held"]] == [0]
+    # a reason answered [N/A] at one end: not judged
+    assert fingerprint.held_down(reading(0.0, g0={}), reading(10.0, g0=g0))["held"] == []
+    # no counters at one end: nothing measured, and why
+    none = fingerprint.held_down({"at": 0.0, "counters": None, "why": "this driver does not know x"},
+                                 reading(10.0, g0=g0))
+    assert none == {"how": None, "why": "this driver does not know x"}
+    assert fingerprint.held_text(none) == [] and fingerprint.held_text(None) == []
+
+
+def test_sampled_reasons_are_the_share_of_the_samples_each_was_active():
+    idle, thermal = {0: [], 1: []}, {0: ["sw_thermal_slowdown"], 1: []}
+    samples = [idle] * 4 + [thermal] * 6 + [{0: ["hw_slowdown"]}]  # GPU 1 missing from the last
+    held = fingerprint.sampled(samples, 22.0)
+    assert held["how"] == "sampled" and held["samples"] == 11
+    assert held["held"] == [
+        {"gpu": 0, "reason": "sw_thermal_slowdown", "seconds": 12.0, "share": 0.545, "samples": 6,
+         "sampled": 11},
+        {"gpu": 0, "reason": "hw_slowdown", "seconds": 2.0, "share": 0.091, "samples": 1, "sampled": 11}]
+    assert fingerprint.held_text(held) == [
+        "GPU 0 held by sw_thermal_slowdown for 55% of the measurement (6 of 11 samples)",
+        "GPU 0 held by hw_slowdown for 9% of the measurement (1 of 11 samples)"]
+    # one sample in 30 (3%): under the floor
+    assert fingerprint.sampled([idle] * 29 + [thermal], 30.0)["held"] == []
+    assert fingerprint.sampled([], 10.0)["how"] is None and fingerprint.sampled([idle], 0.0)["how"] is None
+
+
+def mask_run(*masks):
+    """A run() answering the .active query with ``masks`` per GPU (hex), as nvidia-smi prints it."""
+    def run(argv):
+        return 0, "".join("%d, %s\n" % (i, m) for i, m in enumerate(masks)), ""
+    return run
+
+
+def test_the_active_mask_names_the_slowdowns_only():
+    # gpu_idle | applications_clocks_setting: no slowdown; hw_slowdown with its cause: the cause
+    active, field = fingerprint.read_active(mask_run("0x0000000000000003", "0x0000000000000048",
+                                                     "0x0000000000000008", "0x0000000000000014"), "smi")
+    assert field == "clocks_event_reasons.active"
+    assert active == {0: [], 1: ["hw_thermal_slowdown"], 2: ["hw_slowdown"],
+                      3: ["sw_power_cap", "sync_boost"]}
+
+
+def test_the_counters_as_nvidia_smi_answers_them():
+    out = ("0, 4180250000, 0, 12500000, 0, 0\n"
+           "1, [N/A], [N/A], [N/A], [N/A], [N/A]\n")
+    asked = []
+
+    def run(argv):
+        asked.append(argv)
+        return 0, out, ""
+    r = fingerprint.read_clocks(run, "smi", clock=iter([10.0, 10.2]).__next__)
+    assert asked == [["smi", "--query-gpu=index," + ",".join(fingerprint.COUNTER_FIELDS),
+                      "--format=csv,noheader,nounits"]]
+    assert r == {"at": 10.1, "counters": {0: {"sw_power_cap": 4180250000, "sync_boost": 0,
+                                              "sw_thermal_slowdown": 12500000, "hw_thermal_slowdown": 0,
+                                              "hw_power_brake_slowdown": 0}}}
+    unknown = fingerprint.read_clocks(
+        lambda argv: (2, 'Field "clocks_event_reasons_counters.sw_power_cap" is not a valid field to '
+                         'query.\n', ""),
+        "smi")
+    assert unknown["counters"] is None
+    assert unknown["unknown"] == "clocks_event_reasons_counters.sw_power_cap"
+
+
+def standin_state(tmp_path, monkeypatch, data):
+    state = tmp_path / "smi.json"
+    monkeypatch.setenv("NVIDIA_SMI_STANDIN_STATE", str(state))
+    state.write_text(json.dumps(data))
+    return state
+
+
+def thermal_from_now(state, **more):
+    """The stand-in's GPU 0 held by a thermal slowdown from now on; the monotonic time it began."""
+    began = time.monotonic()
+    state.write_text(json.dumps(dict({"gpus": [{"slowdown": {"reason": "sw_thermal_slowdown",
+                                                            "since": time.time()}}, {}]}, **more)))
+    return began
+
+
+def test_a_watch_reads_the_counters_at_both_ends(tmp_path, monkeypatch):
+    """The stand-in's GPUs idle when the watch starts, GPU 0 held by a thermal slowdown a moment
+    later: the time it was held is the counter's growth."""
+    state = standin_state(tmp_path, monkeypatch, {})
+    w = fingerprint.watch(fingerprint.run_argv, STANDIN)
+    assert w.start["counters"][0]["sw_thermal_slowdown"] == 12500000
+    time.sleep(0.3)
+    began = thermal_from_now(state)
+    time.sleep(1.0)
+    held = w.stop()
+    ended = time.monotonic()
+    assert held["how"] == "counters" and held["notes"] == [] and w.stop() is held
+    (h,) = held["held"]
+    assert h["gpu"] == 0 and h["reason"] == "sw_thermal_slowdown"
+    # held from the slowdown's start to the end reading: at least the second slept, at most until
+    # the watch stopped; the share is of the time between the two readings
+    assert 0.95 <= h["seconds"] <= ended - began + 0.05 and h["share"] < 1.0
+    assert abs(h["share"] - h["seconds"] / held["seconds"]) < 0.05
+
+
+def test_the_standin_starts_a_slowdown_after_its_first_query(tmp_path, monkeypatch):
+    state = standin_state(tmp_path, monkeypatch, {"gpus": [
+        {"slowdown": {"reason": "hw_thermal_slowdown", "after_s": 60}}, {}]})
+    asked = time.time()
+    fingerprint.take(fingerprint.run_argv, STANDIN, {})
+    since = json.loads(state.read_text())["gpus"][0]["slowdown"]["since"]
+    assert asked + 60 <= since <= time.time() + 60  # stamped by that first query
+    assert fingerprint.read_active(fingerprint.run_argv, STANDIN)[0] == {0: [], 1: []}
+    thermal_from_now(state)
+    assert fingerprint.read_active(fingerprint.run_argv, STANDIN)[0] == {0: ["sw_thermal_slowdown"], 1: []}
+
+
+def test_a_driver_without_counters_is_sampled(tmp_path, monkeypatch):
+    old = {"unknown_fields": ["clocks_event_reasons_counters.*"]}
+    state = standin_state(tmp_path, monkeypatch, old)
+    w = fingerprint.Watch(fingerprint.run_argv, STANDIN, every_s=0.2)
+    assert w.start["counters"] is None and w.thread is not None
+    time.sleep(0.3)
+    thermal_from_now(state, **old)
+    time.sleep(1.2)
+    held = w.stop()
+    assert not w.thread.is_alive()
+    assert held["how"] == "sampled" and held["why"] == \
+        "this driver does not know clocks_event_reasons_counters.sw_power_cap"
+    (h,) = held["held"]
+    assert h["reason"] == "sw_thermal_slowdown" and 1 <= h["samples"] < h["sampled"]
+    assert fingerprint.held_text(held)[0].startswith("GPU 0 held by sw_thermal_slowdown for ")
+    # nor the .active mask by its newest name: the older one is sampled; neither: said
+    standin_state(tmp_path, monkeypatch, {"gpus": [{"clocks_event_reasons": ["sw_power_cap"]}],
+                                          "unknown_fields": ["clocks_event_reasons*"]})
+    w = fingerprint.Watch(fingerprint.run_argv, STANDIN, every_s=0.2)
+    assert w.fields == ("clocks_throttle_reasons.active",)
+    assert w.stop()["held"][0]["reason"] == "sw_power_cap"
+    standin_state(tmp_path, monkeypatch, {"gpus": [{}], "unknown_fields": ["clocks_*"]})
+    none = fingerprint.Watch(fingerprint.run_argv, STANDIN).stop()
+    assert none["how"] is None and "does not know clocks_throttle_reasons.active" in none["why"]
+    assert fingerprint.watch(fingerprint.run_argv, "").stop() == {"how": None, "why": "no nvidia-smi asked"}
+
+
+def watched(*held, seconds=50.0):
+    """A watch's answer holding ``held`` = (gpu, reason, share)."""
+    return {"how": "counters", "seconds": seconds, "floor": 0.05, "notes": [],
+            "held": [{"gpu": g, "reason": r, "seconds": round(s * seconds, 1), "share": s}
+                     for g, r, s in held]}
+
+
+def test_a_slowdown_the_baseline_did_not_have_is_a_change_of_the_host():
+    thermal = watched((0, "sw_thermal_slowdown", 0.62))
+    # a baseline not held: the slowdown is what changed, with the power limit's kind of changes
+    now = fp(held_down=thermal, gpus=fingerprint.parse_gpus(QUERY.replace(", 8, ", ", 16, ")))
+    assert fingerprint.differences(fp(held_down=watched()), now) == [
+        "GPU 1: power limit 300 W -> 250 W",
+        "GPU 0: held by sw_thermal_slowdown for 62% of the measurement (31 of 50 s)"]
+    assert fingerprint.held_text(thermal, watched()) == []
+    # the baseline held by the same reason: no change, named with the baseline's share
+    baseline = watched((0, "sw_thermal_slowdown", 0.4))
+    assert fingerprint.differences(fp(held_down=baseline), fp(held_down=thermal)) == []
+    assert fingerprint.held_text(thermal, watched((0, "sw_thermal_slowdown", 0.4))) == [
+        "GPU 0 held by sw_thermal_slowdown for 62% of the measurement (31 of 50 s; 40% in the "
+        "last-known-good's)"]
+    # the baseline held, this run not: its slowdown is gone
+    baseline = watched((1, "sw_power_cap", 0.41))
+    assert fingerprint.differences(fp(held_down=baseline), fp(held_down=watched())) == \
+        ["GPU 1: no longer held by sw_power_cap (41% of the last-known-good's measurement)"]
+    # a baseline that measured nothing (an older record, no counters nor samples): not compared
+    for before in (fp(), fp(held_down={"how": None, "why": "no nvidia-smi asked"})):
+        assert fingerprint.differences(before, fp(held_down=thermal)) == []
+        assert fingerprint.held_text(thermal, before.get("held_down")) == [
+            "GPU 0 held by sw_thermal_slowdown for 62% of the measurement (31 of 50 s)"]
+
+
+def test_the_gates_messages_name_the_slowdowns_the_changes_first():
+    r = {"failed_cases": ["coding"], "time_to_verdict_s": 50.0, "cases": [],
+         "failures": [{"message": "coding: decode tok/s 30.1 < 45"}],
+         "fingerprint_changes": ["GPU 0: held by sw_thermal_slowdown for 62% of the measurement "
+                                 "(31 of 50 s)"],
+         "slowdowns": ["GPU 1 held by sw_power_cap for 45% of the measurement (22 of 50 s; 40% in the "
+                       "last-known-good's)"]}
+    assert plan.failure_message(r) == (
+        "gate failed (coding): host changed since the last-known-good: GPU 0: held by sw_thermal_slowdown "
+        "for 62% of the measurement (31 of 50 s); GPU 1 held by sw_power_cap for 45% of the measurement "
+        "(22 of 50 s; 40% in the last-known-good's); coding: decode tok/s 30.1 < 45")
+    assert plan.summary(dict(r, fingerprint_changes=[])).startswith(
+        "passed in 50s: GPU 1 held by sw_power_cap for 45% of the measurement")
+    assert plan.host_changes({"slowdowns": []}) == ""
+
+
+# a small plan for `bench gate`: one judged case, the role's warmup cut to one request
+GATE_VARS = {"sglang_gate_plan": {"coding": dict(PLAN["coding"], max_tokens=256)}, "sglang_gate_warmup": 1,
+             "sglang_gate_thresholds": {"nextn_3step": {"coding": {"min_tok_s": 1.0}}}}
+
+
+def bench_gate(*args, state):
+    env = dict(os.environ, NVIDIA_SMI_STANDIN_STATE=str(state))
+    env.pop("SGLANG_API_KEY", None)
+    return subprocess.run([sys.executable, "-m", "bench", "gate", "--nvidia-smi", STANDIN, "--quiet",
+                           *map(str, args)], cwd=str(ROOT), env=env, capture_output=True, text=True,
+                          timeout=240)
+
+
+def test_bench_gate_names_a_slowdown_that_held_the_gpus_during_its_measurement(emulator, tmp_path):
+    """A baseline taken while the stand-in's GPUs ran free; then a run whose GPU 0 is idle at the
+    start and held by a thermal slowdown from 2 s after the fingerprint's query on: the gate's
+    message, its table and the history name the slowdown as what changed on the host, with its
+    share of the time."""
+    emu = emulator("nextn_3step", env=FAST)
+    state, hist = tmp_path / "smi.json", tmp_path / "history.jsonl"
+    state.write_text("{}")
+    vars_file = tmp_path / "gate.yml"
+    vars_file.write_text(json.dumps(GATE_VARS))
+    p = bench_gate("--url", emu.url, "--vars", vars_file, "--history", hist, state=state)
+    assert p.returncode == 0, p.stderr
+    base = json.loads(hist.read_text())
+    assert base["fingerprint"]["held_down"]["how"] == "counters"
+    assert base["fingerprint"]["held_down"]["held"] == [] and base["slowdowns"] == []
+
+    state.write_text(json.dumps({"gpus": [{"slowdown": {"reason": "sw_thermal_slowdown", "after_s": 2.0}},
+                                          {}]}))
+    # a decode bar the server cannot reach: the failure message says what held the GPUs first
+    vars_file.write_text(json.dumps(dict(GATE_VARS, sglang_gate_thresholds={
+        "nextn_3step": {"coding": {"min_tok_s": 99999.0}}})))
+    out = tmp_path / "r.json"
+    p = bench_gate("--url", emu.url, "--vars", vars_file, "--baseline-history", hist, "--history", hist,
+                   "--json", out, state=state)
+    assert p.returncode == 1, p.stderr
+    r = json.loads(out.read_text())
+    # idle at the start: the fingerprint's own reading saw nothing hold GPU 0
+    assert r["fingerprint"]["gpus"][0]["clock_events"] == ["gpu_idle"]
+    held = r["fingerprint"]["held_down"]
+    (h,) = held["held"]
+    assert (h["gpu"], h["reason"]) == (0, "sw_thermal_slowdown")
+    # from 2 s after the fingerprint's query (the watch started a moment after it) to the end
+    assert 1.0 < h["seconds"] < held["seconds"] and h["share"] < 1.0
+    (said,) = r["fingerprint_changes"]
+    assert said.startswith("GPU 0: held by sw_thermal_slowdown for %.0f%% of the measurement ("
+                           % (100 * h["share"])) and r["slowdowns"] == []
+    assert "bench gate: gate failed (coding): host changed since the last-known-good: %s; coding: " % said \
+        in p.stderr
+    assert "host changed since the last-known-good: " + said in p.stdout  # the table
+    runs = bench_history.annotate(bench_history.read(hist))
+    assert [r["host_changes"] for r in runs] == [[], [said]]

@@ -149,8 +149,8 @@ options:
     type: bool
     default: true
   nvidia_smi:
-    description: The nvidia-smi whose answers make the host's fingerprint (a name on PATH or an
-      absolute path; '' asks nothing).
+    description: The nvidia-smi whose answers make the host's fingerprint and say what held the
+      GPUs' clocks down during the run (a name on PATH or an absolute path; '' asks nothing).
     type: str
     default: nvidia-smi
   identity:
@@ -270,15 +270,29 @@ time_to_verdict_s:
   type: float
 fingerprint:
   description: The host's fingerprint (GPUs from O(nvidia_smi), O(identity), each case's prompt
-    set).
+    set), and in C(held_down) what held the GPUs' clocks down from its start to the run's end (the
+    clock-event counters read at both ends, or the active reasons sampled each second where the
+    driver has no counters; C(how), C(seconds), C(held) per GPU and reason with its C(seconds) and
+    C(share) of the time, at least C(floor)).
   returned: when the plan ran
   type: dict
 fingerprint_changes:
-  description: What differs from the baseline's fingerprint, each as a phrase.
+  description: What differs from the baseline's fingerprint, each as a phrase; a slowdown that
+    held a GPU during this run and not the baseline's (or the reverse) among them.
   returned: when the plan ran
   type: list
   elements: str
-  sample: ["GPU 1: power limit 300 W -> 250 W"]
+  sample: ["GPU 1: power limit 300 W -> 250 W", "GPU 0: held by sw_thermal_slowdown for 62% of the
+    measurement (31 of 50 s)"]
+slowdowns:
+  description: Each slowdown that held a GPU's clocks down during the run and is not named in
+    RV(fingerprint_changes) (the baseline was held by it too, with its share; or there is no
+    baseline to compare).
+  returned: when the plan ran
+  type: list
+  elements: str
+  sample: ["GPU 0 held by sw_power_cap for 45% of the measurement (23 of 50 s; 40% in the
+    last-known-good's)"]
 notes:
   description: Remarks about the plan and the run (O(notes), capacity not verified, ...).
   returned: when the plan ran
@@ -350,14 +364,14 @@ def last_passing(path, profile):
 
 
 def host_fingerprint(module, name, identity):
-    """fingerprint.take with the nvidia-smi ``name`` resolved on the host's PATH (and sbin)."""
-    if not name:
-        return fingerprint.take(fingerprint.run_argv, None, identity)
-    path = name if os.path.isabs(name) else module.get_bin_path(name)
-    if path is None or not os.access(path, os.X_OK):
-        return fingerprint.take(fingerprint.run_argv, None, identity,
-                                missing="%s: not found on the host (no GPU figures)" % name)
-    return fingerprint.take(fingerprint.run_argv, path, identity)
+    """fingerprint.take with the nvidia-smi ``name`` resolved on the host's PATH (and sbin), and
+    a watch on the GPUs' clocks started with it (fingerprint.watch; plan.run_cases stops it)."""
+    path = name if not name or os.path.isabs(name) else module.get_bin_path(name)
+    missing = None
+    if name and (path is None or not os.access(path, os.X_OK)):
+        path, missing = None, "%s: not found on the host (no GPU figures)" % name
+    return (fingerprint.take(fingerprint.run_argv, path or None, identity, missing=missing),
+            fingerprint.watch(fingerprint.run_argv, path or None))
 
 
 def main():
@@ -407,11 +421,11 @@ def measure(module, params):
             stated = would_run(common, params)
             probe = engine.probe(common)
         else:
+            baseline = params["baseline"] or last_passing(params["baseline_history"], params["profile"])
+            fp, clocks = host_fingerprint(module, params["nvidia_smi"], params["identity"])
             result = plan.run_cases(
-                common, params["cases"], params["profile"], promise=params["promise"],
-                baseline=params["baseline"] or last_passing(params["baseline_history"], params["profile"]),
-                fingerprint=host_fingerprint(module, params["nvidia_smi"], params["identity"]),
-                notes=params["notes"], answers=given)
+                common, params["cases"], params["profile"], promise=params["promise"], baseline=baseline,
+                fingerprint=fp, notes=params["notes"], answers=given, clocks=clocks)
     except ConfigError as e:
         module.fail_json(msg="invalid option %s" % e)
     except (OSError, UnicodeDecodeError) as e:

@@ -9,15 +9,24 @@ application and current clocks, the active clock-event reasons, PCIe generation 
 persistence mode, ECC; ``nvidia-smi topo -m``'s GPU-to-GPU links) and adds ``identity`` (engine,
 version, release, profile and the hash of its settings) and the weights: the model's and the
 drafter's repository, the revision asked for and the commit their files are at (weights.py), so
-a moving ``main`` is named; ``limits(gpu)`` says what holds a GPU's clocks down;
-``differences(before, now)`` lists what changed, host first. Standard library only
-(it runs on the host, Python 3.9+)."""
+a moving ``main`` is named; ``limits(gpu)`` says what holds a GPU's clocks down at that instant;
+``differences(before, now)`` lists what changed, host first.
+
+What held the clocks down during a measurement: ``watch(run, nvidia_smi)`` reads the clock-event
+counters at its start (read_clocks) and ``.stop()`` at its end; ``held_down(start, end)`` turns the
+two readings into each reason's seconds and share of the time. A driver without the counters is
+sampled instead: a thread reads the active reasons every SAMPLE_EVERY_S seconds (sampled()).
+``held_text(held, before)`` names each slowdown ("GPU 0 held by sw_thermal_slowdown for 62% of the
+measurement (31 of 50 s)"); one the baseline did not have is a change (differences). Standard
+library only (it runs on the host, Python 3.9+)."""
 from __future__ import annotations
 
 import hashlib
 import json
 import re
 import subprocess
+import threading
+import time
 
 from . import weights
 
@@ -330,8 +339,9 @@ def _gpu_differences(old, g):
 
 
 def differences(before, now):
-    """What changed from fingerprint ``before`` to ``now``, the host first (GPUs, then the links,
-    then engine, release, profile and weights): ["GPU 1: power limit 300 W -> 250 W", "GPU 1: SM clock
+    """What changed from fingerprint ``before`` to ``now``, the host first (GPUs, a slowdown that
+    held them during one measurement and not the other (held_changes), then the links, then
+    engine, release, profile and weights): ["GPU 1: power limit 300 W -> 250 W", "GPU 1: SM clock
     capped at 1,400 MHz", ...]. Empty when either has no fingerprint or nothing changed; a side
     whose nvidia-smi was not read is not compared on GPUs."""
     if not isinstance(before, dict) or not isinstance(now, dict):
@@ -349,6 +359,7 @@ def differences(before, now):
     elif gb or gn:
         out.append("GPUs read %s -> %s" % ("by nvidia-smi" if gb else "not (%s)" % before.get("nvidia_smi"),
                                            "by nvidia-smi" if gn else "not (%s)" % now.get("nvidia_smi")))
+    out.extend(held_changes(before.get("held_down"), now.get("held_down")))
     tb, tn = before.get("topology") or {}, now.get("topology") or {}
     if tb and tn:
         for pair in sorted(set(tb) | set(tn)):
@@ -389,3 +400,293 @@ def _weight_differences(before, now):
 def text(changes):
     """'host changed since the last-known-good: a; b' ('' when nothing changed)."""
     return "host changed since the last-known-good: %s" % "; ".join(changes) if changes else ""
+
+
+# ------------------------------------------------------- what held the clocks down, and for how long --
+# A reading taken before a measurement sees none of what happens during it (an idle GPU shows
+# gpu_idle). The driver counts, per reason, the microseconds it held the clocks down since it
+# loaded: clocks_event_reasons_counters.<reason>, these five under these names on a real driver
+# 580.159.04 (H200, `nvidia-smi --help-query-gpu`, recorded in the project's notes on what
+# nvidia-smi reports); there is none for hw_slowdown, the umbrella of the two hardware ones. Their
+# difference over a measurement is the time each reason held it. A value is read as a number
+# (--format=csv,noheader,nounits), [N/A] is left out. A driver without them (older ones;
+# nvidia-smi exits 2 naming the first field it does not know) is sampled instead.
+COUNTED = ("sw_power_cap", "sync_boost", "sw_thermal_slowdown", "hw_thermal_slowdown",
+           "hw_power_brake_slowdown")
+COUNTER_FIELDS = tuple("clocks_event_reasons_counters." + r for r in COUNTED)
+# The reasons a measurement is held down by. gpu_idle (clocks low because nothing runs),
+# applications_clocks_setting (a setting: limits() names the cap it makes, and the comparison
+# with the baseline names the setting) and display_clock_setting are not slowdowns of a
+# measurement; hw_slowdown only counts alone (its two causes name themselves).
+SLOWDOWNS = ("sw_power_cap", "hw_slowdown", "sync_boost", "sw_thermal_slowdown",
+             "hw_thermal_slowdown", "hw_power_brake_slowdown")
+# A slowdown is named when it held a GPU for at least this share of the measurement. Below it a
+# reason cannot cost a median more than about that share even were the clocks stopped outright
+# (far less at a lowered clock), which is within a run's spread; and where the reasons are
+# sampled, 5% of a minute's measurement is three samples: one sample alone is no evidence.
+HELD_FLOOR = 0.05
+# How often the active reasons are read where the counters are missing: a query takes 0.1-0.3 s
+# on a real host, so one a second costs little and still sees a slowdown of a few seconds.
+SAMPLE_EVERY_S = 1.0
+# The .active mask's names, newest first (clocks_throttle_reasons.* before driver 535).
+ACTIVE_FIELDS = ("clocks_event_reasons.active", "clocks_throttle_reasons.active")
+
+
+def _rows(run, nvidia_smi, names):
+    """nvidia-smi's answer to ``index`` and ``names``, one row of stripped texts per GPU: (rows,
+    None), or (None, why) when it could not be read (``unknown`` set when the driver does not
+    know a field). Raises nothing."""
+    argv = query_argv(nvidia_smi, ["index"] + list(names))
+    try:
+        rc, out, err = run(argv)
+    except OSError as e:
+        return None, {"why": "%s: %s" % (nvidia_smi, e)}
+    unknown = _UNKNOWN_FIELD.search("%s\n%s" % (out or "", err or ""))
+    if rc != 0:
+        if unknown:
+            name = unknown.group(1)
+            return None, {"why": "this driver does not know %s" % name, "unknown": name}
+        return None, {"why": "%s exited %s: %s" % (nvidia_smi, rc, (err or out or "").strip()[:200])}
+    rows = [[p.strip() for p in line.split(",")] for line in (out or "").splitlines()]
+    rows = [r for r in rows if len(r) == len(names) + 1 and r[0].isdigit()]
+    if not rows:
+        return None, {"why": "%s listed no GPU" % nvidia_smi}
+    return rows, None
+
+
+def read_clocks(run, nvidia_smi, clock=time.monotonic):
+    """One clock reading: ``at`` (``clock``'s seconds, halfway through the query) and
+    ``counters``, {GPU index: {reason: microseconds}} for each COUNTED reason the driver answered
+    ([N/A] is left out); ``counters`` None with ``why`` when it answered none (``unknown``: the
+    field a driver without counters named)."""
+    began = clock()
+    rows, failed = _rows(run, nvidia_smi, COUNTER_FIELDS)
+    reading = {"at": (began + clock()) / 2.0, "counters": None}
+    if failed:
+        reading.update(failed)
+        return reading
+    counters = {}
+    for row in rows:
+        values = {r: int(float(v)) for r, v in zip(COUNTED, row[1:]) if re.match(r"^\d+(\.\d*)?$", v)}
+        if values:
+            counters[int(row[0])] = values
+    if counters:
+        reading["counters"] = counters
+    else:
+        reading["why"] = "no GPU answered a clock-event counter ([N/A])"
+    return reading
+
+
+def _share(seconds, elapsed):
+    return round(min(1.0, seconds / elapsed), 3)
+
+
+def _held(gpu, reason, seconds, elapsed, samples=None):
+    out = {"gpu": gpu, "reason": reason, "seconds": round(min(seconds, elapsed), 1),
+           "share": _share(seconds, elapsed)}
+    if samples is not None:
+        out["samples"] = samples
+    return out
+
+
+def _summary(how, elapsed, floor, held, notes, **more):
+    """held_down's and sampled()'s answer: the slowdowns at or above ``floor``, per GPU, the
+    longest first."""
+    kept = sorted((h for h in held if h["share"] >= floor),
+                  key=lambda h: (h["gpu"], -h["share"], h["reason"]))
+    return dict({"how": how, "seconds": round(elapsed, 1), "floor": floor, "held": kept, "notes": notes},
+                **more)
+
+
+def held_down(start, end, floor=HELD_FLOOR):
+    """What held the clocks down between two readings (read_clocks'): {"how": "counters",
+    "seconds": the time between them, "floor", "held": [{"gpu", "reason", "seconds", "share"}]
+    (each reason whose share of the time is at least ``floor``), "notes"}. A GPU read at one end
+    only, or a counter that went back (a driver reload or a GPU reset between the readings), is
+    noted, not judged. Without counters on both sides, or no time between them: ``how`` None and
+    ``why``."""
+    elapsed = end["at"] - start["at"]
+    if start.get("counters") is None or end.get("counters") is None:
+        return {"how": None, "why": (start if start.get("counters") is None else end).get("why")}
+    if elapsed <= 0:
+        return {"how": None, "why": "no time passed between the two readings"}
+    held, notes = [], []
+    a, b = start["counters"], end["counters"]
+    for gpu in sorted(set(a) | set(b)):
+        if gpu not in a or gpu not in b:
+            notes.append("GPU %s: read at the %s only" % (gpu, "start" if gpu in a else "end"))
+            continue
+        for reason in COUNTED:
+            was, now = a[gpu].get(reason), b[gpu].get(reason)
+            if was is None or now is None:
+                continue
+            if now < was:
+                notes.append("GPU %s: the %s counter went back (%d -> %d us: a driver reload or a GPU "
+                             "reset?), not judged" % (gpu, reason, was, now))
+                continue
+            held.append(_held(gpu, reason, (now - was) / 1e6, elapsed))
+    return _summary("counters", elapsed, floor, held, notes)
+
+
+def read_active(run, nvidia_smi, names=ACTIVE_FIELDS):
+    """The slowdowns active now, ({GPU index: [reasons]}, the mask's field the driver knew: the
+    older name where it does not know the newest); (None, why) when neither could be read."""
+    why = None
+    for name in names:
+        rows, failed = _rows(run, nvidia_smi, [name])
+        if failed:
+            why = failed["why"]
+            if failed.get("unknown") == name:
+                continue
+            return None, why
+        out = {}
+        for row in rows:
+            try:
+                mask = int(row[1], 16)
+            except ValueError:
+                continue
+            active = [r for r, bit in REASONS if mask & bit]
+            out[int(row[0])] = [r for r in SLOWDOWNS if r in active and not (
+                r == "hw_slowdown" and {"hw_thermal_slowdown", "hw_power_brake_slowdown"} & set(active))]
+        return (out, name) if out else (None, "no GPU answered %s" % name)
+    return None, why
+
+
+def sampled(samples, elapsed, floor=HELD_FLOOR):
+    """What held the clocks down, from ``samples`` (read_active's, in order): {"how": "sampled",
+    "seconds": ``elapsed``, "samples", "floor", "held": [{"gpu", "reason", "seconds", "share",
+    "samples", "sampled"}] (each reason active in at least ``floor`` of the ``sampled`` samples
+    its GPU answered; seconds = share x elapsed), "notes"}."""
+    if not samples:
+        return {"how": None, "why": "no sample of the active reasons was read"}
+    if elapsed <= 0:
+        return {"how": None, "why": "no time passed between the first sample and the last"}
+    held = []
+    for gpu in sorted({g for s in samples for g in s}):
+        seen = [s[gpu] for s in samples if gpu in s]
+        for reason in SLOWDOWNS:
+            n = sum(1 for active in seen if reason in active)
+            if n:
+                held.append(dict(_held(gpu, reason, elapsed * n / len(seen), elapsed),
+                                 samples=n, sampled=len(seen)))
+    return _summary("sampled", elapsed, floor, held, [], samples=len(samples))
+
+
+class Watch(object):
+    """The clocks over one measurement (watch()); ``stop()`` ends it and says what held them down
+    (held_down's answer, or sampled()'s where the driver has no counters: a daemon thread reads
+    the active reasons every ``every_s`` seconds until then). stop() may be called again: it
+    returns the same answer."""
+
+    def __init__(self, run, nvidia_smi, every_s=SAMPLE_EVERY_S, floor=HELD_FLOOR, clock=time.monotonic):
+        self.run, self.nvidia_smi, self.every_s, self.floor = run, nvidia_smi, every_s, floor
+        self.clock, self.end = clock, None
+        self.result, self.samples, self.thread, self.fields = None, [], None, ACTIVE_FIELDS
+        self.stopping = threading.Event()
+        if not nvidia_smi:
+            self.start = None
+            self.result = {"how": None, "why": "no nvidia-smi asked"}
+            return
+        self.start = read_clocks(run, nvidia_smi, clock)
+        if self.start["counters"] is None:
+            self.began = clock()
+            why = self._sample()
+            if why is None:
+                self.thread = threading.Thread(target=self._sampling, name="clock-event-sampler")
+                self.thread.daemon = True
+                self.thread.start()
+            else:
+                self.result = {"how": None,
+                               "why": "%s; the active reasons: %s" % (self.start.get("why"), why)}
+
+    def _sample(self):
+        """One sample of the active reasons, kept; why none, else None."""
+        active, said = read_active(self.run, self.nvidia_smi, self.fields)
+        if active is None:
+            return said
+        self.fields = (said,)  # the name this driver knows, asked from now on
+        self.samples.append(active)
+        return None
+
+    def _sampling(self):
+        while not self.stopping.wait(self.every_s):
+            self._sample()
+
+    def stop(self):
+        if self.result is not None:
+            return self.result
+        if self.thread is None:
+            self.end = read_clocks(self.run, self.nvidia_smi, self.clock)
+            self.result = held_down(self.start, self.end, self.floor)
+            return self.result
+        self.stopping.set()
+        self.thread.join(TIMEOUT_S + self.every_s)
+        self._sample()
+        self.result = sampled(self.samples, self.clock() - self.began, self.floor)
+        self.result.update(why=self.start.get("why"), every_s=self.every_s)
+        return self.result
+
+
+def watch(run, nvidia_smi, every_s=SAMPLE_EVERY_S, floor=HELD_FLOOR):
+    """Start watching the clocks of ``nvidia_smi``'s GPUs, asked through ``run(argv) -> (rc, stdout,
+    stderr)`` (run_argv): the counters read now (or the sampler started); the Watch's ``stop()``
+    says what held them down since. Without an nvidia-smi (None or ''), stop() says so."""
+    return Watch(run, nvidia_smi, every_s, floor)
+
+
+def _measured(held):
+    """{(gpu, reason): slowdown} of a watch's answer; None where it measured nothing."""
+    if not isinstance(held, dict) or held.get("how") is None:
+        return None
+    return {(h.get("gpu"), h.get("reason")): h for h in held.get("held") or [] if isinstance(h, dict)}
+
+
+def _pct(share):
+    return "%.0f%%" % (100 * share)
+
+
+def _seconds(value):
+    """Seconds as a measurement's phrase gives them: whole from 10 s, else to a tenth."""
+    return "%.0f" % value if value >= 10 else "%.1f" % value
+
+
+def _held_phrase(h, seconds):
+    """'held by sw_thermal_slowdown for 62% of the measurement (31 of 50 s)' (or 'of 50 samples')."""
+    if h.get("sampled"):
+        return "held by %s for %s of the measurement (%d of %d samples)" % (
+            h["reason"], _pct(h["share"]), h["samples"], h["sampled"])
+    return "held by %s for %s of the measurement (%s of %s s)" % (h["reason"], _pct(h["share"]),
+                                                                 _seconds(h["seconds"]), _seconds(seconds))
+
+
+def held_changes(before, now):
+    """The slowdowns that changed from the baseline's watch ``before`` to ``now`` (each a watch's
+    answer, as a fingerprint's ``held_down`` records it): 'GPU 0: held by sw_thermal_slowdown for
+    62% of the measurement (31 of 50 s)' for one the baseline was not held by, 'GPU 0: no longer
+    held by sw_power_cap (41% of the last-known-good's measurement)' for the reverse. [] where
+    either side measured nothing."""
+    b, n = _measured(before), _measured(now)
+    if b is None or n is None:
+        return []
+    out = ["GPU %s: %s" % (gpu, _held_phrase(h, now.get("seconds")))
+           for (gpu, reason), h in n.items() if (gpu, reason) not in b]
+    out.extend("GPU %s: no longer held by %s (%s of the last-known-good's measurement)"
+               % (gpu, reason, _pct(h["share"])) for (gpu, reason), h in sorted(b.items())
+               if (gpu, reason) not in n)
+    return out
+
+
+def held_text(held, before=None):
+    """Each slowdown of a watch's answer ``held`` that held_changes does not name as a change from
+    ``before`` (the baseline's; None: no baseline), as a phrase: 'GPU 0 held by sw_power_cap for
+    45% of the measurement (23 of 50 s; 40% in the last-known-good's)'. [] when none held it."""
+    n, b = _measured(held), _measured(before)
+    out = []
+    for (gpu, reason), h in (n or {}).items():
+        if b is not None and (gpu, reason) not in b:
+            continue  # a change: held_changes names it
+        phrase = "GPU %s %s" % (gpu, _held_phrase(h, held.get("seconds")))
+        if b is not None:
+            phrase = phrase[:-1] + "; %s in the last-known-good's)" % _pct(b[(gpu, reason)]["share"])
+        out.append(phrase)
+    return out

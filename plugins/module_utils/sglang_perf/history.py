@@ -126,6 +126,8 @@ def record(result, decision, context):
         # the host's fingerprint (fingerprint.py) and what changed since the baseline's
         "fingerprint": result.get("fingerprint"),
         "fingerprint_changes": result.get("fingerprint_changes") or [],
+        # what held the GPUs' clocks down during the run and is no such change (plan.run_cases)
+        "slowdowns": result.get("slowdowns") or [],
     })
     # the headline (first) case at the top, as one-case records had it
     for key in ("decode_tok_s", "accept_len", "accept_by_position", "aggregate_tok_s", "ttft_s",

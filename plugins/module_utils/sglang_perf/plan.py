@@ -464,11 +464,11 @@ def _unmeasured(cfg, reason):
 
 
 def run(common, plan, thresholds, profile, calibrated=None, promise=None, baseline=None,
-        progress=None, names=None, fingerprint=None, answers=None):
+        progress=None, names=None, fingerprint=None, answers=None, clocks=None):
     """Resolve the raw plan (``bench gate``, which has no deploy plan) and run it: run_cases."""
     cases = resolve(plan, thresholds, profile, calibrated, names, common.get("confidence") or 0.95)
     return run_cases(common, cases, profile, promise, baseline, progress, fingerprint,
-                     notes=plan_notes(plan, thresholds, profile), answers=answers)
+                     notes=plan_notes(plan, thresholds, profile), answers=answers, clocks=clocks)
 
 
 RESOLVED_CASE_KEYS = ("case", "description", "options", "report_only", "thresholds", "source")
@@ -556,7 +556,7 @@ def agreement_baseline(baseline, case, fingerprint):
 
 
 def run_cases(common, cases, profile, promise=None, baseline=None, progress=None, fingerprint=None,
-              notes=(), answers=None):
+              notes=(), answers=None, clocks=None):
     """Run the resolved ``cases`` (resolve's, e.g. the deploy plan's gate.cases) against the server
     in ``common["url"]``; the plan result.
 
@@ -565,9 +565,21 @@ def run_cases(common, cases, profile, promise=None, baseline=None, progress=None
     record of the profile (each case is compared with its own case in it). ``fingerprint``: the
     host's (fingerprint.take), recorded with the prompt set of each case and compared with the
     baseline's; ``notes``: the plan's (plan_notes); ``answers``: a host's known-answer rows
-    (answers.parse, with its ``source``) for the quality checks, else the built-in ones. Raises
+    (answers.parse, with its ``source``) for the quality checks, else the built-in ones;
+    ``clocks``: a watch on the host's clocks started with the fingerprint (fingerprint.watch),
+    stopped when the cases are done (or fail): what held the clocks down is recorded in the
+    fingerprint (``held_down``), compared with the baseline's and named (``slowdowns``). Raises
     ConfigError for a bad case or option and MeasureError when the server cannot be measured at
     all."""
+    try:
+        return _run_cases(common, cases, profile, promise, baseline, progress, fingerprint, notes,
+                          answers, clocks)
+    finally:
+        if clocks is not None:
+            clocks.stop()  # a sampler's thread ends with the run, whatever ended it
+
+
+def _run_cases(common, cases, profile, promise, baseline, progress, fingerprint, notes, answers, clocks):
     started = time.perf_counter()
     base = engine.validate(dict(common))
     cfgs = case_configs(common, cases, profile, baseline)
@@ -602,10 +614,14 @@ def run_cases(common, cases, profile, promise=None, baseline=None, progress=None
         results.append(r)
     out = judge(results, capacity, server, profile, model, ep.url, time.perf_counter() - started,
                 list(notes or ()))
+    held = clocks.stop() if clocks is not None else None
     if fp is not None:
         fp["prompts"] = {r["case"]: r["prompt_set"] for r in results}
+        if held is not None:
+            fp["held_down"] = held
         out["fingerprint"] = fp
         out["fingerprint_changes"] = hostprint.differences((baseline or {}).get("fingerprint"), fp)
+    out["slowdowns"] = hostprint.held_text(held, ((baseline or {}).get("fingerprint") or {}).get("held_down"))
     return out
 
 
@@ -729,9 +745,10 @@ def case_line(r):
 
 
 def host_changes(result):
-    """'host changed since the last-known-good: ...; ' when the fingerprints differ, else ''."""
-    said = hostprint.text(result.get("fingerprint_changes") or [])
-    return said + "; " if said else ""
+    """'host changed since the last-known-good: ...; ' when the fingerprints differ, then each
+    slowdown that held the GPUs during the run and is not such a change; '' for neither."""
+    said = [hostprint.text(result.get("fingerprint_changes") or [])] + list(result.get("slowdowns") or [])
+    return "".join(s + "; " for s in said if s)
 
 
 def failure_message(result):
@@ -785,6 +802,7 @@ def table(result):
                 lines.append("  " + r["note"])
     if result.get("fingerprint_changes"):
         lines.append(hostprint.text(result["fingerprint_changes"]))
+    lines.extend(result.get("slowdowns") or [])
     for note in result.get("notes") or []:
         lines.append("note: " + note)
     for fail in result["failures"]:
