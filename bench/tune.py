@@ -24,6 +24,7 @@ profile refused by its preflight, or a candidate not stopped cleanly (the search
 """
 from __future__ import annotations
 
+import argparse
 import datetime
 import json
 import os
@@ -37,10 +38,10 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from sglang_perf import capacity, drafter, engines, inherit, plan, profile, tune
+from sglang_perf import capacity, drafter, engines, fingerprint, inherit, plan, profile, tune
 from sglang_perf.client import ConfigError, MeasureError
 
-from bench import tune_report
+from bench import gate, tune_report
 from bench.common import EXIT_FAILED, EXIT_PASSED, EXIT_UNMEASURED
 from bench.launch import free_port
 from bench.paths import ROOT
@@ -352,7 +353,6 @@ def measure(host, args, url, name, cases, objective, bar, ends_at, report_only=F
     gate would measure (--objective-requests), stopped there under ``bar``; then the plan's other
     cases; capacity judged on both runs. Every run ends by ``ends_at`` (seconds since the epoch,
     the budget's end; None: none): an outcome the budget ended is ``cut``, not failed."""
-    from bench import gate
     common = gate.common_options(host.v, url, args.api_key or host.v.get("sglang_api_key"), None)
     common["ends_at"] = ends_at
     promise = gate.promise_of({"sglang_profiles": host.profiles}, host.current)
@@ -395,10 +395,17 @@ def measure(host, args, url, name, cases, objective, bar, ends_at, report_only=F
 
 def run_identity(host, args, space, cases):
     """What a run's launches are measurements of: the host, its profile, the release and engine
-    version its candidates run (the deploy plan's), the space, the plan's cases and the objective.
-    An interrupted run resumes only from launches of the same identity."""
+    version its candidates run (the deploy plan's), its GPUs' fingerprint where their nvidia-smi
+    is read (fingerprint.GPU_FIELDS: model, driver, power limits, max clocks, PCIe link), the
+    space, the plan's cases and the objective. An interrupted run resumes only from launches of
+    the same identity."""
     planned = host.planned(host.current_key(), 30000) or {}
+    url = args.url or "http://%s:%d" % (args.address, args.port or 30000)
+    smi, _ = gate.host_nvidia_smi(argparse.Namespace(url=url, nvidia_smi=args.nvidia_smi))
+    gpus = fingerprint.take(fingerprint.run_argv, smi, {}).get("gpus") if smi else None
+    static = [f[1] for f in fingerprint.GPU_FIELDS]
     return json.loads(json.dumps({
+        "gpus": [{k: g.get(k) for k in static} for g in gpus] if gpus else None,
         "host": args.host or ",".join(args.vars or ()), "profile": host.current,
         "engine": planned.get("engine"), "version": planned.get("version"), "release": planned.get("release"),
         "space": space, "objective": args.objective, "objective_requests": args.objective_requests,
@@ -470,7 +477,6 @@ def add_parser(sub):
     p.add_argument("--launch", action="append", metavar="[ENGINE=]COMMAND",
                    help="starts one candidate: {args} its engine arguments, {port} its port (repeatable "
                         "with ENGINE= for a command per engine)")
-    from bench import gate
     gate.add_inventory_args(p, "with -i: the host whose settings, profiles and gate plan are tuned")
     p.add_argument("--vars", metavar="FILE", action="append",
                    help="vars files over the role defaults (without -i), or over the host's (with -i)")
@@ -503,6 +509,10 @@ def add_parser(sub):
     p.add_argument("--stop", metavar="COMMAND",
                    help="run after each launch's own group is stopped, to stop what it started elsewhere "
                         "(e.g. a transient unit on the host); {port}, {args} as in --launch; must exit 0")
+    p.add_argument("--nvidia-smi", default="auto", metavar="CMD",
+                   help="the nvidia-smi of the GPUs the candidates run on, read at each launch's start and "
+                        "end (its clock-event counters; the active reasons sampled where the driver has "
+                        "none): auto, this machine's when the candidates' URL is on loopback; '' none")
     p.add_argument("--address", default="127.0.0.1",
                    help="where the candidates are reached (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="every candidate's port (default: a free one each); the host's "
@@ -714,6 +724,11 @@ def run_one(host, args, key, template, cases, bar, ready_timeout, ends_at, log, 
             record["outcome"] = {"started": False, "failure": "mismatch", "memory": None,
                                  "error": "ready, but not this setting: %s" % mismatch}
         else:
+            # the GPUs' clocks watched from the first request to the last (the counters at both
+            # ends, or the active reasons sampled): a slowdown that held them is named
+            where = argparse.Namespace(url=url, nvidia_smi=args.nvidia_smi)
+            smi, record["clocks_why"] = gate.host_nvidia_smi(where)
+            watch = fingerprint.watch(fingerprint.run_argv, smi)
             try:
                 outcome, results = measure(host, args, url, name, cases, args.objective, bar, ends_at,
                                            report_only=final)
@@ -724,6 +739,8 @@ def run_one(host, args, key, template, cases, bar, ready_timeout, ends_at, log, 
                 record["outcome"] = {"started": True, "cut": "budget", "error": "%s: %s" % (CUT, e)} \
                     if _past(ends_at) else {"started": True, "passed": False, "failed_cases": ["unmeasured"],
                                             "failure": str(e)}
+            record["clocks"] = watch.stop()
+            record["slowdowns"] = fingerprint.held_text(record["clocks"])
             if launch.proc.poll() is not None and not record["outcome"].get("cut"):
                 # it died while measured: its log says why (out of memory in the 32K case: lower)
                 died = launch.failure()

@@ -136,16 +136,24 @@ def write(out_dir, host, tuner, records, cases, args, seconds, identity=None):
     for k in order:
         lines.append("| %s | %s |" % (tune.key_label(k), answer["reasons"][k].replace("|", "\\|")))
     lines += finalists_section(records, args.objective)
+    held = [(i, r) for i, r in enumerate(records, 1) if r.get("slowdowns")]
+    if held:
+        lines += ["", "## GPU clocks held down during a launch", "",
+                  "A launch's figures are its GPUs' at the clocks they ran: a slowdown (thermal, power "
+                  "cap, a locked clock) that held them for a share of its measurement (read at its start "
+                  "and end: the driver's clock-event counters, else the active reasons sampled) makes it "
+                  "slower than the setting is.", ""]
+        lines += ["- launch %d, %s: %s" % (i, r["label"], "; ".join(r["slowdowns"])) for i, r in held]
     lines += ["", "## Launches", "", "| # | setting | ready (s) | %s tok/s | accept length | capacity | "
-              "verdict | seconds |" % args.objective, "|---|---|---|---|---|---|---|---|"]
+              "verdict | clocks held down | seconds |" % args.objective, "|---" * 9 + "|"]
     for i, r in enumerate(records, 1):
         o = r["outcome"]
         cap = o.get("capacity") or {}
-        lines.append("| %d | %s | %s | %s | %s | %s | %s | %s |" % (
+        lines.append("| %d | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             i, r["label"], r.get("ready_s", "-"), _fmt_iv(o),
             "%.2f" % o["accept_len"] if o.get("accept_len") else "-",
             "context %s, %s running" % (cap.get("effective_context"), cap.get("max_running_requests"))
-            if cap else "-", _verdict(o), r.get("seconds", "-")))
+            if cap else "-", _verdict(o), _clocks(r), r.get("seconds", "-")))
     (out_dir / "tune.md").write_text("\n".join(lines) + "\n")
     tuned, tuned_name = tuned_vars(host, answer, records)
     who = host_name or "HOST"
@@ -200,6 +208,17 @@ def finalists_section(records, objective):
             _fmt_iv(r["outcome"]) if r["outcome"].get("passed") else _verdict(r["outcome"]),
             "; ".join(extra) or "none in the plan"))
     return lines
+
+
+def _clocks(record):
+    """A launch's clocks cell: its slowdowns, "none" when watched and free, else why not watched."""
+    if record.get("slowdowns"):
+        return "; ".join(record["slowdowns"]).replace("|", "\\|")
+    clocks = record.get("clocks") or {}
+    if clocks.get("how"):
+        return "none"
+    why = record.get("clocks_why")
+    return "not read (%s)" % why.split(":")[0] if why else "not read"
 
 
 def _verdict(o):

@@ -33,9 +33,10 @@ sglang_gate_thresholds:
 """
 
 
-def tune(*args, timeout=600):
+def tune(*args, timeout=600, env=None):
     return subprocess.run([sys.executable, "-m", "bench", "tune", "--quiet", *map(str, args)], cwd=str(ROOT),
-                          env=dict(os.environ), capture_output=True, text=True, timeout=timeout)
+                          env=dict(os.environ, **(env or {})), capture_output=True, text=True,
+                          timeout=timeout)
 
 
 def _vars(tmp_path, drafter=True, block=None, max_tokens=256):
@@ -290,3 +291,27 @@ def test_an_interrupted_run_resumes_without_relaunching_what_it_measured(tmp_pat
              "--budget-launches", 1)
     assert p.returncode == 0 and count.read_text().count("x") == 1
     assert not json.loads((out / "tune.json").read_text())["launches"][0].get("resumed")
+
+
+def test_a_slowdown_that_held_the_gpus_during_a_launch_is_named(tmp_path):
+    """The stand-in nvidia-smi's GPU 0 held by a thermal slowdown from half a second after the
+    run's first reading (its identity's) on: the launch's clocks (the counters at its start and
+    end) name it, in tune.json and tune.md."""
+    state = tmp_path / "smi.json"
+    state.write_text(json.dumps({"gpus": [{"slowdown": {"reason": "sw_thermal_slowdown", "after_s": 0.5}},
+                                          {}]}))
+    out = tmp_path / "out"
+    p = tune("--vars", _vars(tmp_path, drafter=False, max_tokens=64), "--launch", LAUNCH,
+             "--budget-launches", 1, "--no-confirm", "--out", out,
+             "--nvidia-smi", ROOT / "scripts" / "nvidia_smi_standin.py",
+             env={"NVIDIA_SMI_STANDIN_STATE": str(state)})
+    assert p.returncode == 0, p.stderr[-3000:]
+    launch = json.loads((out / "tune.json").read_text())["launches"][0]
+    assert launch["clocks"]["how"] == "counters"
+    (held,) = launch["clocks"]["held"]
+    assert (held["gpu"], held["reason"]) == (0, "sw_thermal_slowdown") and 0.05 <= held["share"] <= 1.0
+    (said,) = launch["slowdowns"]
+    assert said.startswith("GPU 0 held by sw_thermal_slowdown for %.0f%% of the measurement ("
+                           % (100 * held["share"]))
+    md = (out / "tune.md").read_text()
+    assert "## GPU clocks held down during a launch" in md and launch["slowdowns"][0] in md
