@@ -63,8 +63,9 @@ def loader(vault_password_file=None, basedir=PLAYBOOKS, note=None):
 
 
 def files_of(path):
-    """``path``'s YAML files: itself, or a vars directory's *.yml/*.yaml."""
-    path = Path(path)
+    """``path``'s YAML files: itself, or a vars directory's *.yml/*.yaml; a relative path is the
+    user's, from the current directory (never the loader's base, playbooks/)."""
+    path = Path(path).absolute()
     if path.is_dir():
         return sorted(p for p in path.iterdir() if p.suffix in (".yml", ".yaml", ".json"))
     if not path.is_file():

@@ -247,3 +247,25 @@ def test_compare_plan_takes_its_profiles_from_the_hosts_variables(tmp_path):
     assert "--target nextn_3step: no such profile in sglang_profiles (known: mine)" in p.stderr, p.stderr
     p = bench("compare", "-i", inv / "hosts.yml", "--host", "ct129", "--target", "a=http://127.0.0.1:9")
     assert p.returncode == 2 and "-i INVENTORY (the host's variables) is for --plan" in p.stderr
+
+
+@pytest.mark.parametrize("command", ["gate", "calibrate", "tune"])
+def test_a_relative_vars_path_is_the_users_from_where_they_stand(tmp_path, command):
+    """`-i INVENTORY --host NAME --vars FILE`: FILE relative to the current directory (it was read
+    under playbooks/, the loader's base, and the run stopped on Ansible's own error)."""
+    inv = inventory(tmp_path, port=9)
+    here = tmp_path / "here"
+    # tune templates the host's API key (the candidates' own): a test key, not the vault's
+    write(here / "mine.yml", dict(SMALL, sglang_api_key="test-key-0123456789abcdef") if command == "tune" else SMALL)
+    extra = ["--launch", "exit 1 {args}", "--budget-minutes", 1, "--out", tmp_path / "out"] \
+        if command == "tune" else []
+    e = dict(os.environ, PYTHONPATH=str(ROOT))
+    e.pop("SGLANG_API_KEY", None)
+    argv = [sys.executable, "-m", "bench", command, "-i", str(inv / "hosts.yml"), "--host", "ct129",
+            "--vars", "mine.yml", "--quiet", *map(str, extra)]
+    p = subprocess.run(argv, cwd=str(here), env=e, capture_output=True, text=True, timeout=240)
+    assert "mine.yml" not in p.stderr and "playbooks" not in p.stderr, p.stderr[-2000:]
+    if command == "tune":  # the plan read from mine.yml: its two cases measured (nothing starts)
+        assert json.loads((tmp_path / "out" / "tune.json").read_text())["cases"] == ["coding", "concurrent"]
+    else:  # read, then the server (port 9) is what is missing
+        assert p.returncode == 2 and "cannot connect to 127.0.0.1:9" in p.stderr, p.stderr[-2000:]
