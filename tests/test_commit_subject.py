@@ -50,3 +50,11 @@ def test_the_hook_is_installed_for_commit_messages():
     text = (ROOT / ".pre-commit-config.yaml").read_text()
     assert "scripts/commit_subject.py" in text and "stages: [commit-msg]" in text
     assert "--hook-type commit-msg" in text
+
+
+def test_every_subject_of_main_since_the_base_is_short():
+    """CI holds the submissions' subjects: every commit after .ci/subjects-from (the newest commit
+    whose subject is too long; history is not rewritten) has a subject of at most 72 characters."""
+    base = (ROOT / ".ci" / "subjects-from").read_text().strip()
+    p = run("--range", "%s..HEAD" % base)
+    assert p.returncode == 0, p.stderr
