@@ -56,5 +56,11 @@ def test_every_subject_of_main_since_the_base_is_short():
     """CI holds the submissions' subjects: every commit after .ci/subjects-from (the newest commit
     whose subject is too long; history is not rewritten) has a subject of at most 72 characters."""
     base = (ROOT / ".ci" / "subjects-from").read_text().strip()
-    p = run("--range", "%s..HEAD" % base)
-    assert p.returncode == 0, p.stderr
+    known = subprocess.run(["git", "cat-file", "-e", base + "^{commit}"], cwd=str(ROOT), capture_output=True)
+    if known.returncode == 0:
+        p = run("--range", "%s..HEAD" % base)
+        assert p.returncode == 0, p.stderr
+    else:  # a shallow clone without the base: the commits it has
+        subjects = subprocess.run(["git", "log", "--format=%s"], cwd=str(ROOT), capture_output=True,
+                                  text=True, check=True).stdout.splitlines()
+        assert subjects and all(len(s) <= 72 for s in subjects), subjects
