@@ -256,7 +256,8 @@ def test_a_relative_vars_path_is_the_users_from_where_they_stand(tmp_path, comma
     inv = inventory(tmp_path, port=9)
     here = tmp_path / "here"
     # tune templates the host's API key (the candidates' own): a test key, not the vault's
-    write(here / "mine.yml", dict(SMALL, sglang_api_key="test-key-0123456789abcdef") if command == "tune" else SMALL)
+    key = {"sglang_api_key": "test-key-0123456789abcdef"} if command == "tune" else {}
+    write(here / "mine.yml", dict(SMALL, **key))
     extra = ["--launch", "exit 1 {args}", "--budget-minutes", 1, "--out", tmp_path / "out"] \
         if command == "tune" else []
     e = dict(os.environ, PYTHONPATH=str(ROOT))
