@@ -139,3 +139,12 @@ def test_the_slug_rule():
         "capacity-memorypy-sglang-0523s-pool-sizing-per-gpu"
     assert slug('Drift ("is it the config?")') == "drift-is-it-the-config"
     assert slug("Role `sglang_gate`") == "role-sglang_gate"
+
+
+def test_every_module_of_the_engine_is_named_in_the_layout():
+    """docs/layout.md names each module under plugins/module_utils (the package's one map)."""
+    text = (ROOT / "docs" / "layout.md").read_text()
+    base = ROOT / "plugins" / "module_utils" / "sglang_perf"
+    missing = [str(p.relative_to(base)) for p in sorted(base.rglob("*.py"))
+               if p.name != "__init__.py" and "`%s`" % p.name not in text]
+    assert missing == []
