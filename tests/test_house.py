@@ -204,3 +204,51 @@ def test_each_named_constant_is_defined_in_one_file():
 ])
 def test_the_constant_rule_reads_module_level_names_only(source, names):
     assert module_constants(ast.parse(source)) == names
+
+
+def _package_imports(base, package):
+    """{module: modules of ``package`` it imports, at any level of its code (a function's
+    import included)} of every module under ``base``, by dotted name relative to it."""
+    from pathlib import Path
+    graph = {}
+    for path in base.rglob("*.py"):
+        rel = path.relative_to(base).with_suffix("")
+        name = ".".join(p for p in rel.parts if p != "__init__")
+        here = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                parent = here[:len(here) - node.level + 1] if node.level > 1 else here
+                mod = ".".join(parent + ([node.module] if node.module else []))
+                for alias in node.names:
+                    sub = (mod + "." + alias.name).strip(".")
+                    found.add(sub if (base / Path(*sub.split("."))).with_suffix(".py").exists()
+                              or (base / Path(*sub.split("."))).is_dir() else mod)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(package + "."):
+                found.add(node.module[len(package) + 1:])
+        graph[name] = {m for m in found if m and m != name}
+    return graph
+
+
+def test_the_engine_package_has_no_import_cycle():
+    """sglang_perf imports no module back that imports it (a function-level import included: a
+    cycle a local import hides is still one)."""
+    base = ROOT / "plugins" / "module_utils" / "sglang_perf"
+    graph = _package_imports(base, "sglang_perf")
+    assert {"metrics", "engines", "engines.vllm", "tune"} <= set(graph)  # the reader sees the package
+    assert "engines.common" in graph["metrics"]
+    cycles, state = [], {}  # state: 1 on the path, 2 done
+
+    def visit(node, path):
+        state[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                cycles.append(" -> ".join(path[path.index(nxt):] + [nxt]))
+            elif nxt not in state:
+                visit(nxt, path + [nxt])
+        state[node] = 2
+
+    for start in sorted(graph):
+        if start not in state:
+            visit(start, [start])
+    assert cycles == []

@@ -3,8 +3,6 @@
 per engine) and turning two scrapes into window deltas."""
 from __future__ import annotations
 
-import re
-
 from . import engines
 from .engines import common
 
@@ -23,34 +21,7 @@ HISTOGRAM_TOTALS = tuple(name + part for e in engines.every()
 # of each request included), as the per-request figure; vLLM's own is 1 + accepted / drafts.
 WINDOW_ACCEPT_LEN_CONVENTION = "generation tokens / verify steps (as the per-request accept length)"
 
-_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
-_LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
-_ESCAPES = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
-
-
-def _sample(line):
-    """(name, labels, value) of one exposition line, or None."""
-    m = _NAME.match(line)
-    if not m:
-        return None
-    name, pos, labels = m.group(0), m.end(), {}
-    if line.startswith("{", pos):
-        pos += 1
-        while True:
-            lm = _LABEL.match(line, pos)
-            if not lm:
-                break
-            labels[lm.group(1)] = re.sub(r'\\[\\"n]', lambda e: _ESCAPES[e.group(0)], lm.group(2))
-            pos = lm.end()
-        pos = len(line) - len(line[pos:].lstrip())
-        if not line.startswith("}", pos):
-            return None
-        pos += 1
-    rest = line[pos:].split()
-    try:
-        return name, labels, float(rest[0])
-    except (IndexError, ValueError):
-        return None
+_sample = common.exposition_sample
 
 
 def parse(text):

@@ -3,6 +3,8 @@
 for a release, the server settings' argv, and a command line read back into settings."""
 from __future__ import annotations
 
+import re
+
 from .settings import ProfileError, of, text, typed, version_tuple
 
 # Shown as the method when speculation runs but the engine does not say which.
@@ -153,3 +155,46 @@ def fill_spec_steps(eng, server, spec_tokens):
         server["speculative_algorithm"] = UNREPORTED
         server.setdefault("not_exposed", {})["speculative_algorithm"] = \
             eng.not_exposed["speculative_algorithm"]
+
+
+# --- the Prometheus text format (metrics.py and the engines' drift read it) ---------------------
+_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+_LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
+_ESCAPES = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
+
+
+def exposition_sample(line):
+    """(name, labels, value) of one exposition line, or None."""
+    m = _NAME.match(line)
+    if not m:
+        return None
+    name, pos, labels = m.group(0), m.end(), {}
+    if line.startswith("{", pos):
+        pos += 1
+        while True:
+            lm = _LABEL.match(line, pos)
+            if not lm:
+                break
+            labels[lm.group(1)] = re.sub(r'\\[\\"n]', lambda e: _ESCAPES[e.group(0)], lm.group(2))
+            pos = lm.end()
+        pos = len(line) - len(line[pos:].lstrip())
+        if not line.startswith("}", pos):
+            return None
+        pos += 1
+    rest = line[pos:].split()
+    try:
+        return name, labels, float(rest[0])
+    except (IndexError, ValueError):
+        return None
+
+
+def info_labels(text, name):
+    """The labels of the first sample of the info gauge ``name`` in a Prometheus exposition
+    ``text`` (engine 0's), {} when it has none."""
+    for line in str(text or "").splitlines():
+        if line.startswith(name):
+            s = exposition_sample(line)
+            if s is not None and s[0] == name:
+                return s[1]
+    return {}
+

@@ -433,13 +433,11 @@ def drift(models, metrics_text, profile, version, server=None):
     (GET /metrics) against the intended profile and server settings. What vLLM does not expose
     over HTTP (tensor parallel size, max_num_seqs, the speculative config) is listed as
     ``not_exposed``, not passed silently; the unit's own command line is what the deploy rendered."""
-    from .. import metrics as prom  # metrics reads this module's tables
-
     if not isinstance(models, dict) or not isinstance(models.get("data"), list):
         raise ProfileError("vllm_drift: /v1/models did not return a model list: %r" % (models,))
     served = [m for m in models["data"] if isinstance(m, dict)]
     first = served[0] if served else {}
-    info = prom.parse(str(metrics_text or "")).get("vllm:cache_config_info") or {}
+    info = common.info_labels(metrics_text, "vllm:cache_config_info")
     differences, checked = [], 0
 
     def compare(setting, field, intended, running):
