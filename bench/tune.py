@@ -116,11 +116,11 @@ class Host(object):
         mem = float(p.get("mem_fraction_static") or self.v["sglang_memory_default_fraction"])
         kind = tune.profile_kind(p, engine)
         if kind == "none":
-            return (engine, kind, 0, False, mem)
+            return tune.Setting(engine, kind, 0, False, mem)
         if kind == "block":
-            return (engine, kind, profile.accept_ceiling(p, engine), False, mem)
+            return tune.Setting(engine, kind, profile.accept_ceiling(p, engine), False, mem)
         steps = int(p.get("speculative_num_steps") or 1)
-        return (engine, kind, steps, p.get("speculative_adaptive") is True, mem)
+        return tune.Setting(engine, kind, steps, p.get("speculative_adaptive") is True, mem)
 
     def drafter_blocks(self, given=(), root=None):
         """{drafter path: the block it was trained for} of the host's drafter profiles: ``given``
@@ -443,7 +443,7 @@ def server_mismatch(host, key, url, port, api_key):
     drift paths, SGLang /server_info, read as the role's drift check reads them; '; '-joined), or
     None: the server ready on the port must be the candidate, not one left behind."""
     planned = host.planned(key, port)
-    eng = engines.get(key[0])
+    eng = engines.get(key.engine)
     secret = api_key or host.v.get("sglang_api_key")
     headers = {"Authorization": "Bearer %s" % secret} if secret else {}
     answers = []
@@ -459,8 +459,8 @@ def server_mismatch(host, key, url, port, api_key):
         except ValueError:
             answers.append({"content": body, "status": 200})
     try:
-        drift = profile.engine_drift(answers, key[0], planned.get("settings") or {}, planned.get("version"),
-                                     {"port": port})
+        drift = profile.engine_drift(answers, key.engine, planned.get("settings") or {},
+                                     planned.get("version"), {"port": port})
     except (ValueError, KeyError, TypeError) as e:
         return "its report could not be read: %s" % e
     return "; ".join(drift.get("lines") or []) or None
@@ -585,10 +585,10 @@ def _tune(args):
         _, problems = host.render(key, 30000)
         if problems:
             refused[key] = "; ".join(problems)
-        elif key[1] == "block":
+        elif key.kind == "block":
             path = host.setting(key)[2].get(drafter.SETTING)
-            if drafter.block_note(path, blocks.get(path), key[2]):
-                untrained.setdefault((path, blocks[path]), set()).add(key[2])
+            if drafter.block_note(path, blocks.get(path), key.depth):
+                untrained.setdefault((path, blocks[path]), set()).add(key.depth)
     # what the capacity check holds a setting to: the promised context (or a longer case's), the
     # plan's highest concurrency
     needs = (max([host.profiles[host.current].get("context_length") or 0]
@@ -640,7 +640,7 @@ def _tune(args):
         final = phase == "finalists"
         log = out_dir / "launches" / ("%02d-%s.log" % (len(records) + 1, tune.key_name(key)))
         bar = 0.0 if final else tuner.bar()  # a finalist runs every case, never stopped as slower
-        record = run_one(host, args, key, commands[key[0]], cases, bar, ready_timeout, ends_at, log,
+        record = run_one(host, args, key, commands[key.engine], cases, bar, ready_timeout, ends_at, log,
                          final=final)
         record["phase"] = phase
         durations.append(time.monotonic() - t0)
@@ -713,7 +713,7 @@ def run_one(host, args, key, template, cases, bar, ready_timeout, ends_at, log, 
     t0 = time.monotonic()
     launch = Launch(command, log)
     try:
-        why = launch.wait_ready(url, engines.get(key[0]).ready_paths, ready_timeout, ends_at)
+        why = launch.wait_ready(url, engines.get(key.engine).ready_paths, ready_timeout, ends_at)
         record["ready_s"] = round(time.monotonic() - t0, 1)
         mismatch = None if why else server_mismatch(host, key, url, port, args.api_key)
         if why and why.startswith(CUT):

@@ -30,6 +30,8 @@ no drafter before a drafter, fewer draft tokens, adaptive off, the lower fractio
 beats the current profile beyond the intervals, the current profile is the answer."""
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from . import engines, inherit, profile
 
 # The default space (issue 34): chains of 1-6 steps with and without adaptive, drafter blocks
@@ -177,6 +179,25 @@ def space_of(data, engines_given=None):
 
 
 # ---------------------------------------------------------------------------- settings ------
+class Setting(NamedTuple):
+    """One setting of the space: an engine, a kind of speculation (none, chain, block, or another
+    algorithm's own), its depth (chain steps, block tokens; 0 without), adaptive steps, and the
+    mem_fraction_static. Equal to the plain tuple of its fields (tune.json stores it as a list)."""
+    engine: str
+    kind: str
+    depth: int
+    adaptive: bool
+    mem: float
+
+
+class Spec(NamedTuple):
+    """A setting without its fraction: what speed follows."""
+    engine: str
+    kind: str
+    depth: int
+    adaptive: bool
+
+
 def key_name(key):
     """A setting's profile name: tune_<engine>_<kind><depth>[_adaptive]_m<fraction x 100>."""
     engine, kind, depth, adaptive, mem = key
@@ -212,7 +233,7 @@ def cost(key):
 
 def spec_of(key):
     """The setting without its fraction: what speed follows."""
-    return key[:4]
+    return Spec(*key[:4])
 
 
 def candidates(space, drafter_engines):
@@ -229,7 +250,7 @@ def candidates(space, drafter_engines):
                 specs.append(("chain", steps, adaptive))
         if engine in drafter_engines:
             specs += [("block", b, False) for b in space["blocks"]]
-        out += [(engine, kind, depth, adaptive, mem) for kind, depth, adaptive in specs
+        out += [Setting(engine, kind, depth, adaptive, mem) for kind, depth, adaptive in specs
                 for mem in space["mem_fractions"]]
     return out
 
@@ -411,8 +432,8 @@ class Tuner(object):
 
     def __init__(self, keys, current_key, refused=None, capacity_model=None, needs=(None, None),
                  budget=12):
-        self.keys = list(keys)
-        self.current = current_key
+        self.keys = [Setting(*k) for k in keys]
+        self.current = Setting(*current_key)
         self.refused = dict(refused or {})
         self.capacity_model = capacity_model
         self.needs = needs
@@ -460,7 +481,7 @@ class Tuner(object):
         return max(ok, key=lambda k: interval(ok[k])[0])
 
     def record(self, key, outcome):
-        self.launches.append((key, dict(outcome)))
+        self.launches.append((Setting(*key), dict(outcome)))
 
     def left(self):
         return self.budget - len(self.launches)
@@ -490,10 +511,10 @@ class Tuner(object):
             return interval(o)[0], o.get("accept_len") or 1.0
         if kind != "chain" and kind != "none":
             return None
-        same = [(s, o) for s, o in speeds.items() if s[0] == engine and s[1] == kind]
+        same = [(s, o) for s, o in speeds.items() if s.engine == engine and s.kind == kind]
         if kind == "none":
             chains = [(draft_tokens(s + (0,)), step_time(o)) for s, o in speeds.items()
-                      if s[0] == engine and s[1] == "chain" and not s[3] and step_time(o)]
+                      if s.engine == engine and s.kind == "chain" and not s.adaptive and step_time(o)]
             line = fit_line(chains) if len({x for x, _ in chains}) >= 2 else None
             if line is None:
                 return None
@@ -503,7 +524,7 @@ class Tuner(object):
         if not deep:
             return None
         al = accept_from_positions(max(deep, key=lambda o: len(o["by_position"]))["by_position"], depth)
-        pts = [(draft_tokens(s + (0,)), step_time(o)) for s, o in same if not s[3] and step_time(o)]
+        pts = [(draft_tokens(s + (0,)), step_time(o)) for s, o in same if not s.adaptive and step_time(o)]
         if not pts:
             return None
         a, b = fit_line(pts)
@@ -521,14 +542,14 @@ class Tuner(object):
         (the higher first), never at or above one where its kind ran out of memory; None when
         every fraction is excluded."""
         kind = [(k, o) for k, o in self.launches if k[:2] == spec[:2]]
-        started = [k[4] for k, o in kind if o.get("started", True)]
-        no_room = [k[4] for k, o in kind if o.get("memory") == "over"]
+        started = [k.mem for k, o in kind if o.get("started", True)]
+        no_room = [k.mem for k, o in kind if o.get("memory") == "over"]
         prefer = started[-1] if started else prefer
         options = [k for k in self.keys if spec_of(k) == spec and k not in self.refused
-                   and (not no_room or k[4] < min(no_room))]
+                   and (not no_room or k.mem < min(no_room))]
         if not options:
             return None
-        return min(options, key=lambda k: (abs(k[4] - prefer), -k[4]))
+        return min(options, key=lambda k: (abs(k.mem - prefer), -k.mem))
 
     def _fresh(self, key):
         return key is not None and self.outcome(key) is None
@@ -539,8 +560,8 @@ class Tuner(object):
             return None
         if self.outcome(self.current) is None and self.current not in self.refused:
             return self.current
-        prefer = self.current[4]
-        engines_first = sorted({k[0] for k in self.keys}, key=lambda e: (e != self.current[0], e))
+        prefer = self.current.mem
+        engines_first = sorted({k.engine for k in self.keys}, key=lambda e: (e != self.current.engine, e))
         for engine in engines_first:
             for kind in ("chain", "block"):
                 probe = self._probe(engine, kind, prefer)
@@ -552,19 +573,20 @@ class Tuner(object):
     def _probe(self, engine, kind, prefer):
         """The deepest setting of a kind (its acceptance per position), then, for a chain, its
         middle depth for the step-time line (a smaller block is not predicted: _next_unpredicted)."""
-        specs = sorted({spec_of(k) for k in self.keys if k[0] == engine and k[1] == kind and not k[3]
-                        and self._at_fraction(spec_of(k), prefer) is not None}, key=lambda s: s[2])
+        specs = sorted({spec_of(k) for k in self.keys
+                        if (k.engine, k.kind, k.adaptive) == (engine, kind, False)
+                        and self._at_fraction(spec_of(k), prefer) is not None}, key=lambda s: s.depth)
         if not specs:
             return None
-        launched = sorted({s[2] for s in self._launched_specs()
-                           if s[0] == engine and s[1] == kind and not s[3]})
-        if specs[-1][2] not in launched:
+        launched = sorted({s.depth for s in self._launched_specs()
+                           if s.engine == engine and s.kind == kind and not s.adaptive})
+        if specs[-1].depth not in launched:
             return self._at_fraction(specs[-1], prefer)
         if not any(_ran(o) for k, o in self.launches if spec_of(k) == specs[-1]):
             return self._retry(specs[-1])  # no room at its fraction (at start or in a case): another
         if len(launched) >= 2 or kind != "chain":
             return None
-        shallower = [s for s in specs if s[2] < specs[-1][2]]
+        shallower = [s for s in specs if s.depth < specs[-1].depth]
         return self._at_fraction(shallower[len(shallower) // 2], prefer) if shallower else None
 
     def ceiling_speed(self, spec):
@@ -573,22 +595,22 @@ class Tuner(object):
         verified token for each token it verifies fewer (the drafter's pass is one whatever the
         block), never under the fastest verify measured on its engine; None before a step time
         is known."""
-        fastest = self._fastest_step(spec[0])
+        fastest = self._fastest_step(spec.engine)
         if not fastest:
             return None
         tokens = draft_tokens(spec + (0,))
         floor = fastest
-        slope = self._chain_slope(spec[0])
+        slope = self._chain_slope(spec.engine)
         if slope is not None:
             for s, o in self._speed_by_spec().items():
-                if s[0] == spec[0] and s[1] == spec[1] and step_time(o) and s[2] >= tokens:
-                    floor = max(floor, step_time(o) - slope * (s[2] - tokens))
+                if s.engine == spec.engine and s.kind == spec.kind and step_time(o) and s.depth >= tokens:
+                    floor = max(floor, step_time(o) - slope * (s.depth - tokens))
         return tokens / floor
 
     def _chain_slope(self, engine):
         """Seconds a verify takes per draft token on the chain's line; None without two depths."""
         pts = [(draft_tokens(s + (0,)), step_time(o)) for s, o in self._speed_by_spec().items()
-               if s[0] == engine and s[1] == "chain" and not s[3] and step_time(o)]
+               if s.engine == engine and s.kind == "chain" and not s.adaptive and step_time(o)]
         if len({x for x, _ in pts}) < 2:
             return None
         return max(0.0, fit_line(pts)[1])
@@ -598,7 +620,7 @@ class Tuner(object):
         at its ceiling speed, the highest ceiling first."""
         bar, launched = self.bar(), self._launched_specs()
         best = None
-        for spec in sorted({spec_of(k) for k in self.keys if k[1] == "block"} - launched):
+        for spec in sorted({spec_of(k) for k in self.keys if k.kind == "block"} - launched):
             top = self.ceiling_speed(spec)
             key = self._at_fraction(spec, prefer)
             if key is not None and (top is None or top >= bar) and \
@@ -616,10 +638,10 @@ class Tuner(object):
         if len(tried) >= MEMORY_TRIES or any(_ran(o) for _, o in tried) or len(unknown_failures) > 1 \
                 or any(o.get("failure") in NOT_RETRIED for _, o in tried):
             return None
-        ceiling = min([k[4] for k, o in tried if o.get("memory") in ("over", None)] or [2.0])
-        floor = max([k[4] for k, o in tried if o.get("memory") == "under"] or [-1.0])
+        ceiling = min([k.mem for k, o in tried if o.get("memory") in ("over", None)] or [2.0])
+        floor = max([k.mem for k, o in tried if o.get("memory") == "under"] or [-1.0])
         options = sorted((k for k in self.keys if spec_of(k) == spec and k not in self.refused
-                          and floor < k[4] < ceiling), key=lambda k: k[4])
+                          and floor < k.mem < ceiling), key=lambda k: k.mem)
         held = [k for k in options if self._holds_model(k)]
         if held:  # the lowest the memory model says holds what is needed: the cheapest
             return held[0]
@@ -636,7 +658,7 @@ class Tuner(object):
 
     def _holds_model(self, key):
         """The memory model's own word on ``key`` (no launch of it reported a capacity)."""
-        m = self.capacity_model(key, key[4]) if self.capacity_model else None
+        m = self.capacity_model(key, key.mem) if self.capacity_model else None
         return None if m is None else self._meets(*m)
 
     def _fastest_step(self, engine):
@@ -644,12 +666,12 @@ class Tuner(object):
         measured on the engine: no draft can verify faster."""
         speeds = self._speed_by_spec()
         pts = [(draft_tokens(s + (0,)), step_time(o)) for s, o in speeds.items()
-               if s[0] == engine and s[1] == "chain" and not s[3] and step_time(o)]
+               if s.engine == engine and s.kind == "chain" and not s.adaptive and step_time(o)]
         if len({x for x, _ in pts}) >= 2:
             a, b = fit_line(pts)
             if a + b > 0:
                 return a + b
-        times = [step_time(o) for s, o in speeds.items() if s[0] == engine and step_time(o)]
+        times = [step_time(o) for s, o in speeds.items() if s.engine == engine and step_time(o)]
         return min(times) if times else None
 
     def bar(self):
@@ -706,13 +728,13 @@ class Tuner(object):
     def _memory_step(self, key):
         """The next fraction to launch ``key``'s spec at, or None when nothing is left to learn."""
         spec = spec_of(key)
-        fractions = sorted(k[4] for k in self.keys if spec_of(k) == spec and k not in self.refused)
+        fractions = sorted(k.mem for k in self.keys if spec_of(k) == spec and k not in self.refused)
         tried = [(k, o) for k, o in self.launches if spec_of(k) == spec]
         if len(tried) >= MEMORY_TRIES:
             return None
-        ok = [k[4] for k, o in tried if o.get("passed")]
-        no_start = [k[4] for k, o in tried if not _ran(o) and o.get("memory") != "under"]
-        short = [k[4] for k, o in tried if o.get("failed_capacity") or o.get("memory") == "under"]
+        ok = [k.mem for k, o in tried if o.get("passed")]
+        no_start = [k.mem for k, o in tried if not _ran(o) and o.get("memory") != "under"]
+        short = [k.mem for k, o in tried if o.get("failed_capacity") or o.get("memory") == "under"]
         ceiling = min(no_start) if no_start else None
         floor = max(short) if short else None
         cand = [f for f in fractions if (ceiling is None or f < ceiling) and (floor is None or f > floor)]
@@ -734,7 +756,7 @@ class Tuner(object):
         if not reported or self.capacity_model is None:
             return None
         k0, cap = reported[-1]
-        m0, m1 = self.capacity_model(k0, k0[4]), self.capacity_model(k0, mem)
+        m0, m1 = self.capacity_model(k0, k0.mem), self.capacity_model(k0, mem)
         if m0 is None or m1 is None:
             return None
         kv = (cap.get("effective_context") or 0) + (m1[0] - m0[0])
@@ -747,9 +769,9 @@ class Tuner(object):
         """Budget left and nothing predicted to win: the adaptive twin of the leading chain
         (its speed cannot be predicted), else nothing."""
         lead = self.leader()
-        if lead is None or lead[1] != "chain" or lead[3]:
+        if lead is None or lead.kind != "chain" or lead.adaptive:
             return None
-        twin = (lead[0], "chain", lead[2], True, lead[4])
+        twin = Setting(lead.engine, "chain", lead.depth, True, lead.mem)
         if twin in self.keys and twin not in self.refused and self._fresh(twin):
             return twin
         return None
@@ -796,21 +818,21 @@ class Tuner(object):
             pred = self.predict(spec_of(key))
             tried = [(k, x) for k, x in self.launches if spec_of(k) == spec_of(key)]
             if tried:
-                if self._holds(key[4], tried) is False:
+                if self._holds(key.mem, tried) is False:
                     return "not launched: the memory model, moved to what the launch at mem %.2f reported, " \
                            "says it cannot hold the context (%s tokens) and %s running requests there" % (
-                               tried[-1][0][4], self.needs[0], self.needs[1])
-                ok = [k[4] for k, x in tried if x.get("passed")]
-                if ok and key[4] > min(ok):
+                               tried[-1][0].mem, self.needs[0], self.needs[1])
+                ok = [k.mem for k, x in tried if x.get("passed")]
+                if ok and key.mem > min(ok):
                     return "not launched: a higher fraction than mem %.2f, which passed (speed does not " \
                            "follow the fraction; the lower is the cheaper)" % min(ok)
                 return "not launched: its speculation was measured at mem %.2f (speed does not follow the " \
-                       "fraction)" % tried[-1][0][4]
+                       "fraction)" % tried[-1][0].mem
             if pred is not None:
                 return "not launched: predicted %.1f tok/s (accept length %.2f), below the leader's " \
                        "lower bound" % pred if pred[0] < self.bar() else \
                        "not launched: predicted %.1f tok/s (accept length %.2f); the budget ran out" % pred
-            if key[1] == "block":
+            if key.kind == "block":
                 top = self.ceiling_speed(spec_of(key))
                 if top is not None and top < self.bar():
                     return "not launched: even with every draft accepted (%d tokens a verify at the " \
@@ -819,7 +841,7 @@ class Tuner(object):
                 return "not launched, unknown: a block's acceptance is not predicted from another " \
                        "block's (DFlash drafts a block at once, non-causally); the budget went to " \
                        "settings predicted faster"
-            if key[3]:
+            if key.adaptive:
                 return "not launched: adaptive steps cannot be predicted; the budget went to settings " \
                        "predicted faster"
             return "not launched: the budget went to settings predicted faster"
