@@ -220,6 +220,13 @@ def host_nvidia_smi(args):
     return path, "%s: not found (no GPU figures)" % name if name else None
 
 
+def add_nvidia_smi_arg(p, what):
+    """--nvidia-smi CMD, read by host_nvidia_smi: what its answers make (``what``)."""
+    p.add_argument("--nvidia-smi", default="auto", metavar="CMD",
+                   help="the nvidia-smi of the server's GPUs, for %s (auto: this machine's when the URL is "
+                        "on loopback, else none; '' none)" % what)
+
+
 def host_fingerprint(args, v, profile):
     """The fingerprint of the machine the server runs on (host_nvidia_smi's), and a watch on its
     clocks started with it (fingerprint.watch; run_cases stops it)."""
@@ -305,9 +312,7 @@ def add_parser(sub):
                    help="known answers for the quality checks, a JSONL file of {prompt, answer} or "
                         "{prompt, tools, call} rows replacing the built-in ones of their kind "
                         "(default: the vars' sglang_gate_answers, else the built-in set)")
-    p.add_argument("--nvidia-smi", default="auto", metavar="CMD",
-                   help="the nvidia-smi whose answers make the host's fingerprint (auto: this machine's "
-                        "when the URL is on loopback, else none; '' none)")
+    add_nvidia_smi_arg(p, "the host's fingerprint, and its clocks watched through the run")
     p.add_argument("--quiet", action="store_true", help="no per-request progress lines")
     p.set_defaults(func=cmd_gate)
 

@@ -39,7 +39,7 @@ import urllib.request
 from pathlib import Path
 
 from sglang_perf import capacity, drafter, engines, fingerprint, inherit, plan, profile, tune
-from sglang_perf.client import ConfigError, MeasureError
+from sglang_perf.client import ConfigError, Endpoint, MeasureError, RequestError
 
 from bench import gate, tune_report
 from bench.common import EXIT_FAILED, EXIT_PASSED, EXIT_UNMEASURED
@@ -50,7 +50,6 @@ DEFAULT_OUT = ROOT / "out" / "tune"
 PLANNED_ROLES = ("sglang", "sglang_gate")  # whose inputs a setting is planned with
 TAIL = 2000  # characters of a launch's log kept when it did not start
 CUT = "cut by the budget"  # how a launch the budget ended is named
-STOP_GRACE = 30.0  # seconds between SIGTERM and SIGKILL when a launch is stopped
 
 
 class TuneError(ValueError):
@@ -166,17 +165,18 @@ class Host(object):
         return tune.key_name(key), entry, tune.flat(base, self.profiles[base], diff)
 
     def render(self, key, port):
-        """(argv after the launch module, problems) of a setting, by the deploy plan's own code
-        (plugins/action/sglang_deploy_plan.py, as a unit rendered for review): the host's inputs
-        templated and type-checked once, then planned with the setting as its profile."""
+        """(argv after the launch module, problems, the deploy plan) of a setting, by the deploy
+        plan's own code (plugins/action/sglang_deploy_plan.py, as a unit rendered for review): the
+        host's inputs templated and type-checked once, then planned with the setting as its
+        profile."""
         p = self.planned(key, port)
         if p is None:
-            return None, ["the host has no profile of this kind to write it over (a drafter profile)"]
+            return None, ["the host has no profile of this kind to write it over (a drafter profile)"], None
         problems = [x.split(": ", 1)[1] if x.startswith("%s: " % p.get("host")) else x
                     for x in p.get("problems") or []]
         if problems or not p.get("argv"):
-            return None, problems or ["no command line rendered"]
-        return p["argv"][3:], []
+            return None, problems or ["no command line rendered"], p
+        return p["argv"][3:], [], p
 
     def planned(self, key, port):
         """The deploy plan of a setting on ``port`` (None: no profile to write it over)."""
@@ -300,10 +300,10 @@ class Launch(object):
         return {"failure": tune.failure_kind(text, self.proc.poll() is not None),
                 "memory": tune.memory_signal(text)}
 
-    def stop(self, grace=STOP_GRACE):
+    def stop(self, grace=tune.STOP_GRACE):
         """SIGTERM to the group, SIGKILL after ``grace``; the processes left (none expected)."""
         pgid = self.proc.pid
-        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, tune.KILL_WAIT)):
             try:
                 os.killpg(pgid, sig)
             except ProcessLookupError:
@@ -374,12 +374,10 @@ def measure(host, args, url, name, cases, objective, bar, ends_at, report_only=F
         out.update(stopped="slower", passed=False, failed_cases=[])
         return out, results
     if rest:
-        if _past(ends_at):
-            return dict(out, cut="budget", error="%s before cases %s" % (
-                CUT, ", ".join(c["case"] for c in rest))), results
-        results.append(plan.run_cases(common, rest, name, promise=promise))
-        if _past(ends_at) and not results[-1].get("passed"):
-            return dict(out, cut="budget", error="%s during cases %s" % (
+        if not _past(ends_at):
+            results.append(plan.run_cases(common, rest, name, promise=promise))
+        if _past(ends_at) and (len(results) == 1 or not results[-1].get("passed")):  # not run, or cut
+            return dict(out, cut="budget", error="%s in cases %s" % (
                 CUT, ", ".join(c["case"] for c in rest))), results
     failed = []
     for res in results:
@@ -438,28 +436,27 @@ def port_taken(url):
         return None
 
 
-def server_mismatch(host, key, url, port, api_key):
-    """What the server ready at ``url`` reports that differs from setting ``key`` (the engine's
-    drift paths, SGLang /server_info, read as the role's drift check reads them; '; '-joined), or
-    None: the server ready on the port must be the candidate, not one left behind."""
-    planned = host.planned(key, port)
-    eng = engines.get(key.engine)
-    secret = api_key or host.v.get("sglang_api_key")
-    headers = {"Authorization": "Bearer %s" % secret} if secret else {}
+def server_mismatch(planned, engine_name, url, port, api_key):
+    """What the server ready at ``url`` reports that differs from the deploy plan ``planned`` of
+    the setting launched (the engine's drift paths, SGLang /server_info, read as the role's drift
+    check reads them; '; '-joined), or None: the server ready on the port must be the candidate,
+    not one left behind."""
+    ep = Endpoint(url, api_key)
     answers = []
-    for path in eng.drift_paths:
-        req = urllib.request.Request(url + path, headers=headers)
+    for path in engines.get(engine_name).drift_paths:
         try:
-            with urllib.request.urlopen(req, timeout=10) as r:
-                body = r.read().decode("utf-8", "replace")
-        except OSError as e:
+            status, raw = ep.get(path)
+        except RequestError as e:
             return "%s did not answer: %s" % (path, e)
+        if status != 200:
+            return "%s answered HTTP %s" % (path, status)
+        body = raw.decode("utf-8", "replace")
         try:
-            answers.append({"json": json.loads(body), "content": body, "status": 200})
+            answers.append({"json": json.loads(body), "content": body, "status": status})
         except ValueError:
-            answers.append({"content": body, "status": 200})
+            answers.append({"content": body, "status": status})
     try:
-        drift = profile.engine_drift(answers, key.engine, planned.get("settings") or {},
+        drift = profile.engine_drift(answers, engine_name, planned.get("settings") or {},
                                      planned.get("version"), {"port": port})
     except (ValueError, KeyError, TypeError) as e:
         return "its report could not be read: %s" % e
@@ -509,10 +506,8 @@ def add_parser(sub):
     p.add_argument("--stop", metavar="COMMAND",
                    help="run after each launch's own group is stopped, to stop what it started elsewhere "
                         "(e.g. a transient unit on the host); {port}, {args} as in --launch; must exit 0")
-    p.add_argument("--nvidia-smi", default="auto", metavar="CMD",
-                   help="the nvidia-smi of the GPUs the candidates run on, read at each launch's start and "
-                        "end (its clock-event counters; the active reasons sampled where the driver has "
-                        "none): auto, this machine's when the candidates' URL is on loopback; '' none")
+    gate.add_nvidia_smi_arg(p, "each launch's clocks (the clock-event counters at its start and end, or the "
+                               "active reasons sampled where the driver has none) and the run's identity")
     p.add_argument("--address", default="127.0.0.1",
                    help="where the candidates are reached (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="every candidate's port (default: a free one each); the host's "
@@ -575,14 +570,14 @@ def _tune(args):
     keys = tune.candidates(space, host.drafter_engines())
     if current not in keys:
         keys.append(current)
-    _, problems = host.render(current, 30000)
+    _, problems, _ = host.render(current, 30000)
     if problems:
         raise TuneError("the host's own profile %s is refused by the deploy's preflight: %s"
                         % (host.current, "; ".join(problems)))
     refused, untrained = {}, {}
     blocks = host.drafter_blocks(args.drafter_block, args.drafter_root)
     for key in keys:
-        _, problems = host.render(key, 30000)
+        _, problems, _ = host.render(key, 30000)
         if problems:
             refused[key] = "; ".join(problems)
         elif key.kind == "block":
@@ -696,7 +691,7 @@ def run_one(host, args, key, template, cases, bar, ready_timeout, ends_at, log, 
     """Launch, wait, measure, stop one setting: its record (argv, outcome, seconds). ``final``: a
     finalist's second launch, which runs the plan's report-only cases too."""
     port = args.port or free_port()
-    argv, problems = host.render(key, port)
+    argv, problems, planned = host.render(key, port)
     name = host.setting(key)[0]
     record = {"key": list(key), "name": name, "label": tune.key_label(key), "argv": argv, "port": port}
     if problems:
@@ -715,7 +710,8 @@ def run_one(host, args, key, template, cases, bar, ready_timeout, ends_at, log, 
     try:
         why = launch.wait_ready(url, engines.get(key.engine).ready_paths, ready_timeout, ends_at)
         record["ready_s"] = round(time.monotonic() - t0, 1)
-        mismatch = None if why else server_mismatch(host, key, url, port, args.api_key)
+        mismatch = None if why else server_mismatch(planned, key.engine, url, port,
+                                                     args.api_key or host.v.get("sglang_api_key"))
         if why and why.startswith(CUT):
             record["outcome"] = {"started": False, "cut": "budget", "error": why}
         elif why:
@@ -739,7 +735,8 @@ def run_one(host, args, key, template, cases, bar, ready_timeout, ends_at, log, 
                 record["outcome"] = {"started": True, "cut": "budget", "error": "%s: %s" % (CUT, e)} \
                     if _past(ends_at) else {"started": True, "passed": False, "failed_cases": ["unmeasured"],
                                             "failure": str(e)}
-            record["clocks"] = watch.stop()
+            finally:
+                record["clocks"] = watch.stop()  # its sampler ends with the launch, whatever ended it
             record["slowdowns"] = fingerprint.held_text(record["clocks"])
             if launch.proc.poll() is not None and not record["outcome"].get("cut"):
                 # it died while measured: its log says why (out of memory in the 32K case: lower)
@@ -753,7 +750,7 @@ def run_one(host, args, key, template, cases, bar, ready_timeout, ends_at, log, 
             record["stray"] = stray
         if args.stop:  # what stops the candidate where the launch command cannot (a remote host)
             done = subprocess.run(fill(args.stop, argv, port), shell=True, cwd=str(ROOT), capture_output=True,
-                                  text=True, timeout=STOP_GRACE + 60)
+                                  text=True, timeout=tune.STOP_COMMAND_SECONDS)
             if done.returncode != 0:
                 record["stray"] = "--stop exited %d: %s" % (done.returncode,
                                                             (done.stdout + done.stderr).strip()[-300:])

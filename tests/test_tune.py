@@ -354,6 +354,8 @@ def test_a_failed_starts_log_says_which_way_the_fraction_was_wrong(text, signal)
     ("launch_server.py: error: argument --speculative-algorithm: invalid choice: 'X'", True, "refused"),
     ("Loading safetensors checkpoint shards: 40% Completed", False, "timeout"),
     ("Killed", True, None),
+    # "in use" about something else than a port is no busy port
+    ("RuntimeError: the KV cache slot is in use", True, None),
 ])
 def test_a_failure_is_classified_from_the_log_and_the_exit(text, exited, kind):
     assert tune.failure_kind(text.lower(), exited) == kind

@@ -134,6 +134,15 @@ def _value(key, text):
     return text
 
 
+# hw_slowdown is the umbrella of these two: where either is active, it names the slowdown.
+HW_SLOWDOWN_CAUSES = ("hw_thermal_slowdown", "hw_power_brake_slowdown")
+
+
+def _named_by_its_cause(reason, events):
+    """Whether ``reason`` is hw_slowdown and one of its causes is among the active ``events``."""
+    return reason == "hw_slowdown" and bool(set(HW_SLOWDOWN_CAUSES) & set(events))
+
+
 def _events(row):
     """The active clock-event reasons of one parsed row (its reason:* columns taken out), in
     REASONS' order: each reason's own field where it was answered, else its bit in the mask; None
@@ -306,8 +315,8 @@ def limits(gpu, before=None):
     if busy and _number(gpu.get("sm_clock_mhz")) and _number(gpu.get("max_sm_clock_mhz")):
         running = " (SM clock %s of %s MHz)" % (_mhz(gpu["sm_clock_mhz"]), _mhz(gpu["max_sm_clock_mhz"]))
     for kind, reasons, phrase in EVENT_LIMITS:
-        if kind == "hw_slowdown" and {"hw_thermal_slowdown", "hw_power_brake_slowdown"} & set(events):
-            continue  # the umbrella of those two: named by them
+        if _named_by_its_cause(kind, events):
+            continue
         if set(reasons) & set(events):
             out.append((kind, phrase + (running if kind != "sync_boost" else ""), None))
     return out
@@ -541,13 +550,10 @@ def read_active(run, nvidia_smi, names=ACTIVE_FIELDS):
             return None, why
         out = {}
         for row in rows:
-            try:
-                mask = int(row[1], 16)
-            except ValueError:
+            active = _events({"clock_event_mask": row[1]})  # the mask's reasons, as a fingerprint reads them
+            if active is None:
                 continue
-            active = [r for r, bit in REASONS if mask & bit]
-            out[int(row[0])] = [r for r in SLOWDOWNS if r in active and not (
-                r == "hw_slowdown" and {"hw_thermal_slowdown", "hw_power_brake_slowdown"} & set(active))]
+            out[int(row[0])] = [r for r in SLOWDOWNS if r in active and not _named_by_its_cause(r, active)]
         return (out, name) if out else (None, "no GPU answered %s" % name)
     return None, why
 

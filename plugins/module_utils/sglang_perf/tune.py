@@ -30,6 +30,7 @@ no drafter before a drafter, fewer draft tokens, adaptive off, the lower fractio
 beats the current profile beyond the intervals, the current profile is the answer."""
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
 from . import engines, inherit, profile
@@ -77,7 +78,7 @@ def memory_signal(text):
 # A port another process holds, lower case: SGLang 0.5.23 utils/network.py ("The port N is in use",
 # "port N is in use. Waiting"), server_args.py ("Port is already in use"); uvicorn under both
 # engines ("[Errno 98] error while attempting to bind on address ...: address already in use").
-PORT_IN_USE = ("address already in use", "errno 98", "port is already in use", "is in use")
+PORT_IN_USE = re.compile(r"address already in use|errno 98|port is already in use|port \d+ is in use")
 # The engine refusing its arguments at start-up, lower case: argparse ("error: argument",
 # "unrecognized arguments"), SGLang's and vLLM's argument checks (ValueError, AssertionError,
 # NotImplementedError, pydantic's ValidationError for vLLM's configs).
@@ -102,7 +103,7 @@ def failure_kind(text, exited=True):
     memory = memory_signal(text)
     if memory:
         return memory
-    if any(sign in text for sign in PORT_IN_USE):
+    if PORT_IN_USE.search(text):
         return "port"
     if not exited:
         return "timeout"
@@ -111,9 +112,13 @@ def failure_kind(text, exited=True):
     return None
 
 
-# Seconds one candidate's stop may take on a host: SIGTERM's grace and SIGKILL (bench/tune.py
-# STOP_GRACE + 10) and the --stop command's own time limit (STOP_GRACE + 60).
-STOP_SECONDS = 30 + 10 + 30 + 60
+# Stopping a candidate (bench/tune.py Launch.stop, then --stop's command): SIGTERM to its group,
+# SIGKILL after STOP_GRACE, KILL_WAIT for the group to go; the --stop command within
+# STOP_COMMAND_SECONDS. STOP_SECONDS: the most one stop takes.
+STOP_GRACE = 30.0
+KILL_WAIT = 10.0
+STOP_COMMAND_SECONDS = STOP_GRACE + 60
+STOP_SECONDS = int(STOP_GRACE + KILL_WAIT + STOP_COMMAND_SECONDS)
 
 
 def outage(budget_minutes, launches=(), ready_timeout=None):
