@@ -15,7 +15,7 @@ import urllib.request
 
 import pytest
 
-from bench.emulator.scheduler import is_prose
+from bench.emulator.request import is_prose
 from bench.profiles import HAND_LAUNCH_ARGS
 from sglang_perf import prompts
 from conftest import MODEL_ARGS, ROOT, free_port

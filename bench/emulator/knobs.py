@@ -216,7 +216,7 @@ class Knobs:
     longctx_factor_32k: float = 0.75
     # Prose: drafts are accepted less often on prose and chat than on code (code repeats itself).
     # Every p_i x this for a prompt of 40 words or more with fewer than two code words
-    # (scheduler.is_prose). 0.80: a 3-step accept length of 3.39 -> 2.57 (x0.76), as the public
+    # (request.is_prose). 0.80: a 3-step accept length of 3.39 -> 2.57 (x0.76), as the public
     # Qwen3.6-27B MTP n=3 figures on 2x3090 in noonghunna/club-3090's BENCHMARKS.md: 70.7 tok/s on
     # prose, 93.5 on code (x0.756) with one config, so at the same step time.
     prose_accept_factor: float = 0.80

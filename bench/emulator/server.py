@@ -20,8 +20,8 @@ from .knobs import KnobError, Knobs
 from .metrics import Metrics
 from .answers import Mind, last_user_text, pieces as reply_pieces, reword
 from .render import FORCED_REASONING, ChatRenderer, tool_mode
-from .scheduler import (EOS, TOKEN_IDS_STR, VOCAB, VOCAB_ESC, Req, Scheduler, crash_now,
-                        intern_piece, stable_hash)
+from .request import EOS, TOKEN_IDS_STR, VOCAB, VOCAB_ESC, Req, intern_piece, stable_hash
+from .scheduler import Scheduler, crash_now
 
 logger = logging.getLogger("sglang.srt.entrypoints.http_server")
 

@@ -17,7 +17,8 @@ from aiohttp import web
 
 from ..answers import last_user_text
 from ..render import ChatRenderer, tool_mode
-from ..scheduler import Req, Scheduler
+from ..request import VOCAB, Req
+from ..scheduler import Scheduler
 from ..server import BadRequest, EmulatorServer, Sink, _dumps, note_rendering, token_logprobs
 from .args import VLLM_VERSION
 from .metrics import VllmMetrics, cache_config_labels
@@ -195,7 +196,6 @@ class VllmChatSink(VllmSink):
         self.include_reasoning = include_reasoning
 
     def pieces(self, req: Req, a: int, b: int) -> List[str]:
-        from ..scheduler import VOCAB
         return [VOCAB[req.vocab_index(p)] for p in range(a, b)]
 
     def usage(self, completion: int | None = None, details: bool = False) -> Dict[str, Any]:
