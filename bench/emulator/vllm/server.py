@@ -19,7 +19,8 @@ from ..answers import last_user_text
 from ..render import ChatRenderer, tool_mode
 from ..request import VOCAB, Req
 from ..scheduler import Scheduler
-from ..server import BadRequest, EmulatorServer, Sink, _dumps, note_rendering, token_logprobs
+from ..server import BadRequest, EmulatorServer
+from ..sinks import Sink, _dumps, note_rendering, token_logprobs
 from .args import VLLM_VERSION
 from .metrics import VllmMetrics, cache_config_labels
 
