@@ -12,6 +12,7 @@ to the target host); this file only parses arguments, prints and writes files.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -20,7 +21,7 @@ from pathlib import Path
 from sglang_perf import capacity, engine, history
 from sglang_perf.client import ConfigError, MeasureError
 
-from bench import sizes
+from bench import common, sizes
 from bench.common import EXIT_FAILED, EXIT_PASSED, EXIT_UNMEASURED, progress_printer
 from bench.paths import RUNS_DIR
 
@@ -118,48 +119,48 @@ def table(result):
     return "\n".join("%-*s  %s" % (width, k, v) for k, v in rows)
 
 
-def _case():
+@functools.cache
+def default_case():
     """What `bench run` measures by default: the role's coding case (bench.gate.role_case), the
     same requests, sequential bound, tokens and prompts the gate's first case runs; the engine's
-    fixed-sample defaults only where PyYAML cannot read the role (a bare Python)."""
+    fixed-sample defaults only where Ansible is not installed (a bare Python)."""
     from bench import gate
-    case = gate.role_case("coding") or {}
+    try:
+        case = gate.role_case("coding")
+    except ImportError:
+        case = {}
     out = {k: case.get(k, engine.DEFAULTS.get(k)) for k in ("concurrency", "requests", "max_tokens")}
     out["max_requests"] = case.get("max_requests") or out["requests"]
     out["prompts"] = case.get("prompts", "coding")
     return out
 
 
-DEFAULT_CASE = _case()
-
-
 def add_run_args(p):
-    from bench import gate
     p.add_argument("--url", help="base URL, e.g. http://127.0.0.1:30000 (with -i: the host's own)")
     p.add_argument("--api-key", default=os.environ.get("SGLANG_API_KEY"),
                    help="API key (default: $SGLANG_API_KEY; prefer the variable, argv is public)")
     p.add_argument("--model", help="model name (default: the first one at /v1/models)")
     p.add_argument("--api", choices=sorted(engine.APIS), default=engine.DEFAULTS["api"])
-    p.add_argument("--concurrency", type=int, default=DEFAULT_CASE["concurrency"])
+    p.add_argument("--concurrency", type=int, help="requests at once (default: the role's coding case's)")
     p.add_argument("--requests", type=int,
-                   help="measured requests before the first verdict (default %d, the role's coding case; "
-                        "given alone: a fixed sample)" % DEFAULT_CASE["requests"])
+                   help="measured requests before the first verdict (default: the role's coding case's; "
+                        "given alone: a fixed sample)")
     p.add_argument("--max-requests", type=int,
                    help="then one more at a time, up to this many, while a threshold is inside its "
-                        "interval (default %d with the case's --requests, else --requests)"
-                        % DEFAULT_CASE["max_requests"])
+                        "interval (default: the coding case's with its --requests, else --requests)")
     p.add_argument("--confidence", type=float, default=engine.DEFAULTS["confidence"],
                    help="level of the intervals (%(default)s)")
     p.add_argument("--inconclusive", choices=engine.INCONCLUSIVE, default=engine.DEFAULTS["inconclusive"],
                    help="what a threshold still inside its interval at --max-requests does (%(default)s)")
     p.add_argument("--warmup", type=int, default=engine.DEFAULTS["warmup"])
-    p.add_argument("--max-tokens", type=int, default=DEFAULT_CASE["max_tokens"])
+    p.add_argument("--max-tokens", type=int, help="tokens each request decodes (default: the coding case's)")
     p.add_argument("--warmup-max-tokens", type=int, default=engine.DEFAULTS["warmup_max_tokens"])
     p.add_argument("--temperature", type=float, default=engine.DEFAULTS["temperature"])
     p.add_argument("--thinking", action="store_true",
                    help="chat requests with the template's thinking on (default: off, stated in each)")
-    p.add_argument("--prompts", choices=engine.promptset.PROMPT_SOURCES, default=DEFAULT_CASE["prompts"],
-                   help="coding prompts, or a long_context repository slice of --prompt-tokens")
+    p.add_argument("--prompts", choices=engine.promptset.PROMPT_SOURCES,
+                   help="coding prompts, or a long_context repository slice of --prompt-tokens (default: "
+                        "the coding case's)")
     p.add_argument("--prompt-tokens", type=int, help="prompt length of --prompts long_context")
     p.add_argument("--max-ttft-s", type=float, help="allowed median time to first token")
     for name in ("connect", "first-token", "stall", "run"):
@@ -190,7 +191,7 @@ def add_run_args(p):
                    help="every request's record as JSON lines, written after each batch and before any "
                         "figure is computed (default: out/runs/run-<UTC time>-<pid>.jsonl)")
     p.add_argument("--quiet", action="store_true", help="no progress (bar or lines) on stderr")
-    gate.add_inventory_args(p, "with -i: the inventory host to measure (its URL, API key and size "
+    common.add_inventory_args(p, "with -i: the inventory host to measure (its URL, API key and size "
                                "figures for the roofline; --url, --api-key and --sizes override them)")
     p.add_argument("--vars", metavar="FILE", action="append",
                    help="with -i: a vars file on top of the host's variables (repeatable, as -e @FILE)")
@@ -200,15 +201,15 @@ RUN_ONLY = ("validate_certs", "model_size", "hardware", "baseline", "chars_per_t
 
 
 def host_sizes(args):
-    """With -i: the host's variables read as Ansible's (bench/hostvars.py; sets args.url and
-    args.api_key when not given) and its (model, hardware) size figures unless --no-roofline or
+    """With -i: the host's variables read by the planner (bench/gate.py host_of; sets args.url
+    and args.api_key when not given) and its (model, hardware) size figures unless --no-roofline or
     --sizes; without -i: None."""
     from bench import gate
     if not args.inventory:
         if args.host or args.vars or args.vault_password_file:
             raise ValueError("--host, --vars and --vault-password-file read an inventory: give -i INVENTORY")
         return None
-    v = gate.vars_of(args, extra=("sglang_model_size", "sglang_hardware"))
+    v = gate.vars_of(args)
     if args.no_roofline or args.sizes:
         return None
     return sizes.from_vars(v, "host %s of %s" % (args.host, args.inventory))
@@ -220,10 +221,14 @@ def options_from(args):
     host = host_sizes(args)
     if not args.url:
         raise ValueError("no server: give --url URL, or -i INVENTORY --host NAME for the host's own")
+    case = default_case()
+    for k in ("concurrency", "max_tokens", "prompts"):
+        if getattr(args, k) is None:
+            setattr(args, k, case[k])
     if args.requests is None:  # the role's coding case: its first requests, then up to its most
-        args.requests = DEFAULT_CASE["requests"]
+        args.requests = case["requests"]
         if args.max_requests is None:
-            args.max_requests = DEFAULT_CASE["max_requests"]
+            args.max_requests = case["max_requests"]
     opts = {k: getattr(args, k) for k in engine.DEFAULTS if k not in RUN_ONLY and k not in engine.CALLER_ONLY}
     opts["validate_certs"] = not args.insecure
     if host:

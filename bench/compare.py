@@ -39,7 +39,7 @@ from pathlib import Path
 from sglang_perf import capacity, engine, plan
 from sglang_perf.client import ConfigError, MeasureError
 
-from bench import gate
+from bench import common
 from bench.common import EXIT_BAD_INPUT, EXIT_OK, progress_printer
 from bench.compare_answer import COMPARED_METRICS
 from bench.paths import ROOT
@@ -454,7 +454,7 @@ def add_parser(sub, plan_commands=None):
     p.add_argument("--vars", metavar="FILE", action="append",
                    help="with --plan: group_vars/host_vars file or directory over the role defaults "
                         "(repeatable, later wins; default: the production group_vars)")
-    gate.add_inventory_args(p, "with --plan and -i: the inventory host whose variables give the plan")
+    common.add_inventory_args(p, "with --plan and -i: the inventory host whose variables give the plan")
     p.add_argument("--current", metavar="NAME",
                    help="with --plan: the target the host runs now (the answer gives the gain over it)")
     p.add_argument("--context-tokens", metavar="N,N,...",
@@ -489,7 +489,7 @@ def add_parser(sub, plan_commands=None):
                         "per profile (playbooks/compare.yml); the report opens with the answer")
     r.add_argument("--vars", metavar="FILE", action="append",
                    help="with --plan: the vars the profiles and the plan come from (as bench gate)")
-    gate.add_inventory_args(r, "with --plan and -i: the inventory host whose variables give the plan")
+    common.add_inventory_args(r, "with --plan and -i: the inventory host whose variables give the plan")
     r.add_argument("--current", metavar="NAME", help="with --plan: the profile the host runs")
     _add_sizes_args(r)
     r.set_defaults(func=cmd_report, plan_commands=plan_commands)

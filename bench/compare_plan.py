@@ -4,10 +4,10 @@
         [--target NAME=URL ...] [--current NAME] [--api-key K] [--model M] [--out DIR]
         [--sizes FILE ...] [--no-roofline]
 
-The plan is the one ``bench gate`` runs (bench/gate.py vars_of: with -i INVENTORY --host NAME
-the host's variables as Ansible sees them, else the role defaults overlaid by the --vars files; by
-default the production group_vars), run through the same code (gate.run_plan,
-plan.run) against each target without thresholds: this measures, it does not gate. NAME is a
+The plan is the one ``bench gate`` runs (the planner's, bench/gate.py host_of: with -i INVENTORY
+--host NAME the host's variables as Ansible sees them, else the role defaults under the --vars
+files; by default the production group_vars), run through the same code (gate.run_plan,
+plan.run_cases) against each target without thresholds: this measures, it does not gate. NAME is a
 profile of ``sglang_profiles``; its engine (the profile's ``engine``, else ``sglang_engine``, else
 sglang) and its speculative steps come from the profile. One row per (target, case).
 
@@ -25,7 +25,8 @@ import argparse
 import sys
 
 from bench import compare, compare_answer, gate
-from sglang_perf import comparison, engines, inherit, plan, profile, quality
+from bench.common import PlanError
+from sglang_perf import comparison, deploy_plan, engines, fingerprint, inherit, plan, profile, quality
 from sglang_perf.client import ConfigError, MeasureError
 
 PLAN_ROW_KEYS = ("profile", "engine", "spec_steps", "case", "url", "concurrency", "requests",
@@ -147,9 +148,10 @@ def rows_from_results(path, v):
     return rows
 
 
-def sweep_plan(targets, v, api_key=None, model=None, quiet=False, progress=None):
-    """The measured plan of ``v`` against each (name, url): rows in target order, then plan order.
-    A target that cannot be measured at all gets an error row per case."""
+def sweep_plan(targets, v, gate_part, api_key=None, model=None, quiet=False, progress=None):
+    """The measured plan of ``v`` against each (name, url), measured as the host's plan's gate
+    part (``gate_part``: its options and known answers) says: rows in target order, then plan
+    order. A target that cannot be measured at all gets an error row per case."""
     cases = [dict(c, case=n) for n, c in measured_plan(v).items()]
     rows = []
     for name, url in targets:
@@ -162,7 +164,9 @@ def sweep_plan(targets, v, api_key=None, model=None, quiet=False, progress=None)
         ns = argparse.Namespace(url=url, api_key=api_key, model=model, quiet=quiet)
         error = None
         try:
-            result = gate.run_plan(ns, v, name, cases=measure_only(v))
+            settings = v["sglang_profiles"][name]
+            result = gate.run_plan(ns, gate_part, measure_only(v), name, deploy_plan.promise_of(settings),
+                                   {"profile": name, "profile_sha256": fingerprint.settings_sha256(settings)})
         except ConfigError as e:
             result, error = None, "invalid %s: %s" % (e.option, e.message)
         except MeasureError as e:
@@ -299,11 +303,13 @@ def cmd_compare_plan(args):
                                          "is" if len(given) == 1 else "are"))
         targets = compare.parse_targets(args.target)
         try:
-            v = gate.vars_of(args)
-        except gate.VarsError as e:
+            host = gate.host_of(args)
+            v = gate.flat(host.values())
+            for name, _url in targets:
+                profile_facts(v, name)
+            gate_part = gate.plan_of(args, host)["gate"]
+        except PlanError as e:
             raise compare.InputError(str(e))
-        for name, _url in targets:
-            profile_facts(v, name)
         v = dict(v, compare_plan=with_contexts(v.get("sglang_gate_plan") or {}, args.context_tokens))
         if args.current is not None and args.current not in dict(targets):
             raise compare.InputError("--current %s is not one of the targets (%s)"
@@ -319,7 +325,7 @@ def cmd_compare_plan(args):
             sys.stderr.write("compare: %s\n" % message)
             sys.stderr.flush()
 
-        rows = sweep_plan(targets, v, args.api_key, args.model, args.quiet,
+        rows = sweep_plan(targets, v, gate_part, args.api_key, args.model, args.quiet,
                           None if args.quiet else progress)
         return _report(rows, args, model, hardware, "bench compare", not_run(v))
     except compare.InputError as e:
@@ -351,8 +357,10 @@ def cmd_report_plan(args):
     results a playbook gathered (rows_from_results)."""
     try:
         try:
-            v = gate.vars_of(args, extra=("compare_plan",))
-        except gate.VarsError as e:
+            host = gate.host_of(args)
+            # the measured plan (the gate plan at the context depths) the playbook's vars file holds
+            v = dict(gate.flat(host.values()), compare_plan=host.template("compare_plan"))
+        except PlanError as e:
             raise compare.InputError(str(e))
         rows = rows_from_results(args.rows, v)
         if args.current is not None and args.current not in {r["profile"] for r in rows}:

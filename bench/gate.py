@@ -4,14 +4,14 @@
         [--url URL] [--profile NAME] [--json FILE]
     python -m bench gate --url URL [--vars FILE ...] [--profile NAME] [--json FILE]
 
-With ``-i INVENTORY --host NAME`` the variables are the host's as ansible-playbook sees them
-(bench/hostvars.py: the role defaults, the inventory's group_vars and host_vars, so a
-host_vars sglang_gate_calibrated written by playbooks/calibrate.yml counts), the --vars files
-on top as ``-e @FILE``; the URL is the host's (ansible_host, sglang_port) unless --url is given.
-Without ``-i`` they are the role defaults (roles/sglang_gate, and roles/sglang for the profiles)
-overlaid by the given group_vars / host_vars files in order (a later file replaces a variable as
-a whole); by default the production inventory's group_vars. The plan runs through
-plugins/module_utils/sglang_perf/plan.py, the code the role's module runs on the host.
+The plan is the deploy's, made by the one planner (bench/planner.py): with ``-i INVENTORY --host
+NAME`` the host's variables as ansible-playbook sees them (the role defaults, the inventory's
+group_vars and host_vars, so a host_vars sglang_gate_calibrated written by playbooks/calibrate.yml
+counts), the --vars files on top as ``-e @FILE``; the URL is the host's (ansible_host, sglang_port)
+unless --url is given. Without ``-i`` a host of no inventory: the role defaults under the --vars
+files (by default the production inventory's group_vars). The plan's gate part (its resolved
+cases, options, promise and notes) runs through plugins/module_utils/sglang_perf/plan.py, the
+code the role's module runs on the host.
 
 Exit status: 0 the gate passed, 1 it failed (a case or the capacity), 2 the server could not be
 measured (bad variables, unreachable, auth), each with a one-line reason on stderr.
@@ -27,181 +27,81 @@ from urllib.parse import urlsplit
 from sglang_perf import answers, decision, fingerprint, history, inherit, plan
 from sglang_perf.client import ConfigError, MeasureError
 
-from bench.common import EXIT_FAILED, EXIT_PASSED, EXIT_UNMEASURED, progress_printer
-from bench.paths import ROOT, SGLANG_DEFAULTS
+from bench import common
+from bench.common import EXIT_FAILED, EXIT_PASSED, EXIT_UNMEASURED, PlanError, progress_printer
+from bench.paths import ROOT
 
-ROLE_DEFAULTS = (SGLANG_DEFAULTS, ROOT / "roles" / "sglang_gate" / "defaults" / "main.yml")
 DEFAULT_VARS = (ROOT / "inventories" / "production" / "group_vars" / "sglang_servers",)
-# the variables the plan needs
-NEEDED = ("sglang_gate_plan", "sglang_gate_thresholds", "sglang_gate_calibrated", "sglang_gate_api",
-          "sglang_gate_answers",
-          "sglang_gate_confidence", "sglang_gate_inconclusive", "sglang_gate_warmup",
-          "sglang_gate_first_token_timeout", "sglang_gate_stall_timeout",
-          "sglang_gate_run_timeout", "sglang_gate_max_regression_pct", "sglang_profiles", "sglang_profile",
-          "sglang_host_profiles", "sglang_gate_host_thresholds")
-# with -i: what names the host and where its server and its inventory are
-HOST_KEYS = ("inventory_hostname", "inventory_dir", "ansible_host", "sglang_port")
+# without -i: the host the plan is made for (a host of no inventory)
+STANDALONE = "localhost"
 
 
-class VarsError(ValueError):
-    pass
+def host_of(args, extra_vars=None):
+    """The planner's Host of the command (bench/planner.py): with -i the host's variables as
+    ansible-playbook sees them, the --vars files on top as ``-e @FILE``; without -i a host of no
+    inventory with the role defaults under the --vars files (default DEFAULT_VARS). Sets args.url
+    (the host's server) and args.api_key (its sglang_api_key) when -i is given and they are not.
+    PlanError names what cannot be read or checked."""
+    from bench import planner  # Ansible's: `bench run` without -i works on a bare Python
+    if getattr(args, "inventory", None):
+        if not args.host:
+            raise PlanError("-i %s needs --host NAME (the inventory host whose variables to use)"
+                            % args.inventory)
+        h = planner.host_for(args.inventory, args.host, extra_vars, vars_files=args.vars or (),
+                             vault_password_file=args.vault_password_file)
+        h.values()
+        if hasattr(args, "url") and not args.url:
+            args.url = h.url()
+        if hasattr(args, "api_key") and not args.api_key:
+            args.api_key = h.api_key()
+        return h
+    if getattr(args, "vault_password_file", None):
+        raise PlanError("--vault-password-file reads an inventory's vaulted files: "
+                        "give -i INVENTORY --host NAME")
+    h = planner.host_for(None, STANDALONE, extra_vars, vars_files=args.vars or DEFAULT_VARS)
+    h.values()
+    return h
 
 
-def _files(path):
-    path = Path(path)
-    if path.is_dir():  # a group_vars/<group>/ directory: its YAML files, not the vault
-        return sorted(p for p in path.iterdir() if p.suffix in (".yml", ".yaml") and "vault" not in p.name)
-    if not path.is_file():
-        raise VarsError("no vars file %s" % path)
-    return [path]
+def vars_of(args, extra_vars=None):
+    """The roles' inputs of the command's host (host_of's), profiles and thresholds inherited."""
+    return flat(host_of(args, extra_vars).values())
 
 
-def _templated(value):
-    if isinstance(value, str):
-        return "{{" in value or "{%" in value
-    if isinstance(value, dict):
-        return any(_templated(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_templated(v) for v in value)
-    return False
-
-
-def _template(files, merged, origin, names):
-    """``names`` of ``merged`` templated by Ansible over every variable of ``files``."""
-    try:
-        from bench import hostvars
-    except ImportError:  # a Python without Ansible
-        name = names[0]
-        raise VarsError("%s in %s is templated (%r): give it literally, or run with Ansible installed"
-                        % (name, origin[name], merged[name]))
-    dl = hostvars.loader()
-    try:
-        variables = {}
-        for f in files:
-            variables.update(hostvars.load(dl, f))
-    except hostvars.HostVarsError as e:
-        raise VarsError(str(e))
-    out = {}
-    for name in names:
-        try:
-            out.update(hostvars.resolve(dl, variables, [name]))
-        except hostvars.HostVarsError as e:
-            raise VarsError("%s in %s is templated (%r) and %s"
-                            % (name, origin[name], merged[name], str(e).split(" ", 1)[1]))
-    return out
-
-
-def load_vars(paths=None, extra=()):
-    """The role defaults overlaid by ``paths`` (files or group_vars directories), top-level
-    replace like Ansible; only the variables the plan needs (and ``extra``), templated by Ansible.
-    Raises VarsError naming the file."""
-    import yaml
-    needed = NEEDED + tuple(extra)
-    merged, origin = {}, {}
-    files = list(ROLE_DEFAULTS) + [f for p in (paths or DEFAULT_VARS) for f in _files(p)]
-    for path in files:
-        try:
-            data = yaml.safe_load(Path(path).read_text()) or {}
-        except (OSError, yaml.YAMLError) as e:
-            raise VarsError("cannot read %s: %s" % (path, e))
-        if not isinstance(data, dict):
-            raise VarsError("%s is not a mapping of variables" % path)
-        for key in needed:
-            if key in data:
-                merged[key], origin[key] = data[key], path
-    templated = [k for k in needed if k in merged and _templated(merged[k])]
-    if templated:
-        merged.update(_template(files, merged, origin, templated))
-    return merged, origin
-
-
-def host_vars(args, extra=()):
-    """The variables of ``args.host`` of the inventory ``args.inventory`` as ansible-playbook sees
-    them (bench/hostvars.py), the --vars files on top: the plan's (and ``extra``) and HOST_KEYS,
-    templated; ``sglang_api_key`` too when it can be (None when not, e.g. a skipped vault)."""
-    from bench import hostvars
-    if not args.host:
-        raise VarsError("-i %s needs --host NAME (the inventory host whose variables to use)"
-                        % args.inventory)
-    try:
-        dl, variables = hostvars.task_vars(args.inventory, args.host, vars_files=args.vars or (),
-                                           vault_password_file=args.vault_password_file)
-        v = hostvars.resolve(dl, variables, NEEDED + tuple(extra) + HOST_KEYS,
-                             where=" (host %s of %s)" % (args.host, args.inventory))
-    except hostvars.HostVarsError as e:
-        raise VarsError(str(e))
-    try:
-        v.update(hostvars.resolve(dl, variables, ["sglang_api_key"]))
-    except hostvars.HostVarsError:
-        v["sglang_api_key"] = None
-    return v
-
-
-def vars_of(args, extra=()):
-    """The variables a command runs with: the host's with -i (host_vars), else load_vars of
-    --vars. Sets args.url (the host's server) and args.api_key (its sglang_api_key) when not given."""
-    if not getattr(args, "inventory", None):
-        if getattr(args, "vault_password_file", None):
-            raise VarsError("--vault-password-file reads an inventory's vaulted files: "
-                            "give -i INVENTORY --host NAME")
-        return flat(load_vars(args.vars, extra)[0])
-    v = flat(host_vars(args, extra))
-    if hasattr(args, "url") and not args.url:
-        from bench.hostvars import url_of
-        args.url = url_of(v)
-    if hasattr(args, "api_key") and not args.api_key:
-        args.api_key = v.get("sglang_api_key") or None
-    return v
+def plan_of(args, host=None, **overrides):
+    """The deploy plan of the command's host (a unit rendered for review: the gate's part is what
+    the role's sglang_bench runs) with --profile as its sglang_profile; PlanError names its problems."""
+    host = host or host_of(args)
+    if getattr(args, "profile", None):
+        overrides["sglang_profile"] = args.profile
+    return host.planned(**overrides)
 
 
 def flat(v):
     """``v`` with its profiles and thresholds inherited and drafters placed (inherit.resolve, as
-    the deploy plan reads them); VarsError naming what does not resolve."""
+    the deploy plan reads them); PlanError naming what does not resolve."""
     profiles, thresholds, problems = inherit.of_vars(v)
     if problems:
-        raise VarsError("; ".join(problems))
+        raise PlanError("; ".join(problems))
     return dict(v, sglang_profiles=profiles, sglang_gate_thresholds=thresholds)
 
 
 def need_url(args):
     if not args.url:
-        raise VarsError("no server: give --url URL, or -i INVENTORY --host NAME for the host's own")
-
-
-def add_inventory_args(p, host_help):
-    """-i INVENTORY --host NAME [--vault-password-file FILE]: a host's variables as Ansible's."""
-    p.add_argument("-i", "--inventory", metavar="INVENTORY",
-                   help="an Ansible inventory (file or directory): with --host, the host's variables "
-                        "(role defaults, group_vars, host_vars) as ansible-playbook sees them, --vars on top")
-    p.add_argument("--host", metavar="NAME", help=host_help)
-    p.add_argument("--vault-password-file", metavar="FILE",
-                   help="with -i: decrypt the inventory's vaulted files (else they are skipped, with a note)")
+        raise PlanError("no server: give --url URL, or -i INVENTORY --host NAME for the host's own")
 
 
 def role_case(name="coding"):
-    """Case ``name`` of the role's default gate plan (roles/sglang_gate/defaults/main.yml), which
-    `bench run` measures by default; None when PyYAML is not there (a bare Python)."""
-    try:
-        import yaml
-    except ImportError:
-        return None
-    return dict(yaml.safe_load(ROLE_DEFAULTS[1].read_text())["sglang_gate_plan"][name])
+    """The options of case ``name`` of the role defaults' own plan (a host of no inventory and no
+    vars: what `bench run` measures by default), as the gate resolves them."""
+    from bench import planner
+    p = planner.host_for(None, STANDALONE).planned()
+    return next(c["options"] for c in p["gate"]["cases"] if c["case"] == name)
 
 
-def common_options(v, url, api_key, model):
-    return {"url": url, "api_key": api_key, "model": model, "api": v.get("sglang_gate_api", "chat"),
-            "warmup": v.get("sglang_gate_warmup", 2),
-            "confidence": v.get("sglang_gate_confidence", 0.95),
-            "inconclusive": v.get("sglang_gate_inconclusive", "fail"),
-            "first_token_timeout": v.get("sglang_gate_first_token_timeout"),
-            "stall_timeout": v.get("sglang_gate_stall_timeout"),
-            "run_timeout": v.get("sglang_gate_run_timeout"),
-            "max_regression_pct": v.get("sglang_gate_max_regression_pct")}
-
-
-def promise_of(v, profile):
-    p = (v.get("sglang_profiles") or {}).get(profile) or {}
-    return {"context_length": p.get("context_length"), "max_running_requests": p.get("max_running_requests")}
+def common_options(gate, url, api_key, model):
+    """The engine's options of a plan's gate part (its ``options``) against ``url``."""
+    return dict(gate["options"], url=url, api_key=api_key, model=model)
 
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -227,39 +127,39 @@ def add_nvidia_smi_arg(p, what):
                         "on loopback, else none; '' none)" % what)
 
 
-def host_fingerprint(args, v, profile):
-    """The fingerprint of the machine the server runs on (host_nvidia_smi's), and a watch on its
-    clocks started with it (fingerprint.watch; run_cases stops it)."""
+def host_fingerprint(args, identity):
+    """The fingerprint of the machine the server runs on (host_nvidia_smi's) with ``identity``
+    ({profile, profile_sha256}), and a watch on its clocks started with it (fingerprint.watch;
+    run_cases stops it)."""
     path, missing = host_nvidia_smi(args)
-    settings = (v.get("sglang_profiles") or {}).get(profile)
-    identity = {"profile": profile,
-                "profile_sha256": fingerprint.settings_sha256(settings) if settings else None}
     fp = fingerprint.take(fingerprint.run_argv, path, identity, missing=missing)
     return fp, fingerprint.watch(fingerprint.run_argv, path)
 
 
-def given_answers(args, v):
-    """The known answers the quality checks ask: --answers FILE, else the vars'
-    sglang_gate_answers, parsed (answers.parse) with where they came from; None for the
-    built-in set. ConfigError names the option and the bad rows."""
-    path = getattr(args, "answers", None) or v.get("sglang_gate_answers")
-    if not path:
-        return None
-    name = "--answers" if getattr(args, "answers", None) else "sglang_gate_answers"
-    return answers.read(str(Path(path).resolve()), name)
+def given_answers(args, gate):
+    """The known answers the quality checks ask: --answers FILE, else the plan's (its
+    sglang_gate_answers, read and checked by the plan), parsed (answers.parse) with where they
+    came from; None for the built-in set. ConfigError names the option and the bad rows."""
+    if getattr(args, "answers", None):
+        return answers.read(str(Path(args.answers).resolve()), "--answers")
+    if gate.get("answers"):
+        return answers.read(gate["answers"]["path"], "sglang_gate_answers")
+    return None
 
 
-def run_plan(args, v, profile, cases=None, **kw):
-    """The plan of vars ``v`` (or its resolved ``cases``, plan.resolve's) against ``args.url``,
-    progress lines on stderr unless --quiet."""
+def run_plan(args, gate, cases=None, profile=None, promise=None, identity=None, **kw):
+    """A plan's gate part (its resolved ``cases``, or the given ones, e.g. measure-only) run
+    against ``args.url`` as the role's sglang_bench runs it, progress lines on stderr unless
+    --quiet. ``profile``, ``promise`` and ``identity`` default to the plan's own."""
     progress = None if args.quiet else progress_printer(sys.stderr)
-    common = common_options(v, args.url, args.api_key, args.model)
-    extra = dict(promise=promise_of(v, profile), progress=progress, answers=given_answers(args, v), **kw)
+    common = common_options(gate, args.url, args.api_key, args.model)
+    identity = identity or {k: gate["identity"][k] for k in ("profile", "profile_sha256")}
+    profile = profile or identity["profile"]
+    extra = dict(promise=promise or gate["promise"], progress=progress, answers=given_answers(args, gate),
+                 notes=gate["notes"] if cases is None else (), **kw)
     try:
-        extra["fingerprint"], extra["clocks"] = host_fingerprint(args, v, profile)
-        if cases is not None:
-            return plan.run_cases(common, cases, profile, **extra)
-        return plan.run(common, v.get("sglang_gate_plan"), v.get("sglang_gate_thresholds"), profile, **extra)
+        extra["fingerprint"], extra["clocks"] = host_fingerprint(args, identity)
+        return plan.run_cases(common, gate["cases"] if cases is None else cases, profile, **extra)
     finally:
         if progress is not None:
             progress.close()
@@ -269,7 +169,7 @@ def guarded(name, fn, args):
     """``fn(args)``, with every reason the server could not be measured as exit 2."""
     try:
         return fn(args)
-    except (VarsError, OSError) as e:
+    except (PlanError, OSError) as e:
         sys.stderr.write("bench %s: %s\n" % (name, e))
     except ConfigError as e:
         sys.stderr.write("bench %s: invalid %s: %s\n" % (name, e.option, e.message))
@@ -278,19 +178,12 @@ def guarded(name, fn, args):
     return EXIT_UNMEASURED
 
 
-def profile_of(args, v):
-    profile = args.profile or v.get("sglang_profile")
-    if not profile:
-        raise VarsError("no profile: give --profile or set sglang_profile in a --vars file")
-    return profile
-
-
 def add_parser(sub):
     p = sub.add_parser("gate", help="run the sglang_gate role's plan against a server",
                        description=__doc__.split("\n\n")[0])
     p.add_argument("--url", help="base URL, e.g. http://127.0.0.1:30000 (default with -i: the host's, "
                                  "http://ansible_host:sglang_port)")
-    add_inventory_args(p, "with -i: the inventory host (its variables; the history record names it); "
+    common.add_inventory_args(p, "with -i: the inventory host (its variables; the history record names it); "
                           "without: the host the history record names (default: the URL's host:port)")
     p.add_argument("--vars", metavar="FILE", action="append",
                    help="group_vars/host_vars file or group_vars directory over the role defaults, or "
@@ -323,7 +216,7 @@ def add_calibrate_parser(sub):
                                    "propose per-case thresholds --margin below the lowest figures "
                                    "(playbooks/calibrate.yml does the same through Ansible).")
     p.add_argument("--url", help="base URL (default with -i: the host's, http://ansible_host:sglang_port)")
-    add_inventory_args(p, "with -i: the inventory host (its variables, its name in the comments); "
+    common.add_inventory_args(p, "with -i: the inventory host (its variables, its name in the comments); "
                           "without: the host name the comments give")
     p.add_argument("--vars", metavar="FILE", action="append", help="as for gate")
     p.add_argument("--profile", help="the profile the server runs (default: the vars' sglang_profile)")
@@ -348,14 +241,16 @@ def _calibrate(args):
     import datetime
     import difflib
     if args.runs < 2:
-        raise VarsError("--runs must be 2 or more (a spread needs two runs), got %d" % args.runs)
-    v = vars_of(args)
+        raise PlanError("--runs must be 2 or more (a spread needs two runs), got %d" % args.runs)
+    host = host_of(args)
     need_url(args)
-    profile = profile_of(args, v)
+    # measured as the gate measures, thresholds uncalibrated (calibration sets them)
+    p = plan_of(args, host, sglang_gate_calibrated={})
+    profile = p["profile"]
     if args.write == "":
         if not args.inventory:
-            raise VarsError("--write without FILE writes the host's vars: give -i INVENTORY --host NAME")
-        args.write = str(calibration_file(v))
+            raise PlanError("--write without FILE writes the host's vars: give -i INVENTORY --host NAME")
+        args.write = str(calibration_file(host))
     old, existing = "", None
     if args.write and Path(args.write).is_file():
         import yaml
@@ -364,7 +259,7 @@ def _calibrate(args):
     runs = []
     for i in range(args.runs):
         sys.stderr.write("calibrate: run %d of %d\n" % (i + 1, args.runs))
-        runs.append(run_plan(args, v, profile))
+        runs.append(run_plan(args, p["gate"]))
         sys.stderr.write(plan.table(runs[-1]) + "\n")
     proposals = plan.propose(runs, args.margin)
     when = datetime.datetime.utcnow().replace(microsecond=0).isoformat() + "Z"
@@ -385,23 +280,23 @@ def cmd_gate(args):
     return guarded("gate", _gate, args)
 
 
-def calibration_file(v):
+def calibration_file(host):
     """Where playbooks/calibrate.yml writes the host's thresholds (its calibrate_file)."""
-    return Path(v["inventory_dir"]) / "host_vars" / v["inventory_hostname"] / "gate_calibration.yml"
+    return Path(host.vars["inventory_dir"]) / "host_vars" / host.name / "gate_calibration.yml"
 
 
 def _gate(args):
-    v = vars_of(args)
+    host = host_of(args)
     need_url(args)
-    profile = profile_of(args, v)
+    p = plan_of(args, host)
+    profile = p["profile"]
     baseline = None
     if args.baseline_history:
         baseline = history.last_known_good(history.read(args.baseline_history), profile)
     if not args.quiet:
         sys.stderr.write("gate plan for profile %s against %s: %s\n" % (
-            profile, args.url, ", ".join(v.get("sglang_gate_plan") or {})))
-    result = run_plan(args, v, profile, calibrated=v.get("sglang_gate_calibrated") or None,
-                      baseline=baseline)
+            profile, args.url, ", ".join(c["case"] for c in p["gate"]["cases"])))
+    result = run_plan(args, p["gate"], baseline=baseline)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
     if args.history:

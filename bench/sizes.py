@@ -98,7 +98,7 @@ def load_file(path):
 
 def from_vars(variables, where):
     """(model, hardware) from a host's variables (``sglang_model_size``, ``sglang_hardware``, as
-    bench/hostvars.py gives them); ValueError naming ``where`` when one is missing or wrong."""
+    the planner gives them); ValueError naming ``where`` when one is missing or wrong."""
     found = []
     for keys, known in SECTIONS.values():
         value = variables.get(keys[0])

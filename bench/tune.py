@@ -41,13 +41,12 @@ from pathlib import Path
 from sglang_perf import capacity, drafter, engines, fingerprint, inherit, plan, profile, tune
 from sglang_perf.client import ConfigError, Endpoint, MeasureError, RequestError
 
-from bench import gate, tune_report
+from bench import common, gate, tune_report
 from bench.common import EXIT_FAILED, EXIT_PASSED, EXIT_UNMEASURED
 from bench.launch import free_port
 from bench.paths import ROOT
 
 DEFAULT_OUT = ROOT / "out" / "tune"
-PLANNED_ROLES = ("sglang", "sglang_gate")  # whose inputs a setting is planned with
 TAIL = 2000  # characters of a launch's log kept when it did not start
 CUT = "cut by the budget"  # how a launch the budget ended is named
 
@@ -58,42 +57,31 @@ class TuneError(ValueError):
 
 # ------------------------------------------------------------------------------ the host ------
 class Host(object):
-    """The host's variables (as ansible-playbook sees them, or the role defaults under --vars
-    files), its profiles and gate plan, and the deploy plan's rendering of a setting."""
+    """The host as the planner has it (bench/planner.py: its variables as ansible-playbook sees
+    them, or a host of no inventory under --vars files), its profiles and gate plan, and the
+    deploy plan of a setting."""
 
     def __init__(self, args):
-        from bench import hostvars
+        from bench import planner
+        extra = {}
+        if args.api_key:
+            # a key given by the environment (playbooks/tune.yml): the host has one, whatever the
+            # inventory's vault this process cannot read says (the argv names its --config file)
+            extra[planner.SECRET] = args.api_key
         try:
             if args.inventory:
                 if not args.host:
                     raise TuneError("-i %s needs --host NAME" % args.inventory)
-                self.dl, self.vars = hostvars.task_vars(args.inventory, args.host, vars_files=args.vars or (),
-                                                        vault_password_file=args.vault_password_file)
+                self.host = planner.host_for(args.inventory, args.host, extra, vars_files=args.vars or (),
+                                             vault_password_file=args.vault_password_file)
             else:
-                self.dl = hostvars.loader(args.vault_password_file)
-                self.vars = hostvars.role_defaults(self.dl)
-                for path in args.vars or ():
-                    for f in hostvars.files_of(Path(path).resolve()):
-                        self.vars.update(hostvars.load(self.dl, f))
-                # a host of no inventory: what the role defaults template from
-                self.vars.update(inventory_hostname="tune", inventory_dir=str(DEFAULT_OUT), groups={},
-                                 hostvars={})
-            names = ("sglang_profiles", "sglang_profile", "sglang_gate_plan", "sglang_gate_thresholds",
-                     "sglang_host_profiles", "sglang_gate_host_thresholds",
-                     "sglang_gate_calibrated", "sglang_model_dir", "sglang_model_size", "sglang_hardware",
-                     "sglang_ready_timeout", "sglang_api_key", "sglang_memory_full_context_requests",
-                     "sglang_gate_api", "sglang_gate_warmup", "sglang_gate_confidence",
-                     "sglang_gate_inconclusive", "sglang_gate_first_token_timeout",
-                     "sglang_gate_stall_timeout", "sglang_gate_run_timeout", "sglang_launch_modules",
-                     "sglang_engine", "sglang_memory_default_fraction")
+                self.host = planner.host_for(None, "tune", extra, vars_files=args.vars or (),
+                                             vault_password_file=args.vault_password_file)
+                self.host.vars["inventory_dir"] = str(DEFAULT_OUT)
             # plain data (Ansible's tagged strings are not YAML's): what tuned.yml and tune.json write
-            self.v = json.loads(json.dumps(hostvars.resolve(self.dl, self.vars, names)))
-        except hostvars.HostVarsError as e:
+            self.v = json.loads(json.dumps(self.host.values()))
+        except common.PlanError as e:
             raise TuneError(str(e))
-        if args.api_key and not self.v.get("sglang_api_key"):
-            # a key given by the environment (playbooks/tune.yml): the host has one, whatever the
-            # inventory's vault this process cannot read says (the argv names its --config file)
-            self.vars["sglang_api_key"] = self.v["sglang_api_key"] = args.api_key
         raw, raw_thresholds = inherit.with_host(self.v.get("sglang_profiles") or {},
                                                 self.v.get("sglang_gate_thresholds"),
                                                 self.v.get("sglang_host_profiles"),
@@ -106,6 +94,9 @@ class Host(object):
         self.current = self.v.get("sglang_profile")
         if self.current not in self.profiles:
             raise TuneError("sglang_profile %r is not in sglang_profiles" % (self.current,))
+
+    def api_key(self):
+        return self.host.api_key()
 
     def current_key(self):
         """The current profile as a setting of the space's shape."""
@@ -166,9 +157,8 @@ class Host(object):
 
     def render(self, key, port):
         """(argv after the launch module, problems, the deploy plan) of a setting, by the deploy
-        plan's own code (plugins/action/sglang_deploy_plan.py, as a unit rendered for review): the
-        host's inputs templated and type-checked once, then planned with the setting as its
-        profile."""
+        planner (bench/planner.py, as a unit rendered for review): the host's inputs templated and
+        type-checked once, then planned with the setting as its profile."""
         p = self.planned(key, port)
         if p is None:
             return None, ["the host has no profile of this kind to write it over (a drafter profile)"], None
@@ -180,34 +170,20 @@ class Host(object):
 
     def planned(self, key, port):
         """The deploy plan of a setting on ``port`` (None: no profile to write it over)."""
-        from plugins.action.sglang_deploy_plan import plan_values
         made = self.setting(key)
         if made is None:
             return None
         name, entry, _ = made
-        values = dict(self._inputs(), sglang_profiles=dict(self.raw_profiles, **{name: entry}),
-                      sglang_profile=name, sglang_port=port)
+        overrides = dict(sglang_profiles=dict(self.raw_profiles, **{name: entry}), sglang_profile=name,
+                         sglang_port=port)
         if name != self.current:  # a candidate: the service bars (the current keeps its own)
-            values["sglang_gate_host_thresholds"] = dict(values.get("sglang_gate_host_thresholds") or {},
-                                                         **{name: self.service_bars()})
-        return plan_values(values, self.vars, PLANNED_ROLES, review=True)
+            overrides["sglang_gate_host_thresholds"] = dict(self.v.get("sglang_gate_host_thresholds") or {},
+                                                            **{name: self.service_bars()})
+        return self.host.plan(**overrides)
 
     def service_bars(self):
         """{case: thresholds} every candidate is held to (tune.service_bars of the current's)."""
         return tune.service_bars(self.thresholds.get(self.current))
-
-    def _inputs(self):
-        """The roles' inputs of the host, templated and checked against their argument specs."""
-        if getattr(self, "_values", None) is None:
-            from ansible.template import Templar
-
-            from plugins.action.sglang_deploy_plan import inputs
-            values, problems = inputs(self.dl, Templar(loader=self.dl, variables=self.vars), self.vars,
-                                     PLANNED_ROLES)
-            if problems:
-                raise TuneError("the host's variables: %s" % "; ".join(problems))
-            self._values = values
-        return self._values
 
     def capacity_model(self, key, mem):
         """The memory model's (KV tokens, running requests) of a setting at ``mem``, or None."""
@@ -348,14 +324,15 @@ def objective_figures(result, case):
             "accept_len": r.get("accept_len"), "by_position": r.get("accept_by_position")}
 
 
-def measure(host, args, url, name, cases, objective, bar, ends_at, report_only=False):
+def measure(gate_part, args, url, name, cases, objective, bar, ends_at, report_only=False):
     """The launch's outcome: the objective case first, on a fixed sample of the most requests the
     gate would measure (--objective-requests), stopped there under ``bar``; then the plan's other
-    cases; capacity judged on both runs. Every run ends by ``ends_at`` (seconds since the epoch,
+    cases; capacity judged on both runs (``gate_part``: the setting's plan's, its options and
+    promise). Every run ends by ``ends_at`` (seconds since the epoch,
     the budget's end; None: none): an outcome the budget ended is ``cut``, not failed."""
-    common = gate.common_options(host.v, url, args.api_key or host.v.get("sglang_api_key"), None)
+    common = gate.common_options(gate_part, url, args.api_key, None)
     common["ends_at"] = ends_at
-    promise = gate.promise_of({"sglang_profiles": host.profiles}, host.current)
+    promise = gate_part["promise"]
     first = []
     for c in cases:
         if c["case"] == objective:
@@ -474,7 +451,7 @@ def add_parser(sub):
     p.add_argument("--launch", action="append", metavar="[ENGINE=]COMMAND",
                    help="starts one candidate: {args} its engine arguments, {port} its port (repeatable "
                         "with ENGINE= for a command per engine)")
-    gate.add_inventory_args(p, "with -i: the host whose settings, profiles and gate plan are tuned")
+    common.add_inventory_args(p, "with -i: the host whose settings, profiles and gate plan are tuned")
     p.add_argument("--vars", metavar="FILE", action="append",
                    help="vars files over the role defaults (without -i), or over the host's (with -i)")
     p.add_argument("--engines", help="engines to tune, comma-separated (default: the --space file's, "
@@ -711,7 +688,7 @@ def run_one(host, args, key, template, cases, bar, ready_timeout, ends_at, log, 
         why = launch.wait_ready(url, engines.get(key.engine).ready_paths, ready_timeout, ends_at)
         record["ready_s"] = round(time.monotonic() - t0, 1)
         mismatch = None if why else server_mismatch(planned, key.engine, url, port,
-                                                     args.api_key or host.v.get("sglang_api_key"))
+                                                     args.api_key or host.api_key())
         if why and why.startswith(CUT):
             record["outcome"] = {"started": False, "cut": "budget", "error": why}
         elif why:
@@ -726,8 +703,8 @@ def run_one(host, args, key, template, cases, bar, ready_timeout, ends_at, log, 
             smi, record["clocks_why"] = gate.host_nvidia_smi(where)
             watch = fingerprint.watch(fingerprint.run_argv, smi)
             try:
-                outcome, results = measure(host, args, url, name, cases, args.objective, bar, ends_at,
-                                           report_only=final)
+                outcome, results = measure(planned["gate"], args, url, name, cases, args.objective, bar,
+                                           ends_at, report_only=final)
                 record["outcome"] = outcome
                 record["results"] = [{k: r.get(k) for k in ("passed", "verdict", "failed_cases", "cases",
                                                              "capacity")} for r in results]

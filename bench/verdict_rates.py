@@ -16,13 +16,13 @@ import sys
 
 from sglang_perf import engine
 
-from bench.cli import DEFAULT_CASE
+from bench.cli import default_case
 from bench.emulator.cli import offline_scheduler
 from bench.profiles import MODEL_ARGS, PROFILE_ARGS
 
 URL = "http://127.0.0.1:1"
 # the production coding case (bench run's default, read from the role)
-CASE = {k: DEFAULT_CASE[k] for k in ("requests", "max_requests", "max_tokens")}
+CASE = {k: default_case()[k] for k in ("requests", "max_requests", "max_tokens")}
 PROMPT_TOKENS = 150  # the coding prompts as the chat template counts them
 
 

@@ -1,5 +1,5 @@
 """`bench gate`, `bench calibrate`, `bench run` and `bench compare --plan` with `-i INVENTORY
---host NAME`: the host's variables as ansible-playbook sees them (bench/hostvars.py: role
+--host NAME`: the host's variables as ansible-playbook sees them (bench/planner.py: role
 defaults, group_vars, host_vars, --vars on top, vaulted files skipped unless
 --vault-password-file), against a temporary copy of inventories/production whose ct129 points at
 an emulator on loopback."""
@@ -45,6 +45,10 @@ def inventory(tmp_path, port=None):
     shutil.copytree(ROOT / "inventories" / "production", inv)
     if port:
         write(inv / "host_vars" / "ct129" / "net.yml", {"ansible_host": "127.0.0.1", "sglang_port": port})
+        # the emulator at FAST's speed scale: GPUs whose roofline admits what it serves (the plan
+        # refuses a calibrated bar above the roofline)
+        write(inv / "host_vars" / "ct129" / "emulated.yml", {"sglang_hardware": {
+            "gpu_count": 2, "gpu_bandwidth_gbs": 4 * 768, "gpu_memory_gib": 48, "compute_capability": 8.6}})
     return inv
 
 
@@ -59,7 +63,8 @@ def small(tmp_path):
 
 
 def args(inv, host="ct129", vars=None, vault=None, **kw):
-    return argparse.Namespace(inventory=str(inv), host=host, vars=vars, vault_password_file=vault, **kw)
+    return argparse.Namespace(inventory=None if inv is None else str(inv), host=host, vars=vars,
+                              vault_password_file=vault, **kw)
 
 
 def password_file(tmp_path):
@@ -78,12 +83,18 @@ def test_gate_judges_with_the_hosts_calibrated_thresholds(emulator, tmp_path):
     assert p.returncode == 0, p.stderr
     coding = next(c for c in json.loads(out.read_text())["cases"] if c["case"] == "coding")
     assert coding["thresholds"]["min_tok_s"] == 45  # sglang_gate_thresholds', no calibration yet
-    # what playbooks/calibrate.yml writes for the host: a decode bar above what the server gives
+    # what playbooks/calibrate.yml writes for the host: an accept-length bar above what the server
+    # gives (3.3) and under what 3 steps can reach (4.0: the plan refuses a bar beyond it)
+    write(inv / "host_vars" / "ct129" / "gate_calibration.yml",
+          {"sglang_gate_calibrated": {"nextn_3step": {"coding": {"min_accept_len": 3.95}}}})
+    p = bench("gate", "-i", inv, "--host", "ct129", "--vars", small(tmp_path), "--quiet")
+    assert p.returncode == 1, p.stderr
+    assert "bench gate: gate failed (coding): coding: accept length" in p.stderr and "3.95" in p.stderr
+    # a bar no server can reach is the plan's refusal, as the deploy's preflight says it (exit 2)
     write(inv / "host_vars" / "ct129" / "gate_calibration.yml",
           {"sglang_gate_calibrated": {"nextn_3step": {"coding": {"min_tok_s": 99999.0}}}})
     p = bench("gate", "-i", inv, "--host", "ct129", "--vars", small(tmp_path), "--quiet")
-    assert p.returncode == 1, p.stderr
-    assert "bench gate: gate failed (coding): coding: decode tok/s" in p.stderr and "99999" in p.stderr
+    assert p.returncode == 2 and "min_tok_s (99999.0) cannot be reached by profile nextn_3step" in p.stderr
     # the same server through --url and the default group_vars: no host_vars, it passes
     p = bench("gate", "--url", emu.url, "--vars", small(tmp_path), "--quiet")
     assert p.returncode == 0, p.stderr
@@ -165,57 +176,56 @@ def test_group_vars_host_vars_and_vars_files_layer_as_ansible_does(tmp_path):
         "sglang_gate_warmup": 5, "sglang_gate_stall_timeout": "{{ sglang_gate_warmup * 10 }}"})
     one = write(tmp_path / "one.yml", {"sglang_gate_confidence": 0.8, "sglang_gate_run_timeout": 200})
     two = write(tmp_path / "two.yml", {"sglang_gate_run_timeout": 300})
-    v = gate.host_vars(args(inv))
-    keys = ("sglang_gate_warmup", "sglang_gate_confidence", "sglang_gate_run_timeout")
-    assert v["sglang_gate_inconclusive"] == "fail"  # the role default, restated by neither
-    assert v["sglang_profile"] == "nextn_3step"
-    assert [v[k] for k in keys] == [5, 0.9, 100]
-    assert v["sglang_gate_stall_timeout"] == 50  # templated by Ansible, with the host's warmup
-    v = gate.host_vars(args(inv, vars=[str(one), str(two)]))
-    assert [v[k] for k in keys] == [5, 0.8, 300]
-    assert (v["inventory_hostname"], v["inventory_dir"]) == ("ct129", str(inv))
-    assert gate.calibration_file(v) == inv / "host_vars" / "ct129" / "gate_calibration.yml"
+    keys = ("warmup", "confidence", "run_timeout")
+    options = gate.plan_of(args(inv))["gate"]["options"]
+    assert options["inconclusive"] == "fail"  # the role default, restated by neither
+    assert [options[k] for k in keys] == [5, 0.9, 100]
+    assert options["stall_timeout"] == 50  # templated by Ansible, with the host's warmup
+    host = gate.host_of(args(inv, vars=[str(one), str(two)]))
+    assert [host.planned()["gate"]["options"][k] for k in keys] == [5, 0.8, 300]
+    assert host.planned()["profile"] == "nextn_3step"
+    assert (host.name, host.vars["inventory_dir"]) == ("ct129", str(inv))
+    assert gate.calibration_file(host) == inv / "host_vars" / "ct129" / "gate_calibration.yml"
 
 
 def test_a_vaulted_group_vars_file_is_skipped_with_a_note_or_decrypted(tmp_path, capsys):
-    from bench import gate
+    from bench import gate, planner
     inv = inventory(tmp_path)
     vault = inv / "group_vars" / "sglang_servers" / "vault.yml"
     shutil.copy(VAULT, vault)
-    v = gate.host_vars(args(inv / "hosts.yml"))
-    # production's sglang_api_key is the vault's, mandatory: not there, no key
-    assert v["sglang_api_key"] is None and v["sglang_profile"] == "nextn_3step"
+    host = gate.host_of(args(inv / "hosts.yml"))
+    # production's sglang_api_key is the vault's, mandatory: not there, no key (the plan knows one is set)
+    assert host.api_key() is None and host.planned()["exposure"]["api_key"] is True
     assert capsys.readouterr().err == "%s: %s\n" % (vault, SKIPPED)
-    v = gate.host_vars(args(inv / "hosts.yml", vault=str(password_file(tmp_path))))
-    assert v["sglang_api_key"] == VAULT_KEY and capsys.readouterr().err == ""
+    host = gate.host_of(args(inv / "hosts.yml", vault=str(password_file(tmp_path))))
+    assert host.api_key() == VAULT_KEY and capsys.readouterr().err == ""
     bad = tmp_path / "wrong"
     bad.write_text("not-the-password\n")
-    with pytest.raises(gate.VarsError, match="Decryption failed"):
-        gate.host_vars(args(inv / "hosts.yml", vault=str(bad)))
+    with pytest.raises(planner.PlanError, match="Decryption failed"):
+        gate.host_of(args(inv / "hosts.yml", vault=str(bad)))
 
 
-def test_the_hosts_url_is_ansible_host_at_sglang_port():
-    from bench import gate
-    from bench.hostvars import url_of
+def test_the_hosts_url_is_ansible_host_at_sglang_port(tmp_path):
+    from bench import gate, planner
     a = args(ROOT / "inventories" / "production", url=None, api_key=None)
-    gate.vars_of(a)  # computed only: nothing is contacted
+    gate.host_of(a)  # computed only: nothing is contacted
     assert a.url == "http://10.1.230.172:30000" and a.api_key is None
     a = args(ROOT / "inventories" / "production", url="http://127.0.0.1:1", api_key="k")
-    gate.vars_of(a)
+    gate.host_of(a)
     assert (a.url, a.api_key) == ("http://127.0.0.1:1", "k")  # given: kept
-    assert url_of({"inventory_hostname": "ct129", "sglang_port": 8000}) == "http://ct129:8000"
-    assert url_of({"inventory_hostname": "h", "ansible_host": "fd00::1", "sglang_port": 1}) == "http://[fd00::1]:1"
+    f = write(tmp_path / "v.yml", {"sglang_port": 8000})
+    assert planner.host_for(None, "ct129", vars_files=[f]).url() == "http://ct129:8000"
+    host = planner.host_for(None, "h", {"ansible_host": "fd00::1", "sglang_port": 1})
+    assert host.url() == "http://[fd00::1]:1"
 
 
 def test_without_an_inventory_a_templated_value_is_templated_by_ansible(tmp_path):
-    from bench import gate
+    from bench import gate, planner
     f = write(tmp_path / "v.yml", {"base": 2, "sglang_gate_warmup": "{{ base + 1 }}"})
-    merged, origin = gate.load_vars([f])
-    assert merged["sglang_gate_warmup"] == 3 and origin["sglang_gate_warmup"] == f
+    assert gate.plan_of(args(None, vars=[str(f)]))["gate"]["options"]["warmup"] == 3
     bad = write(tmp_path / "bad.yml", {"sglang_gate_warmup": "{{ nowhere }}"})
-    with pytest.raises(gate.VarsError, match="sglang_gate_warmup in %s is templated .* 'nowhere' is undefined"
-                       % bad):
-        gate.load_vars([bad])
+    with pytest.raises(planner.PlanError, match="sglang_gate_warmup: .*'nowhere' is undefined"):
+        gate.plan_of(args(None, vars=[str(bad)]))
 
 
 # --------------------------------------------------------------------------- refusals ------

@@ -357,7 +357,7 @@ def test_compare_report_plan_builds_the_answer_from_a_playbooks_plan_results(tmp
         {"profile": "vllm_mtp_3", "url": "http://127.0.0.1:30000", "error": "the server never answered",
          "result": None}]
     (tmp_path / "results.json").write_text(json.dumps(results))
-    # the role defaults' thresholds apply (bench.gate.load_vars): 1 step fails coding's 45 tok/s
+    # the role defaults' thresholds apply (the planner's role defaults): 1 step fails coding's 45 tok/s
     (tmp_path / "vars.json").write_text(json.dumps({"sglang_profiles": profiles, "sglang_gate_plan": plan,
                                                     "compare_plan": plan, "sglang_gate_confidence": LEVEL}))
     report = [sys.executable, "-m", "bench", "compare-report", "--plan", str(tmp_path / "results.json"),
@@ -381,11 +381,15 @@ def test_compare_report_plan_builds_the_answer_from_a_playbooks_plan_results(tmp
 def test_the_comparison_measures_and_judges_at_the_gates_confidence(tmp_path):
     """sglang_gate_confidence from the vars reaches the plan's measurement (bench compare --plan
     runs gate.run_plan on measure_only's cases) and the thresholds' resolution (gate_view)."""
+    import argparse
+
     from bench import gate
     f = tmp_path / "v.yml"
     f.write_text("sglang_gate_confidence: 0.9\n")
-    v, _ = gate.load_vars([f])
-    assert gate.common_options(v, "http://h", None, None)["confidence"] == 0.9
+    given = argparse.Namespace(inventory=None, host=None, vars=[str(f)], vault_password_file=None,
+                               profile=None)
+    assert gate.common_options(gate.plan_of(given)["gate"], "http://h", None, None)["confidence"] == 0.9
+    v = gate.vars_of(given)
     # at 90% five requests bound a median: a judged case of five is no problem for the gate
     five = {"coding": dict(GATE_PLAN["coding"], requests=5)}
     v = dict(v, sglang_gate_plan=five, sglang_gate_thresholds={"nextn_3step": {"coding": {"min_tok_s": 45}}})

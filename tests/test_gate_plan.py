@@ -188,19 +188,22 @@ def test_bench_gate_runs_the_roles_plan_with_exit_codes(emulator, tmp_path):
     templated = tmp_path / "t.yml"
     templated.write_text(yaml.safe_dump({"sglang_gate_warmup": "{{ x }}"}))
     p = bench("gate", "--url", emu.url, "--vars", str(templated), "--quiet")
-    assert p.returncode == 2 and "sglang_gate_warmup in %s is templated" % templated in p.stderr
+    assert p.returncode == 2
+    assert "bench gate: host localhost: sglang_gate_warmup: 'x' is undefined" in p.stderr
 
 
 def test_bench_gate_defaults_to_the_production_inventorys_variables():
-    """The role defaults under the production group_vars, which restate none of them: the plan,
-    the thresholds and the profile come from the roles."""
+    """Without -i: a host of no inventory, the role defaults under the production group_vars,
+    which restate none of the plan: the cases, the thresholds and the profile come from the roles."""
+    import argparse
+
     from bench import gate
-    merged, origin = gate.load_vars()
     assert gate.DEFAULT_VARS == (ROOT / "inventories" / "production" / "group_vars" / "sglang_servers",)
-    gate_defaults = ROOT / "roles" / "sglang_gate" / "defaults" / "main.yml"
-    assert origin["sglang_gate_thresholds"] == origin["sglang_gate_plan"] == gate_defaults
-    assert origin["sglang_profile"] == ROOT / "roles" / "sglang" / "defaults" / "main.yml"
-    assert merged["sglang_profile"] == "nextn_3step"
+    given = argparse.Namespace(inventory=None, host=None, vars=None, vault_password_file=None, profile=None)
+    p = gate.plan_of(given)
+    assert p["profile"] == "nextn_3step" and p["exposure"]["host"] == "0.0.0.0"  # production's bind
+    roles = yaml.safe_load((ROOT / "roles" / "sglang_gate" / "defaults" / "main.yml").read_text())
+    assert [c["case"] for c in p["gate"]["cases"]] == list(roles["sglang_gate_plan"])
 
 
 def test_bench_calibrate_writes_thresholds_a_margin_below_and_shows_the_diff(emulator, tmp_path):

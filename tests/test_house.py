@@ -252,3 +252,19 @@ def test_the_engine_package_has_no_import_cycle():
         if start not in state:
             visit(start, [start])
     assert cycles == []
+
+
+def test_bench_imports_nothing_from_the_ansible_plugins_and_the_action_plans_through_it():
+    """One planner (bench/planner.py): the CLI depends on no Ansible plugin; the action that sets
+    the deploy plan is a shim over the planner."""
+    found = []
+    for path in sorted((ROOT / "bench").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            found += ["%s: %s" % (path.relative_to(ROOT), n) for n in names if n.startswith("plugins")]
+    assert found == []
+    action = ast.parse((ROOT / "plugins" / "action" / "sglang_deploy_plan.py").read_text())
+    imported = {n.module for n in ast.walk(action) if isinstance(n, ast.ImportFrom)}
+    assert "bench.planner" in imported
+    assert not [n for n in ast.walk(action) if isinstance(n, ast.FunctionDef) and n.name != "run"]

@@ -411,6 +411,17 @@ def gate_answers(path, name="sglang_gate_answers"):
                 answers=len(rows["answers"]), calls=len(rows["calls"])), []
 
 
+def promise_of(settings):
+    """What a profile's settings promise the gate checks the server holds (plan.check_capacity)."""
+    return {"context_length": (settings or {}).get("context_length"),
+            "max_running_requests": (settings or {}).get("max_running_requests")}
+
+
+# the gate's measurement options, each its role input sglang_gate_<name>
+GATE_OPTIONS = ("api", "warmup", "confidence", "inconclusive", "first_token_timeout", "stall_timeout",
+                "run_timeout", "max_regression_pct")
+
+
 def _gate(v, problems, name, profiles, chosen, hardware):
     """The gate's part of the plan: its checks, and the resolved cases."""
     gate_plan, thresholds = v.get("sglang_gate_plan"), v.get("sglang_gate_thresholds")
@@ -457,10 +468,12 @@ def _gate(v, problems, name, profiles, chosen, hardware):
         for c in cases:
             if c["options"].get("check") == "pressure":
                 c["options"]["when"] = when
-    promise = {"context_length": (chosen or {}).get("context_length"),
-               "max_running_requests": (chosen or {}).get("max_running_requests")}
+    promise = promise_of(chosen)
+    # how every case is measured (the engine's options besides the server's URL, key and model)
+    options = {k: v.get("sglang_gate_" + k) for k in GATE_OPTIONS}
+    options["confidence"] = _num(options["confidence"], options["confidence"])
     # what the sglang_bench module runs: the resolved cases, the promise and the plan's notes
-    return {"cases": cases, "text": text, "promise": promise, "answers": given,
+    return {"cases": cases, "text": text, "promise": promise, "answers": given, "options": options,
             "notes": plan.plan_notes(gate_plan, thresholds, name) if cases else [],
             "lkg_import": re.sub(r"(\.service)?$", ".service", v.get("sglang_gate_lkg_import") or "", count=1)
             if v.get("sglang_gate_lkg_import") else ""}
