@@ -39,6 +39,17 @@ if str(MODULE_UTILS) not in ansible.module_utils.__path__:
     ansible.module_utils.__path__.append(str(MODULE_UTILS))
 
 
+def bench_args(url, cases, profile="p", options=None, **top):
+    """The sglang_bench module's arguments for resolved ``cases``: the gate part as the deploy
+    plan hands it over (profile, cases, ``options``, and the gate keys among ``top``: promise,
+    notes, nvidia_smi, identity, history_path, baseline, measure_lock, model_size, hardware), the
+    module's own options (api_key, model, answers, per_request, measure_lock_wait) beside it."""
+    own = ("api_key", "model", "answers", "per_request", "measure_lock_wait")
+    gate = dict({k: v for k, v in top.items() if k not in own}, profile=profile, cases=cases,
+                options=dict(options or {}))
+    return dict({k: v for k, v in top.items() if k in own}, url=url, gate=gate)
+
+
 def raw_role_defaults(role="sglang"):
     """A role's defaults/main.yml read as plain YAML (no templating), as written."""
     return yaml.safe_load((ROOT / "roles" / role / "defaults" / "main.yml").read_text()) or {}

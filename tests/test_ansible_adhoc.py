@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from ansiblerun import ansible, module_result
+from conftest import bench_args
 from sglang_perf import plan
 
 FAST = {"SGLEMU_SPEED_SCALE": "4"}
@@ -18,7 +19,7 @@ def adhoc(args, check=False):
 
 def test_ansible_doc_shows_the_module():
     p = ansible("ansible-doc", "-t", "module", "sglang_bench")
-    assert p.returncode == 0 and "cases" in p.stdout and "EXAMPLES" in p.stdout
+    assert p.returncode == 0 and "gate" in p.stdout and "EXAMPLES" in p.stdout
 
 
 def test_adhoc_pass_and_fail(emulator):
@@ -29,7 +30,7 @@ def test_adhoc_pass_and_fail(emulator):
     def args(**thresholds):
         coding = {"prompts": "coding", "concurrency": 1, "requests": 6, "max_tokens": 96}
         cases = plan.resolve({"coding": coding}, {"p": {"coding": thresholds}}, "p")
-        return json.dumps({"url": emu.url, "cases": cases, "profile": "p", "warmup": 1})
+        return json.dumps(bench_args(emu.url, cases, "p", {"warmup": 1}))
 
     rc, res = adhoc(args(min_tok_s=45, min_accept_len=2.8))
     assert rc == 0 and res["passed"] is True and res["accept_len"] > 2.8

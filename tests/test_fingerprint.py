@@ -14,7 +14,7 @@ import pytest
 
 from bench import history as bench_history
 from bench import report
-from conftest import ROOT
+from conftest import ROOT, bench_args
 from sglang_perf import fingerprint, history, plan
 from test_module import FAST, call, patched  # noqa: F401 (patched: the module exits as an exception)
 
@@ -323,9 +323,8 @@ def test_the_gate_names_a_host_change_first_and_records_the_fingerprint(emulator
     hist = tmp_path / "history.jsonl"
     identity = {"engine": "sglang", "version": "0.5.23", "release": "r1", "profile": "nextn_3step",
                 "profile_sha256": fingerprint.settings_sha256({"speculative_num_steps": 3})}
-    args = dict(url=emu.url, cases=plan.resolve(PLAN, THRESHOLDS, "nextn_3step"), profile="nextn_3step",
-                warmup=2, per_request=False, nvidia_smi=STANDIN, identity=identity,
-                baseline_history=str(hist))
+    args = bench_args(emu.url, plan.resolve(PLAN, THRESHOLDS, "nextn_3step"), "nextn_3step", {"warmup": 2},
+                      per_request=False, nvidia_smi=STANDIN, identity=identity, history_path=str(hist))
     kind, first = call(args)
     assert kind == "exit" and first["fingerprint_changes"] == []
     # the clocks watched over the run: the stand-in's counters stood still
@@ -369,8 +368,8 @@ def test_the_gate_names_a_host_change_first_and_records_the_fingerprint(emulator
 def test_the_gate_without_nvidia_smi_says_so_and_runs(emulator, tmp_path):
     emu = emulator("nextn_3step", env=FAST)
     coding = plan.resolve({"coding": PLAN["coding"]}, THRESHOLDS, "nextn_3step")
-    kind, r = call(dict(url=emu.url, cases=coding, profile="nextn_3step", warmup=2, per_request=False,
-                        nvidia_smi="nvidia-smi-that-is-not-here"))
+    kind, r = call(bench_args(emu.url, coding, "nextn_3step", {"warmup": 2}, per_request=False,
+                              nvidia_smi="nvidia-smi-that-is-not-here"))
     assert kind == "exit" and r["fingerprint"]["gpus"] == []
     assert r["fingerprint"]["nvidia_smi"] == \
         "nvidia-smi-that-is-not-here: not found on the host (no GPU figures)"

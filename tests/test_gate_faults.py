@@ -13,16 +13,16 @@ import pytest
 
 from ansiblerun import ansible, module_result
 from sglang_perf import plan
-from conftest import free_port
+from conftest import bench_args, free_port
 
 FAST = {"SGLEMU_SPEED_SCALE": "4"}
 RUN_TIMEOUT = 40  # the gate's whole run, warmup included
 # one resolved coding case (the deploy plan's gate.cases), as the gate task hands it over
 CODING = {"prompts": "coding", "concurrency": 1, "requests": 6, "max_tokens": 96}
 THRESHOLDS = {"p": {"coding": {"min_tok_s": 45, "min_accept_len": 2.8}}}
-GATE = {"cases": plan.resolve({"coding": CODING}, THRESHOLDS, "p"),
-        "profile": "p", "warmup": 1, "connect_timeout": 2, "first_token_timeout": 5, "stall_timeout": 2,
-        "run_timeout": RUN_TIMEOUT}
+RESOLVED = plan.resolve({"coding": CODING}, THRESHOLDS, "p")
+OPTIONS = {"warmup": 1, "connect_timeout": 2, "first_token_timeout": 5, "stall_timeout": 2,
+           "run_timeout": RUN_TIMEOUT}
 # ansible's own start-up took up to 50 s of a run on a loaded 2-core CI machine
 ANSIBLE_START_UP = 60
 LIMIT = RUN_TIMEOUT + ANSIBLE_START_UP  # the most a failed gate may take
@@ -30,8 +30,8 @@ LIMIT = RUN_TIMEOUT + ANSIBLE_START_UP  # the most a failed gate may take
 
 def gate(url, extra=None):
     t0 = time.monotonic()
-    rc, res, p = module_result("sglang_bench", json.dumps(dict(GATE, url=url, **(extra or {}))),
-                               timeout=3 * LIMIT)
+    args = bench_args(url, RESOLVED, "p", OPTIONS, **(extra or {}))
+    rc, res, p = module_result("sglang_bench", json.dumps(args), timeout=3 * LIMIT)
     took = time.monotonic() - t0
     assert "Traceback" not in p.stdout + p.stderr
     return rc, res, took

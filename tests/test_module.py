@@ -9,7 +9,7 @@ import pytest
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
-from conftest import free_port
+from conftest import bench_args, free_port
 from plugins.modules import sglang_bench
 from sglang_perf import plan
 
@@ -55,8 +55,7 @@ def resolved(thresholds=None, cases=None, profile="nextn_3step"):
 
 def gate(url, thresholds=None, cases=None, **kw):
     """The module's arguments for one run of resolved ``cases`` (default: one coding case)."""
-    return dict({"url": url, "cases": resolved(thresholds, cases), "profile": "nextn_3step", "warmup": 2},
-                **kw)
+    return bench_args(url, resolved(thresholds, cases), "nextn_3step", {"warmup": 2}, **kw)
 
 
 def test_passes_and_returns_every_figure(emulator):
@@ -107,7 +106,9 @@ def test_check_mode_reports_a_server_that_is_not_up():
 def test_check_mode_refuses_a_case_a_run_would_refuse():
     cases = resolved()
     cases[0]["options"]["concurrency"] = 0
-    kind, r = call(dict(gate("http://127.0.0.1:1"), cases=cases), check=True)
+    args = gate("http://127.0.0.1:1")
+    args["gate"]["cases"] = cases
+    kind, r = call(args, check=True)
     assert kind == "fail" and "invalid option concurrency: must be 1 or more, got 0" in r["msg"]
 
 
@@ -125,7 +126,9 @@ def test_check_mode_refuses_a_case_a_run_would_refuse():
 def test_bad_cases_are_named(change, words):
     cases = resolved()
     change(cases)
-    kind, r = call(dict(gate("http://127.0.0.1:1"), cases=cases))
+    args = gate("http://127.0.0.1:1")
+    args["gate"]["cases"] = cases
+    kind, r = call(args)
     assert kind == "fail" and words in r["msg"], r["msg"]
 
 
@@ -135,16 +138,31 @@ def test_a_bad_url_is_named():
 
 
 @pytest.mark.parametrize("raw", [{"plan": {"coding": CODING}}, {"thresholds": {}}, {"calibrated": {}},
-                                 {"min_tok_s": 45}, {"requests": 6}, {"prompts": "coding"}])
-def test_the_raw_plan_and_single_case_options_are_gone(raw):
-    """One job: the module runs resolved cases; resolving (and single-case measuring: python -m
-    bench run) is not its."""
+                                 {"min_tok_s": 45}, {"requests": 6}, {"prompts": "coding"},
+                                 {"cases": []}, {"profile": "p"}, {"warmup": 2}, {"baseline_history": "h"}])
+def test_the_raw_plan_and_flat_options_are_gone(raw):
+    """One job: the module runs the plan's gate part; resolving (and single-case measuring: python
+    -m bench run) is not its, and the gate's parts are not options of their own."""
     kind, r = call(dict(gate("http://127.0.0.1:1"), **raw))
     assert kind == "fail" and "Unsupported parameters" in r["msg"] and list(raw)[0] in r["msg"]
 
 
+@pytest.mark.parametrize("change, words", [
+    (lambda g: g.pop("profile"), "gate.profile is required (the deploy plan's gate part: a profile name)"),
+    (lambda g: g.pop("cases"), "gate.cases is required (the deploy plan's gate part: its resolved cases)"),
+    (lambda g: g["options"].update(requests=6), "gate.options has unknown key(s) requests (known: api, "),
+    (lambda g: g.update(options=[1]), "gate.options must be a mapping of engine options"),
+    (lambda g: g["options"].update(warmup=-1), "invalid option warmup: must be 0 or more, got -1"),
+])
+def test_a_bad_gate_part_is_named(change, words):
+    args = gate("http://127.0.0.1:1")
+    change(args["gate"])
+    kind, r = call(args)
+    assert kind == "fail" and words in r["msg"], r["msg"]
+
+
 def test_the_deploy_plans_resolved_cases_run_as_they_are(emulator):
-    """The gate task hands over the deploy plan's gate.cases, .promise and .notes: the module
+    """The gate task hands over the deploy plan's gate part (cases, options, promise, notes): the module
     judges with the thresholds the controller chose (calibrated over the defaults, key by key) and
     never reads the raw plan, thresholds or calibration."""
     from planutil import plan_for
@@ -155,8 +173,8 @@ def test_the_deploy_plans_resolved_cases_run_as_they_are(emulator):
     assert g["cases"][0]["source"]["min_accept_len"] == "calibrated"
     for c in g["cases"]:
         c["options"].update(requests=6, max_requests=6, max_tokens=64)
-    kind, r = call({"url": emu.url, "cases": g["cases"], "profile": p["profile"], "promise": g["promise"],
-                    "notes": ["a note of the plan"], "warmup": 1, "per_request": False})
+    g.update(notes=["a note of the plan"], options=dict(g["options"], warmup=1), measure_lock=None)
+    kind, r = call({"url": emu.url, "gate": g, "per_request": False})
     assert kind == "fail" and "< required 3.90" in r["msg"], r["msg"]
     assert r["cases"][0]["threshold_source"]["min_accept_len"] == "calibrated"
     assert "a note of the plan" in r["notes"]
@@ -179,23 +197,23 @@ def test_wrong_key_and_secret_never_in_the_result(emulator):
     assert sglang_bench.ARGUMENT_SPEC["api_key"]["no_log"] is True
 
 
-def test_documentation_matches_the_argument_spec_and_engine_defaults():
+def test_documentation_matches_the_argument_spec_and_the_gate_options_are_the_engines():
     import yaml
     from sglang_perf import engine as plain_engine
     doc = yaml.safe_load(sglang_bench.DOCUMENTATION)["options"]
     spec = sglang_bench.ARGUMENT_SPEC
-    assert set(doc) == set(spec)
+    assert set(doc) == set(spec) and len(spec) <= 8
     for name, opt in spec.items():
         assert doc[name]["type"] == opt["type"], name
         assert doc[name].get("default") == opt.get("default"), name
         assert doc[name].get("choices") == opt.get("choices"), name
         assert bool(doc[name].get("required")) == bool(opt.get("required")), name
         assert doc[name]["description"], name
-        if name not in sglang_bench.PLAN_OPTIONS:
-            assert plain_engine.DEFAULTS[name] == opt.get("default"), name
-    # the engine options common to every case; the rest of the engine's are each case's
-    assert set(spec) - set(sglang_bench.PLAN_OPTIONS) == \
-        set(plain_engine.DEFAULTS) - set(plan.PER_CASE) - set(plain_engine.CALLER_ONLY)
+    # the gate part's options: the engine options common to every case, each named in the docs
+    assert set(sglang_bench.COMMON_OPTIONS) == set(plain_engine.DEFAULTS) - set(plan.PER_CASE) \
+        - set(plain_engine.CALLER_ONLY) - {"url", "api_key", "model"}
+    told = " ".join(doc["gate"]["description"])
+    assert all("C(%s)" % k in told for k in sglang_bench.COMMON_OPTIONS)
 
 
 def test_a_hosts_answers_file_reaches_the_checks_and_a_bad_one_is_refused(emulator, tmp_path):
@@ -207,8 +225,9 @@ def test_a_hosts_answers_file_reaches_the_checks_and_a_bad_one_is_refused(emulat
     path.write_text(text)
     emu = emulator("nextn_3step", env=dict(FAST, SGLEMU_ANSWERS=str(path)))
     cases = {"answers": {"check": "answers", "concurrency": 4, "requests": 12, "max_tokens": 64}}
-    kind, r = call(gate(emu.url, {"min_accuracy": 0.7}, cases, answers=text,
-                        answers_source="sglang_gate_answers own.jsonl"))
+    args = gate(emu.url, {"min_accuracy": 0.7}, cases, answers=text)
+    args["gate"]["answers"] = {"source": "sglang_gate_answers own.jsonl"}  # the plan's summary of the file
+    kind, r = call(args)
     assert kind == "exit" and r["passed"] is True, r["msg"]
     (case,) = r["cases"]
     assert case["right"] == 12 and case["rows_from"] == "sglang_gate_answers own.jsonl"

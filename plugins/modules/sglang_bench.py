@@ -11,7 +11,7 @@ description:
   - Runs the resolved cases of a gate plan (the deploy plan's C(gate.cases), each case's prompts,
     concurrency, sample size and thresholds already chosen on the controller) against a running
     SGLang or vLLM 0.33 server, after one warmup and a check of the server's capacity against
-    O(promise), and judges each case on its own. Measuring one case by hand is
+    the plan's C(promise), and judges each case on its own. Measuring one case by hand is
     C(python -m bench run).
   - Per request it measures the time to first token, the decode speed and the speculative accept
     length from the engine's own per-request counters (SGLang's C(spec_verify_ct), vLLM's
@@ -24,36 +24,6 @@ description:
 version_added: "1.0.0"
 author: "sglang-deploy maintainers"
 options:
-  cases:
-    description: The resolved cases in order, each C(case), C(description), C(options) (prompts,
-      prompt_tokens, concurrency, requests, max_requests, max_tokens), C(thresholds),
-      C(report_only), C(source).
-    type: list
-    elements: dict
-    required: true
-  profile:
-    description: The profile the server runs; its history records are the baseline.
-    type: str
-    required: true
-  promise:
-    description: What the profile promises (C(context_length), C(max_running_requests)), checked
-      against the server's capacity.
-    type: dict
-  notes:
-    description: Remarks about the plan itself (the deploy plan's C(gate.notes)), added to the
-      result's.
-    type: list
-    elements: str
-    default: []
-  answers:
-    description: A host's own known answers for the quality checks, the text of a JSONL file (one
-      row per line, C({"prompt", "answer"}) or C({"prompt", "tools", "call"})); its rows replace
-      the built-in ones of their kind. Omitted, the built-in set is asked.
-    type: str
-  answers_source:
-    description: What O(answers) is called in messages and the history (the file's path and hash).
-    type: str
-    default: sglang_gate_answers
   url:
     description: Base URL of the server, for example C(http://127.0.0.1:30000).
     type: str
@@ -64,104 +34,45 @@ options:
   model:
     description: Model name to request; by default the first one listed at C(/v1/models).
     type: str
-  api:
-    description: Endpoint to stream from - C(/v1/chat/completions), C(/v1/completions) or SGLang's
-      C(/generate).
-    type: str
-    choices: [chat, completions, native]
-    default: chat
-  confidence:
-    description: Level of the two-sided intervals each threshold is judged on.
-    type: float
-    default: 0.95
-  inconclusive:
-    description: Whether a threshold still inside its interval at a case's C(max_requests) fails the
-      run or passes it.
-    type: str
-    choices: [fail, pass]
-    default: fail
-  warmup:
-    description: Requests sent once before the first case and discarded.
-    type: int
-    default: 2
-  warmup_max_tokens:
-    description: Tokens each warmup request generates.
-    type: int
-    default: 32
-  temperature:
-    description: Sampling temperature of the requests.
-    type: float
-    default: 0.0
-  chars_per_token:
-    description: Characters per server token of the long-context corpus; learned from the warmup
-      when not given.
-    type: float
-  connect_timeout:
-    description: Seconds to open a connection.
-    type: float
-    default: 5
-  first_token_timeout:
-    description: Seconds from sending a request to its first token.
-    type: float
-    default: 120
-  stall_timeout:
-    description: Seconds allowed between two chunks of a stream.
-    type: float
-    default: 30
-  run_timeout:
-    description: Seconds for a run, warmup included; requests still open are aborted and counted as
-      errors.
-    type: float
-    default: 1800
-  metrics:
-    description: Cross-check with C(/metrics) counter deltas when exposed (C(auto)), require them
-      (C(always)) or not scrape.
-    type: str
-    choices: [auto, always, never]
-    default: auto
-  validate_certs:
-    description: Verify TLS certificates for C(https) URLs.
-    type: bool
-    default: true
-  model_size:
-    description: Size figures of the model (see C(sglang_perf/capacity.py)); with O(hardware), each
-      case states its roofline share.
+  gate:
+    description:
+      - The gate part of the host's deploy plan (C(sglang_deploy_plan.gate)), as the planner made
+        it on the controller; other keys of it are not read.
+      - C(profile) (required) - the profile the server runs; its history records are the baseline.
+      - C(cases) (required) - the resolved cases in order, each C(case), C(description),
+        C(options) (prompts, prompt_tokens, concurrency, requests, max_requests, max_tokens),
+        C(thresholds), C(report_only), C(source).
+      - C(options) - the engine's options common to every case (C(api), C(warmup),
+        C(confidence), C(inconclusive), C(first_token_timeout), C(stall_timeout),
+        C(run_timeout), C(max_regression_pct), and C(connect_timeout), C(warmup_max_tokens),
+        C(temperature), C(chars_per_token), C(metrics), C(validate_certs)); the engine's defaults
+        for the rest.
+      - C(promise) - what the profile promises (C(context_length), C(max_running_requests)),
+        checked against the server's capacity. C(notes) - remarks about the plan, added to the
+        result's.
+      - C(model_size), C(hardware) - the roofline's sizes (C(sglang_perf/capacity.py)); each case
+        states its roofline share.
+      - C(history_path) - the host's gate history (JSON lines); the profile's newest passing run,
+        else the host's last-known-good, is the baseline (missing - none). C(baseline) - a
+        history record to compare with in its place.
+      - C(nvidia_smi) - the nvidia-smi whose answers make the host's fingerprint and say what held
+        the GPUs' clocks down (a name on PATH or an absolute path; '' asks nothing).
+        C(identity) - what else the fingerprint records (engine, version, release, profile,
+        profile_sha256, the weights served).
+      - C(measure_lock) - the host's measurement lock (an C(flock) file), held while requests are
+        sent; unset - no lock. C(answers.source) - what O(answers) is called in messages.
     type: dict
-  hardware:
-    description: The GPUs serving the model (C(gpu_count), C(gpu_bandwidth_gbs), C(gpu_memory_gib)).
-    type: dict
-  max_regression_pct:
-    description: Fail a judged case whose decode tok/s or accept length dropped more than this from
-      the profile's last pass; unset - reported only.
-    type: float
-  baseline:
-    description: A history record to compare with, in place of the newest one O(baseline_history)
-      gives.
-    type: dict
-  baseline_history:
-    description: The host's gate history (JSON lines); the profile's newest passing run, else the
-      host's
-      last-known-good, is the baseline each case's change is reported and attributed against.
-      Missing - no baseline.
-    type: path
+    required: true
+  answers:
+    description: A host's own known answers for the quality checks, the text of the JSONL file the
+      plan's C(gate.answers.path) names (one row per line, C({"prompt", "answer"}) or C({"prompt",
+      "tools", "call"})); its rows replace the built-in ones of their kind. Omitted, the built-in
+      set is asked.
+    type: str
   per_request:
     description: Include the per-request records in each case's result.
     type: bool
     default: true
-  nvidia_smi:
-    description: The nvidia-smi whose answers make the host's fingerprint and say what held the
-      GPUs' clocks down during the run (a name on PATH or an absolute path; '' asks nothing).
-    type: str
-    default: nvidia-smi
-  identity:
-    description: What else the fingerprint records (C(engine), C(version), C(release), C(profile),
-      C(profile_sha256)), and the weights served, C(model) and C(drafter) (each C(repo), C(revision),
-      C(path) or null), whose commits it reads from their directories.
-    type: dict
-  measure_lock:
-    description: The host's measurement lock (an C(flock) file), held while requests are sent; unset
-      - no lock.
-    type: path
   measure_lock_wait:
     description: Seconds to wait for the measurement lock before failing, naming it.
     type: int
@@ -184,13 +95,11 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: Benchmark the server with the deploy plan's resolved gate cases
+- name: Benchmark the server with the deploy plan's gate
   sglang_bench:
     url: "{{ sglang_deploy_plan.local_url }}"
     api_key: "{{ sglang_api_key | default(omit, true) }}"
-    cases: "{{ sglang_deploy_plan.gate.cases }}"
-    profile: "{{ sglang_deploy_plan.profile }}"
-    promise: "{{ sglang_deploy_plan.gate.promise }}"
+    gate: "{{ sglang_deploy_plan.gate }}"
   register: gate
 
 - name: Show the figures
@@ -200,7 +109,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 passed:
-  description: Whether the verdict is C(pass) (or C(inconclusive) with O(inconclusive=pass)) and
+  description: Whether the verdict is C(pass) (or C(inconclusive) with the plan's C(inconclusive=pass)) and
     capacity held.
   returned: when the plan ran
   type: bool
@@ -210,7 +119,7 @@ verdict:
   type: str
   sample: pass
 profile:
-  description: O(profile).
+  description: The profile measured, O(gate)'s C(profile).
   returned: when the plan ran
   type: str
 cases:
@@ -269,7 +178,7 @@ time_to_verdict_s:
   returned: when the plan ran
   type: float
 fingerprint:
-  description: The host's fingerprint (GPUs from O(nvidia_smi), O(identity), each case's prompt
+  description: The host's fingerprint (GPUs from the plan's C(nvidia_smi), its C(identity), each case's prompt
     set), and in C(held_down) what held the GPUs' clocks down from its start to the run's end (the
     clock-event counters read at both ends, or the active reasons sampled each second where the
     driver has no counters; C(how), C(seconds), C(held) per GPU and reason with its C(seconds) and
@@ -315,44 +224,42 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglang_perf import answers, engine, fingerprint, history, measurelock, plan
 from ansible.module_utils.sglang_perf.client import ConfigError, MeasureError
 
-D = engine.DEFAULTS  # one set of defaults for the module, the CLI and the engine
 ARGUMENT_SPEC = dict(
-    cases=dict(type="list", elements="dict", required=True),
-    profile=dict(type="str", required=True),
-    promise=dict(type="dict"),
-    notes=dict(type="list", elements="str", default=[]),
-    answers=dict(type="str"),
-    answers_source=dict(type="str", default="sglang_gate_answers"),
     url=dict(type="str", required=True),
     api_key=dict(type="str", no_log=True),
     model=dict(type="str"),
-    api=dict(type="str", default=D["api"], choices=sorted(engine.APIS)),
-    confidence=dict(type="float", default=D["confidence"]),
-    inconclusive=dict(type="str", default=D["inconclusive"], choices=list(engine.INCONCLUSIVE)),
-    warmup=dict(type="int", default=D["warmup"]),
-    warmup_max_tokens=dict(type="int", default=D["warmup_max_tokens"]),
-    temperature=dict(type="float", default=D["temperature"]),
-    chars_per_token=dict(type="float"),
-    connect_timeout=dict(type="float", default=D["connect_timeout"]),
-    first_token_timeout=dict(type="float", default=D["first_token_timeout"]),
-    stall_timeout=dict(type="float", default=D["stall_timeout"]),
-    run_timeout=dict(type="float", default=D["run_timeout"]),
-    metrics=dict(type="str", default=D["metrics"], choices=list(engine.METRICS_MODES)),
-    validate_certs=dict(type="bool", default=D["validate_certs"]),
-    model_size=dict(type="dict"),
-    hardware=dict(type="dict"),
-    max_regression_pct=dict(type="float"),
-    baseline=dict(type="dict"),
-    baseline_history=dict(type="path"),
+    gate=dict(type="dict", required=True),
+    answers=dict(type="str"),
     per_request=dict(type="bool", default=True),
-    nvidia_smi=dict(type="str", default="nvidia-smi"),
-    identity=dict(type="dict"),
-    measure_lock=dict(type="path"),
     measure_lock_wait=dict(type="int", default=600),
 )
-# the options that are not engine options common to every case (plan.run_cases's ``common``)
-PLAN_OPTIONS = ("cases", "profile", "promise", "notes", "baseline", "baseline_history", "per_request",
-                "nvidia_smi", "identity", "measure_lock", "measure_lock_wait", "answers", "answers_source")
+# the engine's options common to every case that the plan's gate.options may give (the rest of
+# the engine's are each case's, the server's or only a caller's)
+COMMON_OPTIONS = tuple(k for k in engine.DEFAULTS if k not in plan.PER_CASE
+                       and k not in engine.CALLER_ONLY and k not in ("url", "api_key", "model"))
+# the roofline's sizes, which the plan's gate part carries beside its options
+SIZES = ("model_size", "hardware")
+
+
+def gate_part(params):
+    """(common engine options, the gate part) of the module's arguments; ConfigError naming what
+    is missing or unknown."""
+    gate = params["gate"]
+    for key, kind in (("profile", str), ("cases", list)):
+        if not isinstance(gate.get(key), kind):
+            raise ConfigError("gate", "gate.%s is required (the deploy plan's gate part: %s)"
+                              % (key, "a profile name" if kind is str else "its resolved cases"))
+    options = gate.get("options") or {}
+    if not isinstance(options, dict):
+        raise ConfigError("gate", "gate.options must be a mapping of engine options")
+    unknown = sorted(set(options) - set(COMMON_OPTIONS))
+    if unknown:
+        raise ConfigError("gate", "gate.options has unknown key(s) %s (known: %s)"
+                          % (", ".join(unknown), ", ".join(COMMON_OPTIONS)))
+    common = {k: v for k, v in options.items() if v is not None}
+    common.update({k: gate[k] for k in SIZES if gate.get(k) is not None})
+    common.update({k: params[k] for k in ("url", "api_key", "model") if params[k] is not None})
+    return common, gate
 
 
 def last_passing(path, profile):
@@ -377,59 +284,65 @@ def host_fingerprint(module, name, identity):
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = dict(module.params)
-    held = take_measure_lock(module, params)
     try:
-        measure(module, params)
+        common, gate = gate_part(params)
+    except ConfigError as e:
+        module.fail_json(msg="invalid option %s" % e)
+    held = take_measure_lock(module, gate.get("measure_lock"), params)
+    try:
+        measure(module, params, common, gate)
     finally:
         if held is not None:
             measurelock.release(held)
 
 
-def take_measure_lock(module, params):
+def take_measure_lock(module, path, params):
     """The host's measurement lock (the descriptor that holds it), waiting out a watch's probe;
-    None without O(measure_lock) or in check mode (nothing is measured)."""
-    if not params["measure_lock"] or module.check_mode:
+    None without one or in check mode (nothing is measured)."""
+    if not path or module.check_mode:
         return None
     try:
-        return measurelock.acquire(params["measure_lock"], params["measure_lock_wait"])
+        return measurelock.acquire(path, params["measure_lock_wait"])
     except measurelock.Busy as e:
         module.fail_json(msg="could not measure %s: the host's measurement lock %s" % (params["url"], e))
     except OSError as e:
         module.fail_json(msg="could not measure %s: cannot open the host's measurement lock %s: %s"
-                         % (params["url"], params["measure_lock"], e))
+                         % (params["url"], path, e))
 
 
-def would_run(common, params):
+def would_run(common, gate):
     """Check mode: the cases checked as a run checks them, and stated (plan.describe)."""
-    cfgs = plan.case_configs(common, params["cases"], params["profile"])
-    return plan.describe([dict(c, options=cfg) for c, cfg in zip(params["cases"], cfgs)],
-                         common["confidence"], common["inconclusive"])
+    cfgs = plan.case_configs(common, gate["cases"], gate["profile"])
+    given = dict(engine.DEFAULTS, **common)
+    return plan.describe([dict(c, options=o) for c, o in zip(gate["cases"], cfgs)],
+                         given["confidence"], given["inconclusive"])
 
 
-def given_answers(params):
+def given_answers(params, gate):
     """The host's known answers (answers.parse, with where they came from), or None."""
     if params["answers"] is None:
         return None
-    return dict(answers.parse(params["answers"], "answers"), source=params["answers_source"])
+    source = (gate.get("answers") or {}).get("source") or "sglang_gate_answers"
+    return dict(answers.parse(params["answers"], "answers"), source=source)
 
 
-def measure(module, params):
-    common = {k: v for k, v in params.items() if k not in PLAN_OPTIONS}
+def measure(module, params, common, gate):
+    history_path = gate.get("history_path")
     try:
-        given = given_answers(params)
+        given = given_answers(params, gate)
         if module.check_mode:
-            stated = would_run(common, params)
+            stated = would_run(common, gate)
             probe = engine.probe(common)
         else:
-            baseline = params["baseline"] or last_passing(params["baseline_history"], params["profile"])
-            fp, clocks = host_fingerprint(module, params["nvidia_smi"], params["identity"])
+            baseline = gate.get("baseline") or last_passing(history_path, gate["profile"])
+            fp, clocks = host_fingerprint(module, gate.get("nvidia_smi", "nvidia-smi"), gate.get("identity"))
             result = plan.run_cases(
-                common, params["cases"], params["profile"], promise=params["promise"], baseline=baseline,
-                fingerprint=fp, notes=params["notes"], answers=given, clocks=clocks)
+                common, gate["cases"], gate["profile"], promise=gate.get("promise"), baseline=baseline,
+                fingerprint=fp, notes=gate.get("notes") or [], answers=given, clocks=clocks)
     except ConfigError as e:
         module.fail_json(msg="invalid option %s" % e)
     except (OSError, UnicodeDecodeError) as e:
-        module.fail_json(msg="cannot read baseline_history %s: %s" % (params["baseline_history"], e))
+        module.fail_json(msg="cannot read the gate history %s: %s" % (history_path, e))
     except MeasureError as e:
         module.fail_json(msg="could not measure %s: %s" % (params["url"], e))
     except Exception as e:  # a bug of ours must still end in a readable failure

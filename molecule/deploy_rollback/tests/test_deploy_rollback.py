@@ -96,7 +96,7 @@ def test_it_answers_at_3step_speed(ansible_module):
               "options": {"case": "coding", "prompts": "coding", "prompt_tokens": None, "concurrency": 1,
                           "requests": 6, "max_requests": 12, "max_tokens": 192},
               "thresholds": {"min_tok_s": 45, "min_accept_len": 2.8}}
-    r = ansible_module("sglang_bench", {"url": URL, "model": "Qwen3.6-27B", "warmup": 2,
-                                        "cases": [coding], "profile": "nextn_3step"})
+    r = ansible_module("sglang_bench", {"url": URL, "model": "Qwen3.6-27B", "gate": {
+        "profile": "nextn_3step", "cases": [coding], "options": {"warmup": 2}}})
     assert not r.get("failed"), r.get("msg")
     assert r["passed"] is True and r["accept_len"] >= 2.8 and r["decode_tok_s"]["median"] >= 45, r["msg"]

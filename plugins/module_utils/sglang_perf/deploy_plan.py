@@ -376,6 +376,13 @@ def make(v, host, groups, hostvars, play_hosts=None, facts=None, read_lock=None,
                                              "path": out["model_load_path"]},
                                    "drafter": out["drafter"]}
         out["gate"]["nvidia_smi"] = v.get("sglang_gate_nvidia_smi")
+        # what the sglang_bench module reads besides the cases: the profile, the measurement lock
+        # it holds, and the sizes of the roofline (the GPUs serving the model: all nodes' share
+        # of tensor parallelism for a multi-node deployment)
+        gpus = dict(hardware, gpu_count=(chosen or {}).get("tp_size")) if hardware and topo["enabled"] \
+            else hardware
+        out["gate"].update(profile=name, measure_lock=out["lock"]["measure_path"],
+                           model_size=v.get("sglang_model_size") if hardware else None, hardware=gpus)
     if "sglang_watch" in roles:
         out["watch"] = _watch(v, problems, out)
     return out
