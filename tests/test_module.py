@@ -181,7 +181,7 @@ def test_wrong_key_and_secret_never_in_the_result(emulator):
 
 def test_documentation_matches_the_argument_spec_and_engine_defaults():
     import yaml
-    from sglang_perf import engine as plain_engine
+    from sglang_perf import config
     doc = yaml.safe_load(sglang_bench.DOCUMENTATION)["options"]
     spec = sglang_bench.ARGUMENT_SPEC
     assert set(doc) == set(spec)
@@ -192,10 +192,10 @@ def test_documentation_matches_the_argument_spec_and_engine_defaults():
         assert bool(doc[name].get("required")) == bool(opt.get("required")), name
         assert doc[name]["description"], name
         if name not in sglang_bench.PLAN_OPTIONS:
-            assert plain_engine.DEFAULTS[name] == opt.get("default"), name
+            assert config.DEFAULTS[name] == opt.get("default"), name
     # the engine options common to every case; the rest of the engine's are each case's
     assert set(spec) - set(sglang_bench.PLAN_OPTIONS) == \
-        set(plain_engine.DEFAULTS) - set(plan.PER_CASE) - set(plain_engine.CALLER_ONLY)
+        set(config.DEFAULTS) - set(plan.PER_CASE) - set(config.CALLER_ONLY)
 
 
 def test_a_hosts_answers_file_reaches_the_checks_and_a_bad_one_is_refused(emulator, tmp_path):

@@ -312,10 +312,10 @@ import os
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_perf import answers, engine, fingerprint, history, measurelock, plan
+from ansible.module_utils.sglang_perf import answers, config, engine, fingerprint, history, measurelock, plan
 from ansible.module_utils.sglang_perf.client import ConfigError, MeasureError
 
-D = engine.DEFAULTS  # one set of defaults for the module, the CLI and the engine
+D = config.DEFAULTS  # one set of defaults for the module, the CLI and the engine
 ARGUMENT_SPEC = dict(
     cases=dict(type="list", elements="dict", required=True),
     profile=dict(type="str", required=True),
@@ -326,9 +326,9 @@ ARGUMENT_SPEC = dict(
     url=dict(type="str", required=True),
     api_key=dict(type="str", no_log=True),
     model=dict(type="str"),
-    api=dict(type="str", default=D["api"], choices=sorted(engine.APIS)),
+    api=dict(type="str", default=D["api"], choices=sorted(config.APIS)),
     confidence=dict(type="float", default=D["confidence"]),
-    inconclusive=dict(type="str", default=D["inconclusive"], choices=list(engine.INCONCLUSIVE)),
+    inconclusive=dict(type="str", default=D["inconclusive"], choices=list(config.INCONCLUSIVE)),
     warmup=dict(type="int", default=D["warmup"]),
     warmup_max_tokens=dict(type="int", default=D["warmup_max_tokens"]),
     temperature=dict(type="float", default=D["temperature"]),
@@ -337,7 +337,7 @@ ARGUMENT_SPEC = dict(
     first_token_timeout=dict(type="float", default=D["first_token_timeout"]),
     stall_timeout=dict(type="float", default=D["stall_timeout"]),
     run_timeout=dict(type="float", default=D["run_timeout"]),
-    metrics=dict(type="str", default=D["metrics"], choices=list(engine.METRICS_MODES)),
+    metrics=dict(type="str", default=D["metrics"], choices=list(config.METRICS_MODES)),
     validate_certs=dict(type="bool", default=D["validate_certs"]),
     model_size=dict(type="dict"),
     hardware=dict(type="dict"),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import time
 
-from . import engine, engines, history, quality
+from . import config, decision, engine, engines, history, quality, verdict
 from . import fingerprint as hostprint
 from . import prompts as promptset
 from .client import ConfigError, MeasureError
@@ -27,10 +27,10 @@ CASE_KEYS = ("description", "prompts", "prompt_tokens", "concurrency", "requests
 CHECK_CASE_KEYS = ("description", "check", "concurrency", "requests", "max_requests", "max_tokens",
                    "thinking", "report_only", "kv_usage", "when")
 
-SPEED_THRESHOLDS = engine.THRESHOLDS
-THRESHOLD_KEYS = engine.THRESHOLDS + quality.QUALITY_THRESHOLDS
+SPEED_THRESHOLDS = config.THRESHOLDS
+THRESHOLD_KEYS = config.THRESHOLDS + quality.QUALITY_THRESHOLDS
 # The engine options a resolved case sets (its options and thresholds) and its baseline: the rest
-# of engine.DEFAULTS is common to every case of a plan run (run_cases's ``common``).
+# of config.DEFAULTS is common to every case of a plan run (run_cases's ``common``).
 CASE_OPTIONS = ("case", "prompts", "prompt_tokens", "concurrency", "requests", "max_requests", "max_tokens",
                 "thinking", "check", "kv_usage", "when")
 PER_CASE = CASE_OPTIONS + ("baseline",) + THRESHOLD_KEYS
@@ -105,8 +105,8 @@ def _case_problems(errors, where, case):
                       % (where, ", ".join(promptset.PROMPT_SOURCES), source))
     if source == "long_context":
         tokens = case.get("prompt_tokens")
-        _int_at_least(errors, where + ".prompt_tokens", tokens, engine.MIN_LONG_PROMPT_TOKENS)
-        if _is_number(tokens) and tokens >= engine.MIN_LONG_PROMPT_TOKENS:
+        _int_at_least(errors, where + ".prompt_tokens", tokens, config.MIN_LONG_PROMPT_TOKENS)
+        if _is_number(tokens) and tokens >= config.MIN_LONG_PROMPT_TOKENS:
             try:
                 promptset.long_context_prompt(int(tokens), promptset.DEFAULT_CHARS_PER_TOKEN, 0, "x")
             except ValueError as e:
@@ -160,7 +160,7 @@ def _sample_problems(errors, n, plan, thresholds, calibrated, profile, confidenc
             continue
         limits = dict(((thresholds or {}).get(profile) or {}).get(name) or {})
         limits.update(((calibrated or {}).get(profile) or {}).get(name) or {})
-        judged = [k for k in engine.MEDIAN_THRESHOLDS if limits.get(k) is not None]
+        judged = [k for k in config.MEDIAN_THRESHOLDS if limits.get(k) is not None]
         most = case.get("max_requests") or case.get("requests")
         if judged and _is_number(most) and most < fewest:
             errors.append("%s.%s.max_requests: %s request(s) cannot bound a median at %g%% (%s of %s "
@@ -281,11 +281,11 @@ def context_plan(gate_plan, tokens=None, requests=None, names=("compare_context_
     tokens = COMPARE_CONTEXT_TOKENS if tokens is None else tokens
     requests = COMPARE_CONTEXT_REQUESTS if requests is None else requests
     if not isinstance(tokens, (list, tuple)) or not all(
-            _is_number(t) and int(t) == t and t >= engine.MIN_LONG_PROMPT_TOKENS for t in tokens) \
+            _is_number(t) and int(t) == t and t >= config.MIN_LONG_PROMPT_TOKENS for t in tokens) \
             or len(set(tokens)) != len(tokens):
         raise ConfigError(names[0], "must be a list of different token counts, each an integer "
                                     ">= %d (e.g. [1024, 8192, 32768]), got %r"
-                          % (engine.MIN_LONG_PROMPT_TOKENS, tokens))
+                          % (config.MIN_LONG_PROMPT_TOKENS, tokens))
     if not (_is_number(requests) and int(requests) == requests and requests >= 1):
         raise ConfigError(names[1], "must be an integer >= 1, got %r" % (requests,))
     if not tokens:
@@ -457,7 +457,7 @@ def _unmeasured(cfg, reason):
             "itl_ms": {"n": 0, "p50": None, "p90": None, "p99": None, "max": None},
             "errors": cfg["requests"], "error_kinds": {}, "error_details": [], "excluded_short": 0,
             "metrics": None, "per_request": [], "notes": [], "unmeasured": str(reason),
-            "intervals": None, "verdict": engine.FAIL, "inconclusive": [],
+            "intervals": None, "verdict": decision.FAIL, "inconclusive": [],
             "thresholds": {k: cfg[k] for k in SPEED_THRESHOLDS}, "passed": False,
             "failures": [{"threshold": "measured", "measured": None, "required": None,
                           "message": "could not be measured: %s" % reason}]}
@@ -509,7 +509,7 @@ QUALITY_COMMON = ("confidence", "inconclusive", "first_token_timeout", "stall_ti
 
 
 def case_configs(common, cases, profile, baseline=None):
-    """Each resolved case's configuration (engine.validate for a speed case, quality.validate for a
+    """Each resolved case's configuration (config.validate for a speed case, quality.validate for a
     check: every option checked before the first request), its baseline taken from the profile's
     record ``baseline``."""
     check_cases(cases)
@@ -519,7 +519,7 @@ def case_configs(common, cases, profile, baseline=None):
         if c["options"].get("check"):
             opts = dict({k: common[k] for k in QUALITY_COMMON if k in common}, **c["options"])
             opts.update(c["thresholds"], case=c["case"])
-            cfgs.append(quality.validate(dict({k: engine.DEFAULTS[k] for k in QUALITY_COMMON}, **opts)))
+            cfgs.append(quality.validate(dict({k: config.DEFAULTS[k] for k in QUALITY_COMMON}, **opts)))
             continue
         opts = dict(common, **dict(c["options"], case=c["case"], **c["thresholds"]))
         opts["warmup"] = 0  # one warmup for the whole plan, before its first case
@@ -527,7 +527,7 @@ def case_configs(common, cases, profile, baseline=None):
             if baseline else None
         if c.get("report_only") or (baseline and baseline.get("profile") != profile):
             opts["max_regression_pct"] = None  # reported, not judged
-        cfgs.append(engine.validate(opts))
+        cfgs.append(config.validate(opts))
     return cfgs
 
 
@@ -581,7 +581,7 @@ def run_cases(common, cases, profile, promise=None, baseline=None, progress=None
 
 def _run_cases(common, cases, profile, promise, baseline, progress, fingerprint, notes, answers, clocks):
     started = time.perf_counter()
-    base = engine.validate(dict(common))
+    base = config.validate(dict(common))
     cfgs = case_configs(common, cases, profile, baseline)
     ep = engine.endpoint(base)
     model, server = engine.discover(ep, base["model"])
@@ -602,7 +602,8 @@ def _run_cases(common, cases, profile, promise, baseline, progress, fingerprint,
             r["prompt_set"] = "%s:%s" % (cfg["check"], r.get("rows_from") or "built-in")
         else:
             try:
-                r = engine.measure(cfg, ep, model, server, warm if cfg is speed[0] else (), cpt, progress)
+                r = engine.measure(cfg, ep, model, server, warm if cfg is speed[0] else (), cpt, progress,
+                                   judge=verdict.judge_case)
             except MeasureError as e:
                 r = _unmeasured(cfg, e)
             r["prompt_set"] = promptset.set_id(cfg["prompts"])
@@ -634,9 +635,9 @@ HEADLINE = ("decode_tok_s", "accept_len", "accept_by_position", "aggregate_tok_s
 def plan_verdict(capacity_passed, results):
     """fail when capacity or a case failed, else inconclusive when a case is, else pass."""
     verdicts = [r.get("verdict") for r in results]
-    if not capacity_passed or engine.FAIL in verdicts:
-        return engine.FAIL
-    return engine.INCONCLUSIVE_VERDICT if engine.INCONCLUSIVE_VERDICT in verdicts else engine.PASS
+    if not capacity_passed or decision.FAIL in verdicts:
+        return decision.FAIL
+    return decision.INCONCLUSIVE_VERDICT if decision.INCONCLUSIVE_VERDICT in verdicts else decision.PASS
 
 
 def judge(results, capacity, server, profile, model, url, seconds, notes=()):
@@ -653,7 +654,7 @@ def judge(results, capacity, server, profile, model, url, seconds, notes=()):
            + [r["case"] for r in judged if not r["passed"]],
            "verdict": plan_verdict(not capacity["failures"], judged),
            "inconclusive_cases": [r["case"] for r in judged
-                                  if r.get("verdict") == engine.INCONCLUSIVE_VERDICT],
+                                  if r.get("verdict") == decision.INCONCLUSIVE_VERDICT],
            "time_to_verdict_s": seconds, "headline": None,
            "errors": sum(r["errors"] for r in results),
            "notes": list(notes) + capacity["notes"]}
@@ -702,7 +703,7 @@ def shown(r, key, spec=".1f"):
     """A case figure with its interval when the result has one: '54.6 [53.9, 55.2]'."""
     iv = (r.get("intervals") or {}).get(key)
     if iv:
-        return engine.fmt_interval(iv, spec)
+        return verdict.fmt_interval(iv, spec)
     value = r.get(key)
     return _f(value.get("median") if isinstance(value, dict) else value, spec)
 
@@ -727,7 +728,7 @@ def case_line(r):
     if r.get("check"):
         return quality.line(r) + (" reported" if r.get("report_only") else "")
     pt = r.get("prompt_tokens") or {}
-    ctx = engine.context_line(r)
+    ctx = verdict.context_line(r)
     level = (r.get("intervals") or {}).get("level")
     return "%s (C=%d, %s x %d tok%s): decode %s tok/s median, accept length %s (by position %s), " \
            "aggregate %s tok/s, TTFT p50 %ss%s%s%s%s" % (
