@@ -321,7 +321,7 @@ def _run(args, opts, raw):
     if result["passed"]:
         return EXIT_PASSED
     unmeasurable = [f for f in result["failures"] if f["measured"] is None]
-    sys.stderr.write("bench: %s\n" % verdict.failure_message(result))
+    sys.stderr.write("bench: %s\n" % verdict.case_failure_message(result))
     return EXIT_UNMEASURED if unmeasurable else EXIT_FAILED
 
 

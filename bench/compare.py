@@ -36,7 +36,7 @@ import os
 import sys
 from pathlib import Path
 
-from sglang_perf import capacity, config, engine, plan, verdict
+from sglang_perf import capacity, config, engine, verdict
 from sglang_perf.client import ConfigError, MeasureError
 
 from bench import gate
@@ -287,7 +287,7 @@ def figure_cells(r):
     if r.get("decode_tok_s_min") is not None and r.get("decode_tok_s_max") is not None:
         decode += " (%.1f-%.1f)" % (r["decode_tok_s_min"], r["decode_tok_s_max"])
     return [decode, _fmt(r.get("aggregate_tok_s")), _fmt(r.get("accept_len"), ".2f"),
-            plan.positions(r.get("accept_by_position")), _fmt(r.get("ttft_p50_s"), ".3f"),
+            verdict.positions(r.get("accept_by_position")), _fmt(r.get("ttft_p50_s"), ".3f"),
             "-" if not roof else "%.1f (%s)" % (
                 roof["ceiling_tok_s"], "-" if roof["share_pct"] is None else "%.1f%%" % roof["share_pct"]),
             _fmt(r.get("errors"), "d")]

@@ -38,7 +38,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from sglang_perf import capacity, drafter, engines, fingerprint, inherit, plan, profile, tune
+from sglang_perf import capacity, drafter, engines, fingerprint, inherit, plan, profile, tune, verdict
 from sglang_perf.client import ConfigError, Endpoint, MeasureError, RequestError
 
 from bench import gate, tune_report
@@ -387,7 +387,7 @@ def measure(host, args, url, name, cases, objective, bar, ends_at, report_only=F
     # short of capacity: a higher fraction may pass (its other failures may be the capacity's: a
     # concurrent case run on fewer requests at once than it needs)
     out["failed_capacity"] = "capacity" in failed
-    out["failure"] = "; ".join(plan.failure_message(res) for res in results if not res.get("passed"))
+    out["failure"] = "; ".join(verdict.failure_message(res) for res in results if not res.get("passed"))
     return out, results
 
 

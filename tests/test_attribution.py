@@ -19,7 +19,7 @@ from bench import history as history_table
 from bench import verdict_rates
 from bench.emulator.cli import offline_scheduler
 from conftest import MODEL_ARGS, PROFILE_ARGS, ROOT, Emulator
-from sglang_perf import attribution, config, decision, engine, history, plan, verdict
+from sglang_perf import attribution, config, decision, engine, history, verdict
 
 def run(tok_s, accept_len, tok_pct=3.0, al_pct=2.0, step_pct=2.0, level=0.95):
     """A run's figures with intervals +-pct around each, as engine._intervals gives them and a
@@ -352,9 +352,9 @@ def gate_case(profile, draw, thresholds, baseline=None, scale=1.0, max_regressio
 
 
 def gate_run(profile, case):
-    """A plan result of one case (plan.judge) with its message, as the module returns it."""
-    out = plan.judge([case], {"failures": [], "notes": []}, {}, profile, "m", verdict_rates.URL, 30.0)
-    out["msg"] = plan.summary(out) if out["passed"] else plan.failure_message(out)
+    """A plan result of one case (verdict.judge_plan) with its message, as the module returns it."""
+    out = verdict.judge_plan([case], {"failures": [], "notes": []}, {}, profile, "m", verdict_rates.URL, 30.0)
+    out["msg"] = verdict.summary(out) if out["passed"] else verdict.failure_message(out)
     return out
 
 

@@ -25,7 +25,7 @@ def test_plain_openai_server_has_no_accept_length_and_says_why(fake):
     assert r["passed"] and r["errors"] == 0 and r["decode_tok_s"]["n"] == 3
     r = engine.run(opts(s.url, min_accept_len=2.8), judge=verdict.judge_case)
     assert not r["passed"]
-    assert "accept length could not be measured" in verdict.failure_message(r)
+    assert "accept length could not be measured" in verdict.case_failure_message(r)
 
 
 def test_request_carries_ignore_eos_spec_details_and_usage_stats(fake):
@@ -46,7 +46,7 @@ def test_short_outputs_are_reported_and_excluded(fake):
     r = engine.run(opts(s.url, min_tok_s=1, requests=6), judge=verdict.judge_case)
     assert r["excluded_short"] == 6 and r["decode_tok_s"]["n"] == 0
     assert any("stopped before max_tokens" in n for n in r["notes"])
-    assert "could not be measured" in verdict.failure_message(r)
+    assert "could not be measured" in verdict.case_failure_message(r)
 
 
 def test_unreachable_url_is_a_measure_error():

@@ -132,7 +132,7 @@ def test_evaluate_states_measured_vs_required_for_every_failed_threshold():
     cfg = config.validate({"url": "http://127.0.0.1:1", "min_tok_s": 45, "min_accept_len": 2.8,
                            "min_aggregate_tok_s": 150})
     failures = verdict.evaluate(result, cfg)
-    msg = verdict.failure_message(result)
+    msg = verdict.case_failure_message(result)
     assert [f["threshold"] for f in failures] == ["min_tok_s", "min_accept_len",
                                                  "min_aggregate_tok_s", "max_errors"]
     assert "decode tok/s (per-request median) 37.6 [36.9, 38.4] < required 45.0" in msg

@@ -225,7 +225,7 @@ def test_the_accept_length_threshold_names_the_convention(vllm):
     s = vllm()
     r = engine.run(opts(s.url, min_accept_len=4.5), judge=verdict.judge_case)
     assert not r["passed"]
-    msg = verdict.failure_message(r)
+    msg = verdict.case_failure_message(r)
     assert "accept length %s < required 4.50 (completion tokens / verify steps; vLLM's own 1 + " \
            "accepted / drafts is %.2f)" % (verdict.fmt_interval(r["intervals"]["accept_len"], ".2f"),
                                          r["engine_accept_len"]) in msg
@@ -236,7 +236,7 @@ def test_without_per_request_metrics_the_note_names_the_flag(vllm):
     r = engine.run(opts(s.url, min_accept_len=2.0), judge=verdict.judge_case)
     assert r["accept_len"] is None and not r["passed"]
     assert any("--per-request-spec-decode-metrics summary" in n for n in r["notes"])
-    assert "accept length could not be measured" in verdict.failure_message(r)
+    assert "accept length could not be measured" in verdict.case_failure_message(r)
     # the window still shows what the counters say
     assert r["metrics"]["verify_calls"] > 0 and r["metrics"]["engine_accept_len"] is not None
 
@@ -401,11 +401,11 @@ def test_the_plan_runs_on_vllm_with_the_capacity_gaps_in_its_notes(vllm):
     small = {k: v for k, v in PLAN.items() if k != "long_context"}
     r = plan.run({"url": s.url, "warmup": 1, "first_token_timeout": 5, "stall_timeout": 2}, small,
                  THRESHOLDS, "vllm_mtp_3", promise=PROMISE)
-    assert r["passed"], plan.table(r)
+    assert r["passed"], verdict.table(r)
     assert r["server"]["kind"] == "vllm" and r["capacity"]["unverified"]
     assert any(n.startswith("not verified: running requests") for n in r["notes"])
-    assert "KV pool 221,760), ? (not exposed) running requests" in plan.table(r)
-    assert "vLLM's own 1 + accepted / drafts" in plan.summary(r)
+    assert "KV pool 221,760), ? (not exposed) running requests" in verdict.table(r)
+    assert "vLLM's own 1 + accepted / drafts" in verdict.summary(r)
     assert r["engine_accept_len"] == r["cases"][0]["engine_accept_len"] is not None
     # every request of the plan went out as vLLM takes it
     bodies = [b for m, p, _, b in s.seen if m == "POST"]

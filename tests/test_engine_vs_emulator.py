@@ -70,7 +70,7 @@ def test_without_metrics_always_fails_and_auto_notes_it(emulator):
     emu = emulator("nextn_3step", env=FAST)
     base = {"url": emu.url, "requests": 1, "warmup": 0, "max_tokens": 64}
     r = engine.run(dict(base, metrics="always"), judge=verdict.judge_case)
-    assert not r["passed"] and "exposes no /metrics" in verdict.failure_message(r)
+    assert not r["passed"] and "exposes no /metrics" in verdict.case_failure_message(r)
     r = engine.run(base, judge=verdict.judge_case)
     assert r["passed"] and any("--enable-metrics" in n for n in r["notes"])
 

@@ -312,7 +312,8 @@ import os
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_perf import answers, config, engine, fingerprint, history, measurelock, plan
+from ansible.module_utils.sglang_perf import answers, config, engine, fingerprint, history, measurelock
+from ansible.module_utils.sglang_perf import plan, verdict
 from ansible.module_utils.sglang_perf.client import ConfigError, MeasureError
 
 D = config.DEFAULTS  # one set of defaults for the module, the CLI and the engine
@@ -444,8 +445,8 @@ def measure(module, params):
             case.pop("per_request", None)
         result.pop("per_request", None)
     if not result["passed"]:
-        module.fail_json(msg=plan.failure_message(result), **result)
-    module.exit_json(changed=False, msg=plan.summary(result), **result)
+        module.fail_json(msg=verdict.failure_message(result), **result)
+    module.exit_json(changed=False, msg=verdict.summary(result), **result)
 
 
 if __name__ == "__main__":

@@ -338,7 +338,7 @@ def service_bars(thresholds):
 
 def winner_bars(service, proposed):
     """{case: thresholds} the winner is deployed with: per threshold the stricter of the service
-    bar and the winner's own figure less the margin (``proposed``: plan.propose's, per case), so
+    bar and the winner's own figure less the margin (``proposed``: calibration.propose's, per case), so
     the deploy judges it at least as the tuner did; a case or threshold only one side has, that
     side's."""
     out = {}

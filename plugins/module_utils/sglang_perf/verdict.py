@@ -1,15 +1,18 @@
 # -*- coding: utf-8 -*-
-"""The verdict of one run (a case) against its thresholds: the change from the baseline, each
-threshold judged on its interval (passed, failed or undecided while the interval straddles it),
-the verdict (pass, fail, undecided while more can be measured, inconclusive at the last request)
-and the lines that say so. engine.py measures; this judges what it measured.
+"""The verdicts and what says them. A case (one run) against its thresholds: the change from the
+baseline, each threshold judged on its interval (passed, failed or undecided while the interval
+straddles it), the verdict (pass, fail, undecided while more can be measured, inconclusive at the
+last request) and its lines. A gate plan from its cases and the capacity check: its verdict, the
+one-line summary and failure message, the table. engine.py measures; this judges what it measured.
 
 Standard library only, Python 3.9+ (runs on the target host through AnsiballZ)."""
 from __future__ import annotations
 
-from . import attribution, history
+from . import attribution, history, quality
+from . import fingerprint as hostprint
 from .config import THRESHOLDS
 from .decision import FAIL, INCONCLUSIVE_VERDICT, PASS
+from .engines.settings import is_num
 
 UNDECIDED = "undecided"  # a threshold's state (and an interim look's verdict) while an interval straddles it
 # The accept length's convention (engine.ACCEPT_LEN_CONVENTION) in a message.
@@ -19,6 +22,7 @@ CONVENTION_SHORT = "completion tokens / verify steps"
 PROMPT_TOKENS_TOLERANCE = 0.9
 
 
+# ------------------------------------------------------------------------------- a case ------
 def judge_case(result, cfg, final=True):
     """``result`` judged in place against cfg's thresholds: its change from cfg["baseline"]
     (compare) when there is one, then evaluate(). Whether the verdict is decided (pass or fail):
@@ -236,8 +240,204 @@ def context_line(result):
     return "; ".join(parts)
 
 
-def failure_message(result):
-    """One line naming every failed threshold, measured vs required."""
+def case_failure_message(result):
+    """One line naming every failed threshold of a case, measured vs required."""
     ctx = context_line(result)
     return "gate failed: " + "; ".join(f["message"] for f in result["failures"]) + (
         " [%s]" % ctx if ctx else "")
+
+
+# ------------------------------------------------------------------------------- a plan ------
+HEADLINE = ("decode_tok_s", "accept_len", "accept_by_position", "aggregate_tok_s", "ttft_s",
+            "itl_ms", "roofline", "regression", "concurrency", "requests", "max_tokens",
+            "accept_len_convention", "engine_accept_len", "engine_accept_len_convention", "intervals",
+            "attribution")
+
+
+def plan_verdict(capacity_passed, results):
+    """fail when capacity or a case failed, else inconclusive when a case is, else pass."""
+    verdicts = [r.get("verdict") for r in results]
+    if not capacity_passed or FAIL in verdicts:
+        return FAIL
+    return INCONCLUSIVE_VERDICT if INCONCLUSIVE_VERDICT in verdicts else PASS
+
+
+def judge_plan(results, capacity, server, profile, model, url, seconds, notes=()):
+    """The plan's verdict from its cases' results: every case judged on its own, plus capacity.
+    The first case's figures are the headline (one-line summaries, the rollout table)."""
+    failures = list(capacity["failures"])
+    judged = [r for r in results if not r.get("report_only")]
+    for r in judged:
+        for f in r["failures"]:
+            failures.append(dict(f, case=r["case"], message="%s: %s" % (r["case"], f["message"])))
+    out = {"passed": not failures, "profile": profile, "model": model, "url": url,
+           "server": server, "capacity": capacity, "cases": results, "failures": failures,
+           "failed_cases": (["capacity"] if capacity["failures"] else [])
+           + [r["case"] for r in judged if not r["passed"]],
+           "verdict": plan_verdict(not capacity["failures"], judged),
+           "inconclusive_cases": [r["case"] for r in judged
+                                  if r.get("verdict") == INCONCLUSIVE_VERDICT],
+           "time_to_verdict_s": seconds, "headline": None,
+           "errors": sum(r["errors"] for r in results),
+           "notes": list(notes) + capacity["notes"]}
+    head = next((r for r in results if not r.get("check")), None)
+    if head is not None:
+        out["headline"] = head["case"]
+        for key in HEADLINE:
+            out[key] = head.get(key)
+    return out
+
+
+# ------------------------------------------------------------------------------ reports ------
+def _f(value, spec=".1f"):
+    return "-" if value is None else format(value, spec)
+
+
+def positions(by_position):
+    """Per-position acceptance (share of verify steps that accepted at least 1, 2, ... drafts) as
+    '93/84/71%' ('-' without it); the one formatting every report uses."""
+    if not isinstance(by_position, list) or not by_position:
+        return "-"
+    return "/".join("%.0f" % (100 * p) for p in by_position if is_num(p)) + "%"
+
+
+def case_summary(r):
+    """The few figures of a case result that summaries show (the rollout table, bench compare);
+    a quality check's carry its line (``quality``) and None for the speed figures."""
+    if r.get("check"):
+        return dict({k: None for k in ("concurrency", "requests", "max_tokens", "prompt_tokens",
+                                      "decode_tok_s", "accept_len", "accept_by_position",
+                                      "aggregate_tok_s", "ttft_s", "intervals", "attribution")},
+                    case=r.get("case"), check=r["check"], passed=r.get("passed"),
+                    verdict=r.get("verdict"), quality=quality.line(r))
+    pt = r.get("prompt_tokens") or {}
+    return {"case": r.get("case"), "concurrency": r.get("concurrency"), "requests": r.get("requests"),
+            "max_tokens": r.get("max_tokens"), "prompt_tokens": pt.get("median"),
+            "decode_tok_s": (r.get("decode_tok_s") or {}).get("median"),
+            "accept_len": r.get("accept_len"), "accept_by_position": r.get("accept_by_position"),
+            "aggregate_tok_s": r.get("aggregate_tok_s"),
+            "ttft_s": (r.get("ttft_s") or {}).get("p50"), "passed": r.get("passed"),
+            "verdict": r.get("verdict"), "intervals": r.get("intervals"),
+            "attribution": r.get("attribution")}
+
+
+def shown(r, key, spec=".1f"):
+    """A case figure with its interval when the result has one: '54.6 [53.9, 55.2]'."""
+    iv = (r.get("intervals") or {}).get(key)
+    if iv:
+        return fmt_interval(iv, spec)
+    value = r.get(key)
+    return _f(value.get("median") if isinstance(value, dict) else value, spec)
+
+
+def verdict_word(r):
+    if r.get("report_only"):
+        return "reported"
+    v = r.get("verdict") or ("pass" if r.get("passed") else "fail")
+    return {"pass": "passed", "fail": "FAILED", "inconclusive": "INCONCLUSIVE"}.get(v, v)
+
+
+def requests_done(r):
+    """'9 of 6-48' for a sequential case, '8' for a fixed one."""
+    seq = r.get("sequential") or {}
+    if seq.get("max_requests") and seq["max_requests"] != seq.get("min_requests"):
+        return "%d of %d-%d" % (r["requests"], seq["min_requests"], seq["max_requests"])
+    return "%d" % r["requests"]
+
+
+def case_line(r):
+    """One case's figures in one line (messages, logs)."""
+    if r.get("check"):
+        return quality.line(r) + (" reported" if r.get("report_only") else "")
+    pt = r.get("prompt_tokens") or {}
+    ctx = context_line(r)
+    level = (r.get("intervals") or {}).get("level")
+    return "%s (C=%d, %s x %d tok%s): decode %s tok/s median, accept length %s (by position %s), " \
+           "aggregate %s tok/s, TTFT p50 %ss%s%s%s%s" % (
+               r["case"], r["concurrency"], requests_done(r), r["max_tokens"],
+               ", prompt %s tok" % _f(pt.get("median"), ".0f") if pt.get("target") else "",
+               shown(r, "decode_tok_s"), shown(r, "accept_len", ".2f"),
+               positions(r.get("accept_by_position")), shown(r, "aggregate_tok_s"),
+               shown(r, "ttft_s", ".2f"), " (%g%% intervals)" % (100 * level) if level else "",
+               "; " + ctx if ctx else "",
+               "; facts stated %s of %d" % (_f(r["facts"].get("median"), "g"), r["facts"]["planted"])
+               if r.get("facts") else "",
+               "" if r.get("verdict", "pass") == "pass" and r["passed"] and not r.get("report_only")
+               else " " + verdict_word(r)) + (
+               "; vs the last-known-good: %s" % r["attribution"]["text"] if r.get("attribution") else "")
+
+
+def host_changes(result):
+    """'host changed since the last-known-good: ...; ' when the fingerprints differ, then each
+    slowdown that held the GPUs during the run and is not such a change; '' for neither."""
+    said = [hostprint.text(result.get("fingerprint_changes") or [])] + list(result.get("slowdowns") or [])
+    return "".join(s + "; " for s in said if s)
+
+
+def failure_message(result):
+    """One line naming what changed on the host first, then every failed case and threshold,
+    measured vs required."""
+    return "gate failed (%s): %s%s" % (", ".join(result["failed_cases"]), host_changes(result),
+                                       "; ".join(f["message"] for f in result["failures"]))
+
+
+def summary(result):
+    """The passing verdict in one line, what changed on the host first."""
+    return "passed in %.0fs: %s%s" % (result["time_to_verdict_s"], host_changes(result),
+                                      "; ".join(case_line(r) for r in result["cases"]))
+
+
+TABLE_HEAD = ("case", "C", "requests x tok", "prompt tok", "decode tok/s", "accept", "by position",
+              "aggregate", "TTFT p50", "verdict", "in")
+
+
+def table_rows(result):
+    rows = []
+    for r in result["cases"]:
+        if r.get("check"):
+            continue  # a line of its own under the table (table())
+        pt = r.get("prompt_tokens") or {}
+        rows.append((r["case"], str(r["concurrency"]), "%s x %d" % (requests_done(r), r["max_tokens"]),
+                     _f(pt.get("median"), ".0f"), shown(r, "decode_tok_s"),
+                     shown(r, "accept_len", ".2f"), positions(r.get("accept_by_position")),
+                     shown(r, "aggregate_tok_s"), shown(r, "ttft_s", ".2f"), verdict_word(r),
+                     "%ss" % _f(r.get("time_to_verdict_s"), ".0f")))
+    return rows
+
+
+def table(result):
+    """The plan's summary table, one row per case, then capacity, failures and the verdict."""
+    rows = [TABLE_HEAD] + table_rows(result)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(TABLE_HEAD))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    f = result["capacity"]["figures"]
+    lines.append("capacity: context %s tokens (context_length %s, KV pool %s), %s running requests%s"
+                 % (_f(f["effective_context"], ",.0f"), _f(f["context_length"], ",.0f"),
+                    _f(f["max_total_num_tokens"], ",.0f"),
+                    "? (not exposed)" if any(u["what"] == "running requests"
+                                             for u in result["capacity"].get("unverified") or [])
+                    else _f(f["max_running_requests"], ".0f"),
+                    "" if result["capacity"]["passed"] else "  FAILED"))
+    for r in result["cases"]:
+        if r.get("check"):
+            lines.append("quality %s (%ss)" % (case_line(r), _f(r.get("time_to_verdict_s"), ".0f")))
+            if r.get("note"):
+                lines.append("  " + r["note"])
+    if result.get("fingerprint_changes"):
+        lines.append(hostprint.text(result["fingerprint_changes"]))
+    lines.extend(result.get("slowdowns") or [])
+    for note in result.get("notes") or []:
+        lines.append("note: " + note)
+    for fail in result["failures"]:
+        lines.append("FAILED " + fail["message"])
+    levels = sorted({(r.get("intervals") or {}).get("level") for r in result["cases"]
+                     if not r.get("check")} - {None})
+    if levels:
+        lines.append("[lower, upper]: %s intervals (decode and TTFT: order statistics of the median; "
+                     "accept length and aggregate: bootstrap over requests)"
+                     % ", ".join("%g%%" % (100 * v) for v in levels))
+    lines.append("gate %s in %.1fs%s" % ("PASSED" if result["passed"] else "FAILED",
+                                         result["time_to_verdict_s"],
+                                         " (inconclusive: %s)" % ", ".join(result["inconclusive_cases"])
+                                         if result.get("inconclusive_cases") else ""))
+    return "\n".join(lines)
