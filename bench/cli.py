@@ -18,7 +18,7 @@ import os
 import sys
 from pathlib import Path
 
-from sglang_perf import capacity, engine, history
+from sglang_perf import capacity, config, engine, history, verdict
 from sglang_perf.client import ConfigError, MeasureError
 
 from bench import common, sizes
@@ -50,21 +50,21 @@ def table(result):
             "target %d" % result["prompt_tokens"]["target"] if result["prompt_tokens"]["target"]
             else result["prompts"] + " prompts")),
         ("decode tok/s", "median %s  min %s  max %s  spread %s%%  (n=%d)"
-         % (engine.fmt_interval(iv.get("decode_tok_s")), _fmt(d["min"]), _fmt(d["max"]),
+         % (verdict.fmt_interval(iv.get("decode_tok_s")), _fmt(d["min"]), _fmt(d["max"]),
             _fmt(d["spread_pct"]), d["n"])),
-        ("accept length", engine.fmt_interval(iv.get("accept_len"), ".2f") + (
+        ("accept length", verdict.fmt_interval(iv.get("accept_len"), ".2f") + (
             "  by prompt: " + ", ".join("%s %.2f" % kv for kv in result["accept_len_by_prompt"].items())
             if len(result["accept_len_by_prompt"]) > 1 else "")),
     ]
     if result.get("engine_accept_len") is not None:
         rows.append(("", "= %s; vLLM's own 1 + accepted / drafts: %.2f"
-                     % (engine.CONVENTION_SHORT, result["engine_accept_len"])))
+                     % (verdict.CONVENTION_SHORT, result["engine_accept_len"])))
     if result.get("accept_by_position"):
         rows.append(("accepted at draft pos", "  ".join(
             "%d: %.0f%%" % (k + 1, p * 100) for k, p in enumerate(result["accept_by_position"]))))
     rows += [
         ("aggregate tok/s", "%s at C=%d (%d tokens in %.1fs)"
-         % (engine.fmt_interval(iv.get("aggregate_tok_s")), result["concurrency"],
+         % (verdict.fmt_interval(iv.get("aggregate_tok_s")), result["concurrency"],
             result["completion_tokens"], result["wall_s"])),
         ("TTFT s", "p50 %s  p90 %s  p99 %s" % (_fmt(t["p50"], ".3f"), _fmt(t["p90"], ".3f"),
                                               _fmt(t["p99"], ".3f"))),
@@ -129,7 +129,7 @@ def default_case():
         case = gate.role_case("coding")
     except ImportError:
         case = {}
-    out = {k: case.get(k, engine.DEFAULTS.get(k)) for k in ("concurrency", "requests", "max_tokens")}
+    out = {k: case.get(k, config.DEFAULTS.get(k)) for k in ("concurrency", "requests", "max_tokens")}
     out["max_requests"] = case.get("max_requests") or out["requests"]
     out["prompts"] = case.get("prompts", "coding")
     return out
@@ -140,7 +140,7 @@ def add_run_args(p):
     p.add_argument("--api-key", default=os.environ.get("SGLANG_API_KEY"),
                    help="API key (default: $SGLANG_API_KEY; prefer the variable, argv is public)")
     p.add_argument("--model", help="model name (default: the first one at /v1/models)")
-    p.add_argument("--api", choices=sorted(engine.APIS), default=engine.DEFAULTS["api"])
+    p.add_argument("--api", choices=sorted(config.APIS), default=config.DEFAULTS["api"])
     p.add_argument("--concurrency", type=int, help="requests at once (default: the role's coding case's)")
     p.add_argument("--requests", type=int,
                    help="measured requests before the first verdict (default: the role's coding case's; "
@@ -148,14 +148,14 @@ def add_run_args(p):
     p.add_argument("--max-requests", type=int,
                    help="then one more at a time, up to this many, while a threshold is inside its "
                         "interval (default: the coding case's with its --requests, else --requests)")
-    p.add_argument("--confidence", type=float, default=engine.DEFAULTS["confidence"],
+    p.add_argument("--confidence", type=float, default=config.DEFAULTS["confidence"],
                    help="level of the intervals (%(default)s)")
-    p.add_argument("--inconclusive", choices=engine.INCONCLUSIVE, default=engine.DEFAULTS["inconclusive"],
+    p.add_argument("--inconclusive", choices=config.INCONCLUSIVE, default=config.DEFAULTS["inconclusive"],
                    help="what a threshold still inside its interval at --max-requests does (%(default)s)")
-    p.add_argument("--warmup", type=int, default=engine.DEFAULTS["warmup"])
+    p.add_argument("--warmup", type=int, default=config.DEFAULTS["warmup"])
     p.add_argument("--max-tokens", type=int, help="tokens each request decodes (default: the coding case's)")
-    p.add_argument("--warmup-max-tokens", type=int, default=engine.DEFAULTS["warmup_max_tokens"])
-    p.add_argument("--temperature", type=float, default=engine.DEFAULTS["temperature"])
+    p.add_argument("--warmup-max-tokens", type=int, default=config.DEFAULTS["warmup_max_tokens"])
+    p.add_argument("--temperature", type=float, default=config.DEFAULTS["temperature"])
     p.add_argument("--thinking", action="store_true",
                    help="chat requests with the template's thinking on (default: off, stated in each)")
     p.add_argument("--prompts", choices=engine.promptset.PROMPT_SOURCES,
@@ -165,9 +165,9 @@ def add_run_args(p):
     p.add_argument("--max-ttft-s", type=float, help="allowed median time to first token")
     for name in ("connect", "first-token", "stall", "run"):
         key = name.replace("-", "_") + "_timeout"
-        p.add_argument("--%s-timeout" % name, type=float, default=engine.DEFAULTS[key],
-                       help="seconds (default %s)" % engine.DEFAULTS[key])
-    p.add_argument("--metrics", choices=engine.METRICS_MODES, default="auto")
+        p.add_argument("--%s-timeout" % name, type=float, default=config.DEFAULTS[key],
+                       help="seconds (default %s)" % config.DEFAULTS[key])
+    p.add_argument("--metrics", choices=config.METRICS_MODES, default="auto")
     p.add_argument("--insecure", action="store_true", help="do not verify TLS certificates")
     p.add_argument("--min-tok-s", type=float, help="required per-request median decode tok/s")
     p.add_argument("--min-accept-len", type=float, help="required accept length")
@@ -229,7 +229,7 @@ def options_from(args):
         args.requests = case["requests"]
         if args.max_requests is None:
             args.max_requests = case["max_requests"]
-    opts = {k: getattr(args, k) for k in engine.DEFAULTS if k not in RUN_ONLY and k not in engine.CALLER_ONLY}
+    opts = {k: getattr(args, k) for k in config.DEFAULTS if k not in RUN_ONLY and k not in config.CALLER_ONLY}
     opts["validate_certs"] = not args.insecure
     if host:
         opts["model_size"], opts["hardware"] = host
@@ -307,7 +307,7 @@ def _run(args, opts, raw):
                                 if args.max_requests and args.max_requests > args.requests else ""))
         progress = None if args.quiet else progress_printer(sys.stderr)
         try:
-            result = engine.run(opts, progress=progress, raw=raw)
+            result = engine.run(opts, progress=progress, raw=raw, judge=verdict.judge_case)
         finally:
             if progress is not None:
                 progress.close()
@@ -326,7 +326,7 @@ def _run(args, opts, raw):
     if result["passed"]:
         return EXIT_PASSED
     unmeasurable = [f for f in result["failures"] if f["measured"] is None]
-    sys.stderr.write("bench: %s\n" % engine.failure_message(result))
+    sys.stderr.write("bench: %s\n" % verdict.case_failure_message(result))
     return EXIT_UNMEASURED if unmeasurable else EXIT_FAILED
 
 

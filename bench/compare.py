@@ -36,7 +36,7 @@ import os
 import sys
 from pathlib import Path
 
-from sglang_perf import capacity, engine, plan
+from sglang_perf import capacity, config, engine, verdict
 from sglang_perf.client import ConfigError, MeasureError
 
 from bench import common
@@ -99,7 +99,7 @@ def sweep(targets, levels, options, progress=None, meter=None):
     ``progress(message)`` gets a line before and after every point, ``meter`` (bench/progress.py)
     every request. Returns the rows, target order then level order."""
     base = {k: v for k, v in dict(options).items() if v is not None}
-    n = base.get("requests") or engine.DEFAULTS["requests"]
+    n = base.get("requests") or config.DEFAULTS["requests"]
     rows = []
     for profile, url in targets:
         for level in levels:
@@ -108,7 +108,8 @@ def sweep(targets, levels, options, progress=None, meter=None):
                 progress("%s C=%d: %d requests ..." % (profile, level, reqs))
             opts = dict(base, url=url, concurrency=level, requests=reqs)
             try:
-                row = _row(profile, url, level, reqs, engine.run(opts, progress=meter))
+                result = engine.run(opts, progress=meter, judge=verdict.judge_case)
+                row = _row(profile, url, level, reqs, result)
             except ConfigError as e:
                 row = _row(profile, url, level, reqs,
                            error="invalid option %s: %s" % (e.option, e.message))
@@ -286,7 +287,7 @@ def figure_cells(r):
     if r.get("decode_tok_s_min") is not None and r.get("decode_tok_s_max") is not None:
         decode += " (%.1f-%.1f)" % (r["decode_tok_s_min"], r["decode_tok_s_max"])
     return [decode, _fmt(r.get("aggregate_tok_s")), _fmt(r.get("accept_len"), ".2f"),
-            plan.positions(r.get("accept_by_position")), _fmt(r.get("ttft_p50_s"), ".3f"),
+            verdict.positions(r.get("accept_by_position")), _fmt(r.get("ttft_p50_s"), ".3f"),
             "-" if not roof else "%.1f (%s)" % (
                 roof["ceiling_tok_s"], "-" if roof["share_pct"] is None else "%.1f%%" % roof["share_pct"]),
             _fmt(r.get("errors"), "d")]
@@ -463,13 +464,13 @@ def add_parser(sub, plan_commands=None):
     p.add_argument("--concurrency", help="levels, e.g. 1,4,16 (default)")
     p.add_argument("--requests", type=int,
                    help="measured requests per point, at least 2 x C (default %d)"
-                        % engine.DEFAULTS["requests"])
-    p.add_argument("--max-tokens", type=int, help="default %d" % engine.DEFAULTS["max_tokens"])
+                        % config.DEFAULTS["requests"])
+    p.add_argument("--max-tokens", type=int, help="default %d" % config.DEFAULTS["max_tokens"])
     p.add_argument("--warmup", type=int,
-                   help="warmup requests before every point (default %d)" % engine.DEFAULTS["warmup"])
+                   help="warmup requests before every point (default %d)" % config.DEFAULTS["warmup"])
     p.add_argument("--warmup-max-tokens", type=int,
-                   help="default %d" % engine.DEFAULTS["warmup_max_tokens"])
-    p.add_argument("--api", choices=sorted(engine.APIS))
+                   help="default %d" % config.DEFAULTS["warmup_max_tokens"])
+    p.add_argument("--api", choices=sorted(config.APIS))
     p.add_argument("--model", help="model name (default: the first one each server lists)")
     p.add_argument("--api-key", default=os.environ.get("SGLANG_API_KEY"),
                    help="API key for every target (default: $SGLANG_API_KEY; prefer the variable)")
@@ -531,9 +532,9 @@ def _finish(rows, args, name):
     return EXIT_OK
 
 
-SWEEP_DEFAULTS = {"concurrency": "1,4,16", "requests": engine.DEFAULTS["requests"],
-                  "max_tokens": engine.DEFAULTS["max_tokens"], "warmup": engine.DEFAULTS["warmup"],
-                  "warmup_max_tokens": engine.DEFAULTS["warmup_max_tokens"], "api": engine.DEFAULTS["api"]}
+SWEEP_DEFAULTS = {"concurrency": "1,4,16", "requests": config.DEFAULTS["requests"],
+                  "max_tokens": config.DEFAULTS["max_tokens"], "warmup": config.DEFAULTS["warmup"],
+                  "warmup_max_tokens": config.DEFAULTS["warmup_max_tokens"], "api": config.DEFAULTS["api"]}
 
 
 def cmd_compare(args):
@@ -556,7 +557,7 @@ def cmd_compare(args):
                    "warmup": args.warmup, "warmup_max_tokens": args.warmup_max_tokens}
         for name, url in targets:
             try:
-                engine.validate(dict(options, url=url, concurrency=levels[-1],
+                config.validate(dict(options, url=url, concurrency=levels[-1],
                                      requests=requests_at(levels[-1], args.requests)))
             except ConfigError as e:
                 raise InputError("invalid %s: %s" % (

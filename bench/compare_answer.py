@@ -19,7 +19,7 @@ intervals do not overlap; overlapping intervals are a tie; a row whose interval 
 
 The winner (docs/compare.md, "Who wins") is decided on the judged cases only. A setting can win
 when it has an interval in every judged case and fails none of its thresholds there (judged on
-those intervals by the gate's own code, engine.verdict_entries); of those, the winner is behind
+those intervals by the gate's own code, verdict.verdict_entries); of those, the winner is behind
 no other in any judged case. Several such (tied in every judged case) go to the cheaper: no
 drafter before a drafter, then fewer draft steps, then the host's profile, then the first
 measured; none (a trade-off between cases): no winner.
@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import itertools
 
-from sglang_perf import engine as gate
-from sglang_perf import engines
+from sglang_perf import config, decision, engines
+from sglang_perf import verdict as gate
 from sglang_perf.stats import min_sample
 
 # What a comparison ranks by: metric -> (row key, words used in the statements); metric_of says
@@ -133,17 +133,17 @@ def _cases(rows):
 
 def gate_check(row):
     """The gate's judgement of a judged row against its profile's thresholds, on the row's
-    intervals, by the gate's own code (engine.verdict_entries): {"failed": [messages],
+    intervals, by the gate's own code (verdict.verdict_entries): {"failed": [messages],
     "straddled": [messages]}; None for a row the gate does not judge or cannot (no thresholds)."""
     if not row.get("judged") or row.get("thresholds") is None:
         return None
-    cfg = dict(gate.DEFAULTS, **row["thresholds"])
+    cfg = dict(config.DEFAULTS, **row["thresholds"])
     cfg["concurrency"] = int(row.get("concurrency") or 1)
     result = {"intervals": row.get("intervals") or {}, "errors": int(row.get("errors") or 0),
               "error_kinds": {}, "metrics": None,
               "prompt_tokens": {"target": row.get("context_tokens"), "median": row.get("prompt_tokens")}}
     entries = gate.verdict_entries(result, cfg)
-    return {"failed": [e["message"] for e in entries if e["state"] == gate.FAIL],
+    return {"failed": [e["message"] for e in entries if e["state"] == decision.FAIL],
             "straddled": [e["message"] for e in entries if e["state"] == gate.UNDECIDED]}
 
 

@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from sglang_perf import answers, decision, fingerprint, history, inherit, plan
+from sglang_perf import answers, calibration, decision, fingerprint, history, inherit, plan, verdict
 from sglang_perf.client import ConfigError, MeasureError
 
 from bench import common
@@ -260,11 +260,11 @@ def _calibrate(args):
     for i in range(args.runs):
         sys.stderr.write("calibrate: run %d of %d\n" % (i + 1, args.runs))
         runs.append(run_plan(args, p["gate"]))
-        sys.stderr.write(plan.table(runs[-1]) + "\n")
-    proposals = plan.propose(runs, args.margin)
+        sys.stderr.write(verdict.table(runs[-1]) + "\n")
+    proposals = calibration.propose(runs, args.margin)
     when = datetime.datetime.utcnow().replace(microsecond=0).isoformat() + "Z"
-    text = plan.calibration_text(proposals, profile, args.margin, args.runs, args.host or "this server",
-                                 when, existing)
+    text = calibration.text(proposals, profile, args.margin, args.runs, args.host or "this server",
+                            when, existing)
     if not args.write:
         print(text, end="")
         return EXIT_PASSED
@@ -301,10 +301,10 @@ def _gate(args):
         Path(args.json).write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
     if args.history:
         append_history(args.history, result, profile, args.host or urlsplit(args.url).netloc)
-    print(plan.table(result))
+    print(verdict.table(result))
     if result["passed"]:
         return EXIT_PASSED
-    sys.stderr.write("bench gate: %s\n" % plan.failure_message(result))
+    sys.stderr.write("bench gate: %s\n" % verdict.failure_message(result))
     return EXIT_FAILED
 
 

@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 from sglang_perf import history as shared
-from sglang_perf import engines, fingerprint, plan
+from sglang_perf import engines, fingerprint, verdict
 
 from bench import report
 from bench.common import EXIT_BAD_INPUT, EXIT_OK
@@ -180,7 +180,7 @@ def case_line(c):
     change = c.get("attribution") if isinstance(c.get("attribution"), dict) else {}
     return "%-14s C=%-2s decode %s tok/s  accept %s  by position %s  aggregate %s%s%s  %s%s" % (
         c.get("case"), c.get("concurrency"), _f(_num(d.get("median"))), _f(_num(c.get("accept_len")), ".2f"),
-        plan.positions(c.get("accept_by_position")), _f(_num(c.get("aggregate_tok_s"))),
+        verdict.positions(c.get("accept_by_position")), _f(_num(c.get("aggregate_tok_s"))),
         "  prompt %s tok" % _f(_num(pt.get("median")), ".0f") if pt.get("target") else "",
         # which prompts the figures came from (source@hash of their texts)
         "  prompts %s" % c["prompt_set"] if c.get("prompt_set") else "",

@@ -11,7 +11,7 @@ import sys
 
 from tqdm import tqdm
 
-from sglang_perf import engine
+from sglang_perf import verdict
 
 
 def _fmt(value, spec=".1f"):
@@ -23,10 +23,10 @@ def _headline(cfg, result):
     it is judged."""
     iv = result.get("intervals") or {}
     if cfg.get("min_aggregate_tok_s") is not None and cfg.get("min_tok_s") is None:
-        return "aggregate %s tok/s" % engine.fmt_interval(iv.get("aggregate_tok_s"))
-    text = "decode %s tok/s" % engine.fmt_interval(iv.get("decode_tok_s"))
+        return "aggregate %s tok/s" % verdict.fmt_interval(iv.get("aggregate_tok_s"))
+    text = "decode %s tok/s" % verdict.fmt_interval(iv.get("decode_tok_s"))
     if iv.get("accept_len"):
-        text += ", accept %s" % engine.fmt_interval(iv["accept_len"], ".2f")
+        text += ", accept %s" % verdict.fmt_interval(iv["accept_len"], ".2f")
     return text
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from bench import compare
 from sglang_perf import engines
 from sglang_perf import history as shared
-from sglang_perf import fingerprint, plan
+from sglang_perf import fingerprint, verdict
 from sglang_perf.decision import VERDICTS
 
 # verdict -> (colour, marker, legend label); "unknown": a record that names no verdict
@@ -590,7 +590,7 @@ def case_section(runs, name, headline):
                    'steps accepted at least 1, 2, ... drafts</figcaption></figure>' % (
                        positions_chart(name, figs[pos_i]["positions"], "#%d" % run["index"]), run["index"],
                        esc(_time(run["time"])), esc(run["profile"]),
-                       esc(plan.positions(figs[pos_i]["positions"]))))
+                       esc(verdict.positions(figs[pos_i]["positions"]))))
     else:
         out.append('<p class="muted">no acceptance by draft position recorded for this case</p>')
     out.append("</div></section>")

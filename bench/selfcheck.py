@@ -19,7 +19,7 @@ import urllib.request
 from pathlib import Path
 
 from bench.launch import EmulatorProcess
-from sglang_perf import engine
+from sglang_perf import config, engine
 from sglang_perf.stats import percentile
 
 
@@ -40,7 +40,7 @@ def add_parser(sub):
                    help="emulator speed multiplier (default 4: ~220 tok/s per stream)")
     p.add_argument("--requests-per-stream", type=int, default=2,
                    help="measured requests = level x this (default 2)")
-    p.add_argument("--api", choices=sorted(engine.APIS), default="chat")
+    p.add_argument("--api", choices=sorted(config.APIS), default="chat")
     p.add_argument("--json", metavar="FILE", help="write the rows as JSON")
     p.set_defaults(func=run)
 

@@ -38,7 +38,8 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from sglang_perf import capacity, drafter, engines, fingerprint, inherit, plan, profile, tune
+from sglang_perf import capacity, drafter, engines, fingerprint, inherit, plan, profile, tune, verdict
+from sglang_perf import tune_launch
 from sglang_perf.client import ConfigError, Endpoint, MeasureError, RequestError
 
 from bench import common, gate, tune_report
@@ -269,17 +270,17 @@ class Launch(object):
         return text.splitlines()[-1] if text else "no output"
 
     def failure(self):
-        """{"failure": its kind (tune.failure_kind, from the log's end and whether the process
+        """{"failure": its kind (tune_launch.failure_kind, from the log's end and whether the process
         exited), "memory": "under"/"over"/None (what the log says of the fraction)}."""
         self.fh.flush()
         text = Path(self.log).read_bytes()[-4 * TAIL:].decode("utf-8", "replace").lower()
-        return {"failure": tune.failure_kind(text, self.proc.poll() is not None),
-                "memory": tune.memory_signal(text)}
+        return {"failure": tune_launch.failure_kind(text, self.proc.poll() is not None),
+                "memory": tune_launch.memory_signal(text)}
 
-    def stop(self, grace=tune.STOP_GRACE):
+    def stop(self, grace=tune_launch.STOP_GRACE):
         """SIGTERM to the group, SIGKILL after ``grace``; the processes left (none expected)."""
         pgid = self.proc.pid
-        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, tune.KILL_WAIT)):
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, tune_launch.KILL_WAIT)):
             try:
                 os.killpg(pgid, sig)
             except ProcessLookupError:
@@ -364,7 +365,7 @@ def measure(gate_part, args, url, name, cases, objective, bar, ends_at, report_o
     # short of capacity: a higher fraction may pass (its other failures may be the capacity's: a
     # concurrent case run on fewer requests at once than it needs)
     out["failed_capacity"] = "capacity" in failed
-    out["failure"] = "; ".join(plan.failure_message(res) for res in results if not res.get("passed"))
+    out["failure"] = "; ".join(verdict.failure_message(res) for res in results if not res.get("passed"))
     return out, results
 
 
@@ -727,7 +728,7 @@ def run_one(host, args, key, template, cases, bar, ready_timeout, ends_at, log, 
             record["stray"] = stray
         if args.stop:  # what stops the candidate where the launch command cannot (a remote host)
             done = subprocess.run(fill(args.stop, argv, port), shell=True, cwd=str(ROOT), capture_output=True,
-                                  text=True, timeout=tune.STOP_COMMAND_SECONDS)
+                                  text=True, timeout=tune_launch.STOP_COMMAND_SECONDS)
             if done.returncode != 0:
                 record["stray"] = "--stop exited %d: %s" % (done.returncode,
                                                             (done.stdout + done.stderr).strip()[-300:])

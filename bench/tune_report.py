@@ -7,9 +7,9 @@ from __future__ import annotations
 import datetime
 import json
 
-from sglang_perf import plan, tune
+from sglang_perf import calibration, tune
 
-# Thresholds of the winner: this far beyond its own figures' interval bounds (plan.propose's
+# Thresholds of the winner: this far beyond its own figures' interval bounds (calibration.propose's
 # margin). More than bench calibrate's 0.1 under the lowest of 3 runs' medians: one launch's
 # figures stand for them, and the gate's own lower bound must then clear the threshold. How far
 # that bound falls under the median grows with the spread of single requests and shrinks with
@@ -66,9 +66,9 @@ def _bound(intervals, name, side, fallback):
 
 def thresholds_for(records, key, host):
     """{case: thresholds} of the winner: per threshold the stricter of the service bars it was
-    judged by and its own figures MARGIN beyond their intervals' bounds (plan.propose, as bench
+    judged by and its own figures MARGIN beyond their intervals' bounds (calibration.propose, as bench
     calibrate; tune.winner_bars), for the cases of the plan."""
-    proposed = plan.propose([_at_bounds(r) for r in winner_results(records, key)], MARGIN)
+    proposed = calibration.propose([_at_bounds(r) for r in winner_results(records, key)], MARGIN)
     bars = tune.winner_bars(host.service_bars(), {case: p["thresholds"] for case, p in proposed.items()
                                                   if p.get("thresholds")})
     return {case: bars[case] for case in (host.v.get("sglang_gate_plan") or {}) if case in bars}

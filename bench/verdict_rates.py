@@ -6,7 +6,7 @@ For each true speed (the bar times 1 + margin %), ``runs`` seeded runs of the pr
 case (roles/sglang_gate/defaults/main.yml: 6 requests, then one at a time up to 48, 192 tokens)
 drawn from the emulator's own model of the 3-step profile (bench/emulator: acceptance per verify
 step, GPU clock jitter on step time; Scheduler.simulate_decode), judged by the engine's own
-intervals and evaluate(); prints the share passed and the mean requests used. The table in
+intervals and verdict.evaluate(); prints the share passed and the mean requests used. The table in
 roles/sglang_gate/README.md is its output at --runs 200; tests/test_verdict.py holds the 5% points.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from sglang_perf import engine
+from sglang_perf import config, decision, engine, verdict
 
 from bench.cli import default_case
 from bench.emulator.cli import offline_scheduler
@@ -41,7 +41,7 @@ def judge(recs, cfg, final):
     result = {"intervals": engine._intervals(cfg, recs, recs, wall), "errors": 0,
               "error_kinds": {}, "metrics": None, "prompt_tokens": {"target": None},
               "requests": len(recs), "engine_accept_len": None}
-    engine.evaluate(result, cfg, final)
+    verdict.evaluate(result, cfg, final)
     return result
 
 
@@ -65,7 +65,7 @@ def sequential(seed, speed_scale, cfg):
         if len(recs) < cfg["requests"]:
             continue
         r = judge(recs, cfg, final=len(recs) >= cfg["max_requests"])
-        if r["verdict"] != engine.UNDECIDED:
+        if r["verdict"] != verdict.UNDECIDED:
             return r["verdict"], len(recs)
 
 
@@ -77,11 +77,12 @@ def true_median():
 
 
 def rates(margin_pct, runs, bar, median=None):
-    cfg = engine.validate(dict(CASE, url=URL, min_tok_s=bar))
+    cfg = config.validate(dict(CASE, url=URL, min_tok_s=bar))
     scale = (1 + margin_pct / 100.0) * bar / (median or true_median())
     out = [sequential(seed, scale, cfg) for seed in range(runs)]
-    return {"passed": sum(v == engine.PASS for v, _ in out), "failed": sum(v == engine.FAIL for v, _ in out),
-            "inconclusive": sum(v == engine.INCONCLUSIVE_VERDICT for v, _ in out),
+    return {"passed": sum(v == decision.PASS for v, _ in out),
+            "failed": sum(v == decision.FAIL for v, _ in out),
+            "inconclusive": sum(v == decision.INCONCLUSIVE_VERDICT for v, _ in out),
             "mean_requests": sum(n for _, n in out) / float(runs), "max_requests": max(n for _, n in out)}
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import yaml
 
-from sglang_perf import plan
+from sglang_perf import verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -103,8 +103,8 @@ def main():
           "profile or weights changed, the answers again under a 60%%-full KV cache), every case "
           "judged on its own with the profile's thresholds, on 95%% intervals [lower, upper]; 'in' "
           "is each case's time to verdict (the first case's with the warmup):" % HOST)
-    tables = [[plan.TABLE_HEAD] + plan.table_rows(r) for r in runs]
-    widths = [max(len(str(row[k])) for t in tables for row in t) for k in range(len(plan.TABLE_HEAD))]
+    tables = [[verdict.TABLE_HEAD] + verdict.table_rows(r) for r in runs]
+    widths = [max(len(str(row[k])) for t in tables for row in t) for k in range(len(verdict.TABLE_HEAD))]
     for i, r in enumerate(runs, 1):
         print("\n%d. %s: gate %s, verdict in %s s; %s" % (
             i, r["profile"], "passed" if r["passed"] else "FAILED",
@@ -114,7 +114,7 @@ def main():
             print("   " + "  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip())
         for c in r.get("cases") or []:
             if c.get("check"):
-                print("   quality %s (%ss)" % (plan.case_line(c), "%.0f" % c["time_to_verdict_s"]
+                print("   quality %s (%ss)" % (verdict.case_line(c), "%.0f" % c["time_to_verdict_s"]
                                                     if c.get("time_to_verdict_s") is not None else "-"))
         for f in r.get("failures") or []:
             print("   FAILED " + (f if isinstance(f, str) else f.get("message", "")))

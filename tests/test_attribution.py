@@ -19,7 +19,7 @@ from bench import history as history_table
 from bench import verdict_rates
 from bench.emulator.cli import offline_scheduler
 from conftest import MODEL_ARGS, PROFILE_ARGS, ROOT, Emulator
-from sglang_perf import attribution, decision, engine, history, plan
+from sglang_perf import attribution, config, decision, engine, history, verdict
 
 def run(tok_s, accept_len, tok_pct=3.0, al_pct=2.0, step_pct=2.0, level=0.95):
     """A run's figures with intervals +-pct around each, as engine._intervals gives them and a
@@ -167,7 +167,7 @@ def requests(n, draw, accept_len=3.2, step_s=0.05, tokens=192, sd_pct=3.6):
 
 def figures(recs):
     """A run's figures as the engine gives them: the median decode, accept length and intervals."""
-    cfg = engine.validate({"url": verdict_rates.URL, "requests": len(recs)})
+    cfg = config.validate({"url": verdict_rates.URL, "requests": len(recs)})
     iv = engine._intervals(cfg, recs, recs, 4.0 * len(recs))
     return {"tok_s": iv["decode_tok_s"]["estimate"], "accept_len": iv["accept_len"]["estimate"],
             "intervals": iv}
@@ -241,7 +241,8 @@ FAST = {"SGLEMU_SPEED_SCALE": "4"}
 
 def measured(emulator, profile, env, baseline=None):
     emu = emulator(profile, env=env)
-    return engine.run({"url": emu.url, "requests": 6, "warmup": 2, "max_tokens": 96, "baseline": baseline})
+    return engine.run({"url": emu.url, "requests": 6, "warmup": 2, "max_tokens": 96, "baseline": baseline},
+                      judge=verdict.judge_case)
 
 
 @pytest.fixture(scope="module")
@@ -329,7 +330,8 @@ PASSED_AT = "2026-12-03T14:20:00Z"
 
 def gate_case(profile, draw, thresholds, baseline=None, scale=1.0, max_regression_pct=None):
     """The coding case (6 x 192 tokens) of ``profile`` drawn from the emulator's model, judged as
-    engine.measure judges it: its figures, the comparison with ``baseline`` and evaluate()."""
+    engine.measure has it judged: its figures, then verdict.judge_case (the comparison with
+    ``baseline``, evaluate())."""
     sched = offline_scheduler(list(MODEL_ARGS) + list(PROFILE_ARGS[profile]),
                               {"SGLEMU_SEED": str(draw), "SGLEMU_SPEED_SCALE": repr(scale)})
     recs = []
@@ -337,7 +339,7 @@ def gate_case(profile, draw, thresholds, baseline=None, scale=1.0, max_regressio
         d = sched.simulate_decode(verdict_rates.PROMPT_TOKENS, 192)
         recs.append(verdict_rates.record(i, d["decode_s"], d["completion_tokens"], d["verify_ct"],
                                          start=4.0 * i))
-    cfg = engine.validate(dict(thresholds, url=verdict_rates.URL, requests=6, baseline=baseline,
+    cfg = config.validate(dict(thresholds, url=verdict_rates.URL, requests=6, baseline=baseline,
                                max_regression_pct=max_regression_pct))
     result = {"case": "coding", "concurrency": 1, "requests": 6, "max_tokens": 192, "errors": 0,
               "error_kinds": {}, "metrics": None, "prompt_tokens": {"target": None},
@@ -345,16 +347,14 @@ def gate_case(profile, draw, thresholds, baseline=None, scale=1.0, max_regressio
               "decode_tok_s": engine.summarize([r.decode_tok_s() for r in recs]),
               "accept_len": sum(r.completion_tokens for r in recs) / sum(r.verify_ct for r in recs),
               "intervals": engine._intervals(cfg, recs, recs, 4.0 * len(recs))}
-    if baseline:
-        engine.compare(result, cfg)
-    engine.evaluate(result, cfg)
+    verdict.judge_case(result, cfg)
     return result
 
 
 def gate_run(profile, case):
-    """A plan result of one case (plan.judge) with its message, as the module returns it."""
-    out = plan.judge([case], {"failures": [], "notes": []}, {}, profile, "m", verdict_rates.URL, 30.0)
-    out["msg"] = plan.summary(out) if out["passed"] else plan.failure_message(out)
+    """A plan result of one case (verdict.judge_plan) with its message, as the module returns it."""
+    out = verdict.judge_plan([case], {"failures": [], "notes": []}, {}, profile, "m", verdict_rates.URL, 30.0)
+    out["msg"] = verdict.summary(out) if out["passed"] else verdict.failure_message(out)
     return out
 
 

@@ -136,9 +136,9 @@ def test_progress_is_a_bar_on_a_terminal_and_lines_otherwise():
     import io
 
     from bench.progress import Progress
-    from sglang_perf import engine
+    from sglang_perf import config, engine
 
-    cfg = engine.validate({"url": "http://127.0.0.1:1", "case": "coding", "requests": 6,
+    cfg = config.validate({"url": "http://127.0.0.1:1", "case": "coding", "requests": 6,
                            "max_requests": 48, "max_tokens": 192, "min_tok_s": 45})
     rec = engine._Request("r0", "measure", "lru_cache")
     rec.t_send, rec.t_first, rec.t_last, rec.completion_tokens, rec.verify_ct = 0.0, 0.05, 3.3, 192, 57

@@ -101,7 +101,7 @@ def test_module_reports_the_change_and_the_roofline(emulator, tmp_path):
     emu = emulator("nextn_3step", env=FAST)
     path = tmp_path / "h.jsonl"
     path.write_text(record("nextn_3step", True, 100.0, 3.0, "2026-11-01T00:00:00Z") + "\n")
-    kind, r = call(gate(emu.url, baseline_history=str(path), model_size=DEFAULTS["sglang_model_size"],
+    kind, r = call(gate(emu.url, history_path=str(path), model_size=DEFAULTS["sglang_model_size"],
                         hardware=HARDWARE))
     assert kind == "exit", r["msg"]
     g = r["regression"]
@@ -132,7 +132,7 @@ def test_module_fails_on_a_regression_beyond_the_limit(emulator, tmp_path):
 
 def test_module_without_history_file_has_no_baseline(emulator, tmp_path):
     emu = emulator("nextn_3step", env=FAST)
-    kind, r = call(gate(emu.url, baseline_history=str(tmp_path / "absent.jsonl"), max_regression_pct=5))
+    kind, r = call(gate(emu.url, history_path=str(tmp_path / "absent.jsonl"), max_regression_pct=5))
     assert kind == "exit" and r.get("regression") is None, r.get("regression")
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from conftest import free_port
 from fakeserver import FakeServer, fixture_of, models, openai_stream, options, sse
-from sglang_perf import engine
+from sglang_perf import engine, verdict
 from sglang_perf.client import MeasureError
 
 
@@ -19,13 +19,13 @@ opts = options
 def test_plain_openai_server_has_no_accept_length_and_says_why(fake):
     s = fake({("GET", "/v1/models"): models("plain-model"),
               ("POST", "/v1/chat/completions"): lambda b: (200, openai_stream(16, 2))})
-    r = engine.run(opts(s.url))
+    r = engine.run(opts(s.url), judge=verdict.judge_case)
     assert r["accept_len"] is None and r["server"]["kind"] == "unknown"
     assert any("not an SGLang server" in n for n in r["notes"])
     assert r["passed"] and r["errors"] == 0 and r["decode_tok_s"]["n"] == 3
-    r = engine.run(opts(s.url, min_accept_len=2.8))
+    r = engine.run(opts(s.url, min_accept_len=2.8), judge=verdict.judge_case)
     assert not r["passed"]
-    assert "accept length could not be measured" in engine.failure_message(r)
+    assert "accept length could not be measured" in verdict.case_failure_message(r)
 
 
 def test_request_carries_ignore_eos_spec_details_and_usage_stats(fake):
@@ -42,10 +42,11 @@ def test_request_carries_ignore_eos_spec_details_and_usage_stats(fake):
 def test_short_outputs_are_reported_and_excluded(fake):
     s = fake({("GET", "/v1/models"): models("m"),
               ("POST", "/v1/chat/completions"): lambda b: (200, openai_stream(10, 2))})
-    r = engine.run(opts(s.url, min_tok_s=1, requests=6))  # 6: a median's 95% interval
+    # 6: a median's 95% interval
+    r = engine.run(opts(s.url, min_tok_s=1, requests=6), judge=verdict.judge_case)
     assert r["excluded_short"] == 6 and r["decode_tok_s"]["n"] == 0
     assert any("stopped before max_tokens" in n for n in r["notes"])
-    assert "could not be measured" in engine.failure_message(r)
+    assert "could not be measured" in verdict.case_failure_message(r)
 
 
 def test_unreachable_url_is_a_measure_error():
@@ -120,9 +121,9 @@ def test_some_errors_fail_the_gate_by_default_but_can_be_tolerated(fake):
         return 200, openai_stream(16, 4)
 
     s = fake({("GET", "/v1/models"): models("m"), ("POST", "/v1/chat/completions"): flaky})
-    r = engine.run(opts(s.url, requests=4, warmup=0))
+    r = engine.run(opts(s.url, requests=4, warmup=0), judge=verdict.judge_case)
     assert r["errors"] == 2 and r["error_kinds"] == {"http_500": 2} and not r["passed"]
     assert "HTTP 500 from POST /v1/chat/completions" in r["error_details"][0]["message"]
     calls["n"] = 0
-    r = engine.run(opts(s.url, requests=4, warmup=0, max_errors=2))
+    r = engine.run(opts(s.url, requests=4, warmup=0, max_errors=2), judge=verdict.judge_case)
     assert r["passed"]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from sglang_perf import engine, metrics, stats
+from sglang_perf import config, engine, metrics, stats, verdict
 from sglang_perf.client import ConfigError
 from sglang_perf import prompts
 from sglang_perf.prompts import CODING_PROMPTS
@@ -70,7 +70,7 @@ def test_validate_names_the_option(options, option, words):
     opts = {"url": "http://127.0.0.1:1"}
     opts.update(options)
     with pytest.raises(ConfigError) as e:
-        engine.validate(opts)
+        config.validate(opts)
     assert e.value.option == option
     assert words in str(e.value)
 
@@ -129,10 +129,10 @@ def test_evaluate_states_measured_vs_required_for_every_failed_threshold():
     result = {"intervals": {"decode_tok_s": _iv(37.6, 36.9, 38.4), "accept_len": _iv(1.75, 1.7, 1.8),
                             "aggregate_tok_s": _iv(140.0, 136.0, 144.0)},
               "errors": 2, "error_kinds": {"http_500": 2}, "metrics": None, "requests": 8}
-    cfg = engine.validate({"url": "http://127.0.0.1:1", "min_tok_s": 45, "min_accept_len": 2.8,
+    cfg = config.validate({"url": "http://127.0.0.1:1", "min_tok_s": 45, "min_accept_len": 2.8,
                            "min_aggregate_tok_s": 150})
-    failures = engine.evaluate(result, cfg)
-    msg = engine.failure_message(result)
+    failures = verdict.evaluate(result, cfg)
+    msg = verdict.case_failure_message(result)
     assert [f["threshold"] for f in failures] == ["min_tok_s", "min_accept_len",
                                                  "min_aggregate_tok_s", "max_errors"]
     assert "decode tok/s (per-request median) 37.6 [36.9, 38.4] < required 45.0" in msg
@@ -145,8 +145,8 @@ def test_evaluate_states_measured_vs_required_for_every_failed_threshold():
 def test_evaluate_unmeasurable_accept_length_fails_with_reason():
     result = {"intervals": {"decode_tok_s": _iv(50.0, 48.0, 52.0), "accept_len": None},
               "errors": 0, "error_kinds": {}, "metrics": None, "requests": 8}
-    cfg = engine.validate({"url": "http://127.0.0.1:1", "min_accept_len": 2.8})
-    engine.evaluate(result, cfg)
+    cfg = config.validate({"url": "http://127.0.0.1:1", "min_accept_len": 2.8})
+    verdict.evaluate(result, cfg)
     assert result["failures"][0]["message"] == \
         "accept length could not be measured (required >= 2.8)"
 

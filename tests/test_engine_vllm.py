@@ -10,7 +10,7 @@ import pytest
 
 from fakeserver import (FakeServer, FakeVllm, fixture_of, models, openai_stream, options, vllm_spec_metrics,
                         vllm_steps)
-from sglang_perf import engine, engines, metrics, plan
+from sglang_perf import config, engine, engines, metrics, plan, verdict
 from sglang_perf.client import MeasureError
 
 ACCEPTED, K = (2, 3, 1, 3), 3
@@ -130,7 +130,7 @@ def test_an_sglang_server_is_discovered_and_asked_as_before():
     assert r["accept_len"] == 16 / 5 and r["engine_accept_len"] is None
     assert r["engine_accept_len_convention"] is None
     assert r["accept_by_position"] == pytest.approx([1.0, 0.8, 0.6])
-    assert engine.context_line(r) == ""
+    assert verdict.context_line(r) == ""
 
 
 # ------------------------------------------------------------------------- the requests ----
@@ -146,8 +146,8 @@ def test_the_request_body_is_what_vllm_takes(vllm):
     assert body["chat_template_kwargs"] == {"enable_thinking": False}  # the case's thinking, stated
     engine.run(opts(s.url, requests=1, warmup=0, api_key="sekret", thinking=True))
     assert [q for q in s.seen if q[0] == "POST"][-1][3]["chat_template_kwargs"] == {"enable_thinking": True}
-    with pytest.raises(engine.ConfigError, match="thinking: needs the chat API"):
-        engine.validate(dict(opts(s.url), api="completions", thinking=True))
+    with pytest.raises(config.ConfigError, match="thinking: needs the chat API"):
+        config.validate(dict(opts(s.url), api="completions", thinking=True))
     assert body["request_id"].startswith("bench-") and body["ignore_eos"] is True
     assert body["stream_options"] == {"include_usage": True, "continuous_usage_stats": True}
 
@@ -201,7 +201,7 @@ def test_reasoning_deltas_count_as_tokens_without_usage_counts():
 @pytest.mark.parametrize("api", ["chat", "completions"])
 def test_accept_length_in_the_shared_convention_and_vllms_own_beside_it(vllm, api):
     s = vllm()
-    r = engine.run(opts(s.url, api=api))
+    r = engine.run(opts(s.url, api=api), judge=verdict.judge_case)
     e = expected(64)
     # ours: completion tokens / verify steps (num_spec_steps), as SGLang's spec_verify_ct
     assert r["accept_len"] == pytest.approx(64 / e["verify"])
@@ -218,25 +218,25 @@ def test_accept_length_in_the_shared_convention_and_vllms_own_beside_it(vllm, ap
     assert pr[0]["engine_accept_len"] == pytest.approx(1 + e["accepted"] / e["verify"])
     assert r["decode_tok_s"]["n"] == 3 and r["errors"] == 0 and r["passed"]
     assert "accept length %.2f = completion tokens / verify steps; vLLM's own 1 + accepted / " \
-           "drafts %.2f" % (r["accept_len"], r["engine_accept_len"]) in engine.context_line(r)
+           "drafts %.2f" % (r["accept_len"], r["engine_accept_len"]) in verdict.context_line(r)
 
 
 def test_the_accept_length_threshold_names_the_convention(vllm):
     s = vllm()
-    r = engine.run(opts(s.url, min_accept_len=4.5))
+    r = engine.run(opts(s.url, min_accept_len=4.5), judge=verdict.judge_case)
     assert not r["passed"]
-    msg = engine.failure_message(r)
+    msg = verdict.case_failure_message(r)
     assert "accept length %s < required 4.50 (completion tokens / verify steps; vLLM's own 1 + " \
-           "accepted / drafts is %.2f)" % (engine.fmt_interval(r["intervals"]["accept_len"], ".2f"),
+           "accepted / drafts is %.2f)" % (verdict.fmt_interval(r["intervals"]["accept_len"], ".2f"),
                                          r["engine_accept_len"]) in msg
 
 
 def test_without_per_request_metrics_the_note_names_the_flag(vllm):
     s = vllm(per_request_metrics=False)
-    r = engine.run(opts(s.url, min_accept_len=2.0))
+    r = engine.run(opts(s.url, min_accept_len=2.0), judge=verdict.judge_case)
     assert r["accept_len"] is None and not r["passed"]
     assert any("--per-request-spec-decode-metrics summary" in n for n in r["notes"])
-    assert "accept length could not be measured" in engine.failure_message(r)
+    assert "accept length could not be measured" in verdict.case_failure_message(r)
     # the window still shows what the counters say
     assert r["metrics"]["verify_calls"] > 0 and r["metrics"]["engine_accept_len"] is not None
 
@@ -401,11 +401,11 @@ def test_the_plan_runs_on_vllm_with_the_capacity_gaps_in_its_notes(vllm):
     small = {k: v for k, v in PLAN.items() if k != "long_context"}
     r = plan.run({"url": s.url, "warmup": 1, "first_token_timeout": 5, "stall_timeout": 2}, small,
                  THRESHOLDS, "vllm_mtp_3", promise=PROMISE)
-    assert r["passed"], plan.table(r)
+    assert r["passed"], verdict.table(r)
     assert r["server"]["kind"] == "vllm" and r["capacity"]["unverified"]
     assert any(n.startswith("not verified: running requests") for n in r["notes"])
-    assert "KV pool 221,760), ? (not exposed) running requests" in plan.table(r)
-    assert "vLLM's own 1 + accepted / drafts" in plan.summary(r)
+    assert "KV pool 221,760), ? (not exposed) running requests" in verdict.table(r)
+    assert "vLLM's own 1 + accepted / drafts" in verdict.summary(r)
     assert r["engine_accept_len"] == r["cases"][0]["engine_accept_len"] is not None
     # every request of the plan went out as vLLM takes it
     bodies = [b for m, p, _, b in s.seen if m == "POST"]
@@ -427,7 +427,7 @@ def test_the_probe_fits_vllm(vllm):
 def test_the_cli_table_names_the_convention_and_the_gaps(vllm):
     from bench import cli
     s = vllm()
-    r = engine.run(opts(s.url, requests=1, warmup=0))
+    r = engine.run(opts(s.url, requests=1, warmup=0), judge=verdict.judge_case)
     table = cli.table(r)
     assert "vllm 0.33.0 (unreported steps=3 num_speculative_tokens=3)" in table
     assert "= completion tokens / verify steps; vLLM's own 1 + accepted / drafts: %.2f" \

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sglang_perf import engine
+from sglang_perf import engine, verdict
 from sglang_perf.stats import percentile
 
 FAST = {"SGLEMU_SPEED_SCALE": "4"}
@@ -30,7 +30,7 @@ def truth(stats, result, prefix=""):
 def test_engine_matches_the_emulators_counters(emulator, profile, al_range, concurrency):
     emu = emulator(profile, env=FAST)
     r = engine.run({"url": emu.url, "concurrency": concurrency, "requests": 2 * concurrency,
-                    "warmup": 2, "max_tokens": 192})
+                    "warmup": 2, "max_tokens": 192}, judge=verdict.judge_case)
     t = truth(emu.stats(), r)
     assert r["errors"] == 0 and r["passed"]
     assert r["decode_tok_s"]["median"] == pytest.approx(t["median"], rel=0.02)
@@ -59,7 +59,7 @@ def test_other_endpoints_measure_the_same(emulator, api):
 def test_metrics_window_cross_checks_the_client(emulator):
     emu = emulator("nextn_3step", env=FAST, extra=["--enable-metrics"])
     r = engine.run({"url": emu.url, "concurrency": 2, "requests": 4, "warmup": 2,
-                    "max_tokens": 128, "metrics": "always"})
+                    "max_tokens": 128, "metrics": "always"}, judge=verdict.judge_case)
     m = r["metrics"]
     assert m["matches_client"] is True and m["generation_tokens"] == r["completion_tokens"]
     assert m["accept_len"] == pytest.approx(r["accept_len"], rel=0.001)
@@ -69,9 +69,9 @@ def test_metrics_window_cross_checks_the_client(emulator):
 def test_without_metrics_always_fails_and_auto_notes_it(emulator):
     emu = emulator("nextn_3step", env=FAST)
     base = {"url": emu.url, "requests": 1, "warmup": 0, "max_tokens": 64}
-    r = engine.run(dict(base, metrics="always"))
-    assert not r["passed"] and "exposes no /metrics" in engine.failure_message(r)
-    r = engine.run(base)
+    r = engine.run(dict(base, metrics="always"), judge=verdict.judge_case)
+    assert not r["passed"] and "exposes no /metrics" in verdict.case_failure_message(r)
+    r = engine.run(base, judge=verdict.judge_case)
     assert r["passed"] and any("--enable-metrics" in n for n in r["notes"])
 
 
@@ -160,7 +160,7 @@ def test_engine_matches_the_vllm_emulators_counters(vllm_emulator, profile, al_r
     (completion tokens per verify step, from metrics.speculative_decoding) per request."""
     emu = vllm_emulator(profile, env=FAST)
     r = engine.run({"url": emu.url, "concurrency": concurrency, "requests": 2 * concurrency,
-                    "warmup": 2, "max_tokens": 192})
+                    "warmup": 2, "max_tokens": 192}, judge=verdict.judge_case)
     t = truth(vllm_stats(emu), r, prefix="chatcmpl-")
     assert r["errors"] == 0 and r["passed"] and r["server"]["kind"] == "vllm"
     assert r["decode_tok_s"]["median"] == pytest.approx(t["median"], rel=0.02)

@@ -22,7 +22,7 @@ from ansible.module_utils.testing import patch_module_args
 from ansiblerun import ansible
 from planutil import plan_for
 from plugins.modules import sglang_gate_decide as decide_module
-from sglang_perf import decision, exposition, history, plan
+from sglang_perf import decision, exposition, history, plan, verdict
 from sglang_perf.stats import latency_summary, summarize
 
 COMMON = ("profile", "release", "engine")
@@ -64,9 +64,9 @@ def unmeasured(name):
 
 
 def plan_result(cases, plan_verdict=None, seconds=112.4):
-    out = plan.judge(cases, {"passed": True, "failures": [], "notes": []},
-                     {"kind": "sglang", "version": "0.5.23"}, "nextn_3step", "Qwen3.6-27B",
-                     "http://127.0.0.1:30000", seconds)
+    out = verdict.judge_plan(cases, {"passed": True, "failures": [], "notes": []},
+                             {"kind": "sglang", "version": "0.5.23"}, "nextn_3step", "Qwen3.6-27B",
+                             "http://127.0.0.1:30000", seconds)
     if plan_verdict is not None:
         out["plan_verdict"] = plan_verdict
     return out

@@ -15,7 +15,7 @@ import pytest
 from bench import history as bench_history
 from bench import report
 from conftest import ROOT, bench_args
-from sglang_perf import fingerprint, history, plan
+from sglang_perf import fingerprint, history, plan, verdict
 from test_module import FAST, call, patched  # noqa: F401 (patched: the module exits as an exception)
 
 STANDIN = os.path.join(os.path.dirname(__file__), "..", "scripts", "nvidia_smi_standin.py")
@@ -658,13 +658,13 @@ def test_the_gates_messages_name_the_slowdowns_the_changes_first():
                                  "(31 of 50 s)"],
          "slowdowns": ["GPU 1 held by sw_power_cap for 45% of the measurement (22 of 50 s; 40% in the "
                        "last-known-good's)"]}
-    assert plan.failure_message(r) == (
+    assert verdict.failure_message(r) == (
         "gate failed (coding): host changed since the last-known-good: GPU 0: held by sw_thermal_slowdown "
         "for 62% of the measurement (31 of 50 s); GPU 1 held by sw_power_cap for 45% of the measurement "
         "(22 of 50 s; 40% in the last-known-good's); coding: decode tok/s 30.1 < 45")
-    assert plan.summary(dict(r, fingerprint_changes=[])).startswith(
+    assert verdict.summary(dict(r, fingerprint_changes=[])).startswith(
         "passed in 50s: GPU 1 held by sw_power_cap for 45% of the measurement")
-    assert plan.host_changes({"slowdowns": []}) == ""
+    assert verdict.host_changes({"slowdowns": []}) == ""
 
 
 # a small plan for `bench gate`: one judged case, the role's warmup cut to one request

@@ -17,7 +17,7 @@ import yaml
 
 from bench.profiles import HAND_LAUNCH_ARGS
 from conftest import ROOT, role_defaults
-from sglang_perf import plan
+from sglang_perf import plan, verdict
 
 pytestmark = pytest.mark.timeout(400)
 
@@ -65,7 +65,7 @@ def case(result, name):
 def test_the_healthy_3step_server_passes_every_case(emulator):
     emu = emulator("nextn_3step", env=PREFILL)
     r = run_plan(emu, checks=True)
-    assert r["passed"], plan.table(r)
+    assert r["passed"], verdict.table(r)
     assert r["failed_cases"] == [] and r["capacity"]["passed"]
     # thinking on: reported, never judged, and drafts are accepted less inside reasoning
     assert case(r, "thinking")["report_only"] is True
@@ -104,8 +104,8 @@ def test_a_long_context_collapse_fails_the_long_case_alone(emulator):
     emu = emulator("nextn_3step", env=dict(PREFILL, SGLEMU_LONGCTX_COLLAPSE_TOKENS="16384"))
     r = run_plan(emu)
     assert not r["passed"]
-    assert r["failed_cases"] == ["long_context"], plan.table(r)
-    msg = plan.failure_message(r)
+    assert r["failed_cases"] == ["long_context"], verdict.table(r)
+    msg = verdict.failure_message(r)
     assert msg.startswith("gate failed (long_context): long_context: ")
     assert "accept length 1." in msg and "< required 2.00" in msg
     assert case(r, "coding")["passed"] and case(r, "concurrent")["passed"]
@@ -138,8 +138,8 @@ def test_a_concurrency_cap_fails_the_concurrent_case_and_the_capacity(emulator):
     emu = emulator("nextn_3step", env=PREFILL, extra=["--max-running-requests", "1"])
     r = run_plan(emu, sizes=CAPPED)
     assert not r["passed"]
-    assert r["failed_cases"] == ["capacity", "concurrent"], plan.table(r)
-    assert "concurrent: aggregate tok/s at C=4" in plan.failure_message(r)
+    assert r["failed_cases"] == ["capacity", "concurrent"], verdict.table(r)
+    assert "concurrent: aggregate tok/s at C=4" in verdict.failure_message(r)
     cap = next(f["message"] for f in r["failures"] if f["case"] == "capacity")
     assert cap == "capacity: it runs at most 1 request at once (effective max_running_requests), " \
                   "case concurrent runs 4"

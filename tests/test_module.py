@@ -54,8 +54,10 @@ def resolved(thresholds=None, cases=None, profile="nextn_3step"):
 
 
 def gate(url, thresholds=None, cases=None, **kw):
-    """The module's arguments for one run of resolved ``cases`` (default: one coding case)."""
-    return bench_args(url, resolved(thresholds, cases), "nextn_3step", {"warmup": 2}, **kw)
+    """The module's arguments for one run of resolved ``cases`` (default: one coding case); the
+    engine options among ``kw`` go to the gate part's options."""
+    options = {k: kw.pop(k) for k in list(kw) if k in sglang_bench.COMMON_OPTIONS}
+    return bench_args(url, resolved(thresholds, cases), "nextn_3step", dict({"warmup": 2}, **options), **kw)
 
 
 def test_passes_and_returns_every_figure(emulator):
@@ -199,7 +201,7 @@ def test_wrong_key_and_secret_never_in_the_result(emulator):
 
 def test_documentation_matches_the_argument_spec_and_the_gate_options_are_the_engines():
     import yaml
-    from sglang_perf import engine as plain_engine
+    from sglang_perf import config
     doc = yaml.safe_load(sglang_bench.DOCUMENTATION)["options"]
     spec = sglang_bench.ARGUMENT_SPEC
     assert set(doc) == set(spec) and len(spec) <= 8
@@ -210,8 +212,8 @@ def test_documentation_matches_the_argument_spec_and_the_gate_options_are_the_en
         assert bool(doc[name].get("required")) == bool(opt.get("required")), name
         assert doc[name]["description"], name
     # the gate part's options: the engine options common to every case, each named in the docs
-    assert set(sglang_bench.COMMON_OPTIONS) == set(plain_engine.DEFAULTS) - set(plan.PER_CASE) \
-        - set(plain_engine.CALLER_ONLY) - {"url", "api_key", "model"}
+    assert set(sglang_bench.COMMON_OPTIONS) == set(config.DEFAULTS) - set(plan.PER_CASE) \
+        - set(config.CALLER_ONLY) - {"url", "api_key", "model"}
     told = " ".join(doc["gate"]["description"])
     assert all("C(%s)" % k in told for k in sglang_bench.COMMON_OPTIONS)
 

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from conftest import role_defaults
-from sglang_perf import plan
+from sglang_perf import calibration, plan, verdict
 
 DEFAULTS = role_defaults("sglang_gate")  # thresholds flat, as the deploy plan resolves them
 PLAN, THRESHOLDS = DEFAULTS["sglang_gate_plan"], DEFAULTS["sglang_gate_thresholds"]
@@ -150,14 +150,14 @@ def _case(name, passed, failures=()):
 
 def test_a_collapse_in_one_case_fails_the_gate_naming_it():
     cap = plan.check_capacity({}, CASES, {})
-    out = plan.judge([_case("coding", True),
+    out = verdict.judge_plan([_case("coding", True),
                       _case("long_context", False, ["accept length 1.52 < required 2.00"]),
                       _case("concurrent", True)], cap, {}, "nextn_3step", "m", "u", 12.0)
     assert out["passed"] is False and out["failed_cases"] == ["long_context"]
-    assert plan.failure_message(out) == \
+    assert verdict.failure_message(out) == \
         "gate failed (long_context): long_context: accept length 1.52 < required 2.00"
     assert out["decode_tok_s"] == {"median": 50.0}  # the headline is the first case
-    table = plan.table(out)
+    table = verdict.table(out)
     assert "long_context" in table and "80/70/60%" in table and "FAILED long_context: accept length" in table
     assert table.splitlines()[-1] == "gate FAILED in 12.0s"
 
@@ -165,11 +165,11 @@ def test_a_collapse_in_one_case_fails_the_gate_naming_it():
 def test_a_report_only_case_never_fails_the_gate_and_is_shown_as_reported():
     cap = plan.check_capacity({}, CASES, {})
     prose = dict(_case("prose", False, ["could not be measured: every request failed"]), report_only=True)
-    out = plan.judge([_case("coding", True), prose], cap, {}, "nextn_3step", "m", "u", 5.0)
+    out = verdict.judge_plan([_case("coding", True), prose], cap, {}, "nextn_3step", "m", "u", 5.0)
     assert out["passed"] is True and out["verdict"] == "pass" and out["failed_cases"] == []
     assert out["failures"] == [] and [c["case"] for c in out["cases"]] == ["coding", "prose"]
-    assert plan.summary(out).endswith(" reported")
-    assert [row[9] for row in plan.table_rows(out)] == ["passed", "reported"]
+    assert verdict.summary(out).endswith(" reported")
+    assert [row[9] for row in verdict.table_rows(out)] == ["passed", "reported"]
 
 
 def test_an_empty_thresholds_entry_for_a_report_only_case_is_accepted():
@@ -182,9 +182,9 @@ def test_an_empty_thresholds_entry_for_a_report_only_case_is_accepted():
 
 def test_every_case_passing_passes_with_each_case_in_the_summary():
     cap = plan.check_capacity({}, CASES, {})
-    out = plan.judge([_case("coding", True), _case("concurrent", True)], cap, {}, "p", "m", "u", 3.0)
+    out = verdict.judge_plan([_case("coding", True), _case("concurrent", True)], cap, {}, "p", "m", "u", 3.0)
     assert out["passed"] and out["failed_cases"] == []
-    assert plan.summary(out).startswith("passed in 3s: coding (C=1, 2 x 8 tok): decode 50.0 tok/s median, "
+    assert verdict.summary(out).startswith("passed in 3s: coding (C=1, 2 x 8 tok): decode 50.0 tok/s median, "
                                         "accept length 3.00 (by position 80/70/60%)")
 
 
@@ -205,18 +205,18 @@ def test_propose_leaves_a_report_only_case_out():
                       "decode_tok_s": {"median": 55.0}, "accept_len": 3.1},
                      {"case": "prose", "prompts": "prose", "concurrency": 1, "report_only": True,
                       "decode_tok_s": {"median": 41.0}, "accept_len": 2.4}]}
-    assert list(plan.propose([run, run], 0.1)) == ["coding"]
+    assert list(calibration.propose([run, run], 0.1)) == ["coding"]
 
 
 def test_propose_is_a_margin_below_the_lowest_run():
-    p = plan.propose([_run(55.0, 3.10, 234.0, 10.0), _run(52.0, 3.04, 226.0, 11.0)], 0.1)
+    p = calibration.propose([_run(55.0, 3.10, 234.0, 10.0), _run(52.0, 3.04, 226.0, 11.0)], 0.1)
     assert list(p) == ["coding", "long_context", "concurrent"]  # the unmeasured case is left out
     assert p["coding"]["thresholds"] == {"min_tok_s": 46.8, "min_accept_len": 2.73}
     assert p["long_context"]["thresholds"] == {"min_tok_s": 33.3, "min_accept_len": 2.01, "max_ttft_s": 12.1}
     assert p["concurrent"]["thresholds"]["min_aggregate_tok_s"] == 203.4
     assert p["coding"]["measured"]["decode_tok_s"] == [55.0, 52.0]
     with pytest.raises(plan.ConfigError, match="margin"):
-        plan.propose([_run(55.0, 3.1, 234.0, 10.0)], 1.5)
+        calibration.propose([_run(55.0, 3.1, 234.0, 10.0)], 1.5)
 
 
 def test_propose_measures_the_hosts_accuracy_and_nothing_of_the_other_checks():
@@ -226,21 +226,21 @@ def test_propose_measures_the_hosts_accuracy_and_nothing_of_the_other_checks():
                                                                 "upper": 1.0}},
             {"case": "tool_calls", "check": "tool_calls", "right": 8, "requests": 8},
             {"case": "agreement", "check": "agreement", "agreement": 1.0}]}
-    p = plan.propose([run(24), run(22)], 0.1)
+    p = calibration.propose([run(24), run(22)], 0.1)
     assert list(p) == ["answers"]  # tool calls and agreement have no figure to calibrate
     assert p["answers"]["thresholds"] == {"min_accuracy": 0.82} and p["answers"]["measured"] == {
         "accuracy": [1.0, 22 / 24]}
-    text = plan.calibration_text(p, "nextn_3step", 0.1, 2, "ct129", "t")
+    text = calibration.text(p, "nextn_3step", 0.1, 2, "ct129", "t")
     assert "#   answers: accuracy 0.92-1.00" in text and "answers: {min_accuracy: 0.82}" in text
     calibrated = {"nextn_3step": {"answers": {"min_accuracy": 0.82}}}
     assert plan.problems(PLAN, THRESHOLDS, "nextn_3step", calibrated) == []
 
 
 def test_the_calibration_file_keeps_other_profiles_and_says_how_it_was_measured():
-    p = plan.propose([_run(55.0, 3.10, 234.0, 10.0), _run(52.0, 3.04, 226.0, 11.0)], 0.1)
-    text = plan.calibration_text(p, "nextn_3step", 0.1, 2, "ct129", "2026-12-01T16:00:00Z",
-                                 existing={"no_spec": {"coding": {"min_tok_s": 24.0}},
-                                           "nextn_3step": {"old_case": {"min_tok_s": 1}}})
+    p = calibration.propose([_run(55.0, 3.10, 234.0, 10.0), _run(52.0, 3.04, 226.0, 11.0)], 0.1)
+    text = calibration.text(p, "nextn_3step", 0.1, 2, "ct129", "2026-12-01T16:00:00Z",
+                            existing={"no_spec": {"coding": {"min_tok_s": 24.0}},
+                                      "nextn_3step": {"old_case": {"min_tok_s": 1}}})
     data = yaml.safe_load(text)["sglang_gate_calibrated"]
     assert data["no_spec"] == {"coding": {"min_tok_s": 24.0}}
     assert data["nextn_3step"]["coding"] == {"min_tok_s": 46.8, "min_accept_len": 2.73}

@@ -454,7 +454,7 @@ def test_each_long_prompt_plants_its_facts_at_its_depths(tokens, index):
 
 
 def test_facts_are_counted_in_each_reply_and_judged_on_the_median():
-    from sglang_perf import engine
+    from sglang_perf import config, engine, verdict
 
     def rec(i, said):
         r = engine._Request("bench-x-m%d" % i, "measure", "long_context")
@@ -468,12 +468,12 @@ def test_facts_are_counted_in_each_reply_and_judged_on_the_median():
     assert got["stated"] == [3, 2, 0] and got["median"] == 2 and got["planted"] == 3
     assert got["missed"] == {"rid": "bench-x-m1", "what": facts[1][1][0], "value": facts[1][1][1],
                              "depth": 0.5}
-    cfg = dict(engine.DEFAULTS, min_facts=3, concurrency=1, metrics="auto", max_regression_pct=None)
-    entries = engine.verdict_entries({"facts": got, "errors": 0, "error_kinds": {}, "metrics": None}, cfg)
+    cfg = dict(config.DEFAULTS, min_facts=3, concurrency=1, metrics="auto", max_regression_pct=None)
+    entries = verdict.verdict_entries({"facts": got, "errors": 0, "error_kinds": {}, "metrics": None}, cfg)
     (e,) = [e for e in entries if e["threshold"] == "min_facts"]
     assert e["state"] == "fail" and e["message"].startswith(
         "facts planted in the long prompt and stated in the reply: median 2 of 3 (per reply 3, 2, 0) "
         "< required 3")
     assert "first missed: the %s (%s, at 50%% of the prompt)" % facts[1][1] in e["message"]
     with pytest.raises(ConfigError, match="min_facts"):
-        engine.validate({"url": "http://127.0.0.1:1", "prompts": "coding", "min_facts": 2})
+        config.validate({"url": "http://127.0.0.1:1", "prompts": "coding", "min_facts": 2})

@@ -17,7 +17,7 @@ import pytest
 
 from bench import compare_plan, report
 from conftest import ROOT
-from sglang_perf import decision, history, plan, stats
+from sglang_perf import decision, history, stats, verdict
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 SETUP = ("run `make chromium` (scripts/host-packages.sh chromium: Debian's package; make test's and "
@@ -56,11 +56,11 @@ def case_result(name, decode, al, agg, positions, passed=True, intervals=None, v
 
 
 def gate_record(hour, profile, release, cases, plan_verdict=None, version="0.5.23"):
-    """A history line through the real plan.judge -> decision.decide -> history.record. The figures
+    """A history line through the real verdict.judge_plan -> decision.decide -> history.record. The figures
     the gate adds to a case (``intervals``, ``verdict``) and to the record (``plan_verdict``) are
     set as the gate writes them where record() does not carry them."""
     capacity = {"failures": [], "notes": [], "passed": True}
-    result = plan.judge(cases, capacity, {}, profile, "m", "http://127.0.0.1:30000", 120.0)
+    result = verdict.judge_plan(cases, capacity, {}, profile, "m", "http://127.0.0.1:30000", 120.0)
     d = decision.decide(result, "ab" * 32, "cd" * 32, lkg={"unit_sha256": "ef" * 32, "env_sha256": "01" * 32})
     rec = history.record(result, d, {"time": "2026-12-01T%02d:00:00Z" % hour, "host": "ct-report",
                                      "profile": profile, "sglang_version": version, "engine": "sglang",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from sglang_perf import drafter, profile, tune
+from sglang_perf import drafter, profile, tune, tune_launch
 
 from conftest import role_defaults
 from tune_families import Family, run
@@ -337,7 +337,7 @@ def test_a_block_the_drafter_was_not_trained_for_is_named_as_the_engines_run_it(
     ("OSError: Can't load the configuration of '/srv/models/Qwen3.6-27B-DFlash'", None),
 ])
 def test_a_failed_starts_log_says_which_way_the_fraction_was_wrong(text, signal):
-    assert tune.memory_signal(text.lower()) == signal
+    assert tune_launch.memory_signal(text.lower()) == signal
 
 
 @pytest.mark.parametrize("text, exited, kind", [
@@ -358,8 +358,8 @@ def test_a_failed_starts_log_says_which_way_the_fraction_was_wrong(text, signal)
     ("RuntimeError: the KV cache slot is in use", True, None),
 ])
 def test_a_failure_is_classified_from_the_log_and_the_exit(text, exited, kind):
-    assert tune.failure_kind(text.lower(), exited) == kind
-    assert kind in tune.FAILURES
+    assert tune_launch.failure_kind(text.lower(), exited) == kind
+    assert kind in tune_launch.FAILURES
 
 
 @pytest.mark.parametrize("kind", ["refused", "timeout", "port", "mismatch"])
@@ -370,7 +370,8 @@ def test_a_failure_another_fraction_does_not_mend_is_not_retried(kind):
     assert deep[1:3] == ("chain", 6)
     tuner.record(deep, {"started": False, "memory": None, "failure": kind, "error": "why"})
     assert all(k[:4] != deep[:4] for k in [tuner.next()])  # not the same spec at another fraction
-    assert tuner.answer()["reasons"][deep].startswith("did not start (%s" % tune.FAILURES[kind].split(":")[0])
+    assert tuner.answer()["reasons"][deep].startswith(
+        "did not start (%s" % tune_launch.FAILURES[kind].split(":")[0])
 
 
 def test_out_of_memory_during_a_case_tries_a_lower_fraction():
@@ -391,18 +392,18 @@ def test_the_outage_is_the_budget_one_stop_and_the_hosts_longest_recorded_start(
     launches = [{"ready_s": 30.0 + i, "outcome": {"started": True}} for i in range(n)]
     launches += [{"ready_s": 999.0, "outcome": {"started": False, "cut": "budget"}},
                  {"ready_s": "x", "outcome": {}}, "not a launch"]
-    seconds, text = tune.outage(60, launches, 900)
-    assert seconds == 3600 + tune.STOP_SECONDS + 30.0 + n - 1
+    seconds, text = tune_launch.outage(60, launches, 900)
+    assert seconds == 3600 + tune_launch.STOP_SECONDS + 30.0 + n - 1
     assert "the longest of the %d starts this host recorded" % n in text and "the budget (60 min)" in text
-    seconds, text = tune.outage(0.5, [], 900)
-    assert seconds == 30 + tune.STOP_SECONDS + 900 and "no start recorded on this host" in text
+    seconds, text = tune_launch.outage(0.5, [], 900)
+    assert seconds == 30 + tune_launch.STOP_SECONDS + 900 and "no start recorded on this host" in text
 
 
 def test_the_outage_filter_refuses_a_budget_that_is_not_minutes():
     from ansible.errors import AnsibleFilterError
 
     from plugins.filter import sglang_tune
-    assert sglang_tune.sglang_tune_outage(10, None, 60) == tune.outage(10, [], 60)[1]
+    assert sglang_tune.sglang_tune_outage(10, None, 60) == tune_launch.outage(10, [], 60)[1]
     for bad in (None, "soon", 0, -5):
         with pytest.raises(AnsibleFilterError):
             sglang_tune.sglang_tune_outage(bad)

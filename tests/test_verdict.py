@@ -8,7 +8,7 @@ import pytest
 
 from bench.verdict_rates import CASE, URL, judge, rates
 from bench.verdict_rates import record as _rec
-from sglang_perf import engine, stats
+from sglang_perf import config, stats
 
 
 
@@ -103,7 +103,7 @@ def test_the_normal_ratio_interval_covers_the_true_ratio_as_stated():
 
 
 def _cfg(**kw):
-    return engine.validate(dict(CASE, url=URL, **kw))
+    return config.validate(dict(CASE, url=URL, **kw))
 
 
 def test_each_threshold_passes_fails_or_waits_on_its_interval():
@@ -134,15 +134,15 @@ def test_each_threshold_passes_fails_or_waits_on_its_interval():
 
 
 def test_too_few_requests_for_an_interval_are_refused_naming_the_option():
-    with pytest.raises(engine.ConfigError) as e:
-        engine.validate({"url": URL, "requests": 4, "min_tok_s": 45})
+    with pytest.raises(config.ConfigError) as e:
+        config.validate({"url": URL, "requests": 4, "min_tok_s": 45})
     assert e.value.option == "max_requests" and "at least 6 requests" in str(e.value)
-    assert engine.validate({"url": URL, "requests": 4, "max_requests": 6, "min_tok_s": 45})
-    assert engine.validate({"url": URL, "requests": 2})  # nothing judged: any count
-    with pytest.raises(engine.ConfigError, match="max_requests"):
-        engine.validate({"url": URL, "requests": 8, "max_requests": 4})
-    with pytest.raises(engine.ConfigError, match="inconclusive"):
-        engine.validate({"url": URL, "inconclusive": "warn"})
+    assert config.validate({"url": URL, "requests": 4, "max_requests": 6, "min_tok_s": 45})
+    assert config.validate({"url": URL, "requests": 2})  # nothing judged: any count
+    with pytest.raises(config.ConfigError, match="max_requests"):
+        config.validate({"url": URL, "requests": 8, "max_requests": 4})
+    with pytest.raises(config.ConfigError, match="inconclusive"):
+        config.validate({"url": URL, "inconclusive": "warn"})
 
 
 @pytest.mark.parametrize("margin, expected", [(5, "pass"), (-5, "fail")])

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
-"""Filters over plugins/module_utils/sglang_perf/plan.py (the one implementation of the gate
-plan; the deploy plan resolves it, the sglang_bench module runs it on the host): a case result's
-figures for the rollout summary, and the calibration file."""
+"""Filters over the gate's code in plugins/module_utils/sglang_perf (plan.py, the one implementation
+of the gate plan: the deploy plan resolves it, the sglang_bench module runs it on the host): a case
+result's figures for the rollout summary (verdict.py), and the calibration file (calibration.py)."""
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -21,7 +21,7 @@ description:
     per profile and level - from the plan result of each profile.
 """
 
-from sglang_perf import comparison, decision, plan
+from sglang_perf import calibration, comparison, decision, verdict
 from sglang_perf.client import ConfigError
 
 from ansible.errors import AnsibleFilterError
@@ -32,7 +32,7 @@ def sglang_gate_case_summary(case):
     """A case result's figures for the rollout summary (plugins/callback/sglang_rollout.py)."""
     if not isinstance(case, dict):
         raise AnsibleFilterError("sglang_gate_case_summary: a case result is a dict, got %r" % (case,))
-    return plan.case_summary(case)
+    return verdict.case_summary(case)
 
 
 def sglang_gate_compare_rows(results, cases):
@@ -47,14 +47,14 @@ def sglang_gate_calibration(runs, profile, margin, existing=None, host="?", when
     """The host_vars file text with thresholds proposed from ``runs`` (plan results)."""
     import datetime
     try:
-        proposals = plan.propose([r for r in runs if isinstance(r, dict)], float(margin))
+        proposals = calibration.propose([r for r in runs if isinstance(r, dict)], float(margin))
     except ConfigError as e:
         raise AnsibleFilterError("sglang_gate_calibration: %s" % e)
     if not proposals:
         raise AnsibleFilterError("sglang_gate_calibration: no run measured any case; nothing to propose")
     when = when or datetime.datetime.utcnow().replace(microsecond=0).isoformat() + "Z"
-    return plan.calibration_text(proposals, profile, float(margin), len(runs), host, when,
-                                 existing if isinstance(existing, dict) else None)
+    return calibration.text(proposals, profile, float(margin), len(runs), host, when,
+                            existing if isinstance(existing, dict) else None)
 
 
 def sglang_gate_failure(gate_decision, restored_text=None):

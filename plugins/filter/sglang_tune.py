@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""Filters over plugins/module_utils/sglang_perf/tune.py for playbooks/tune.yml."""
+"""Filters over plugins/module_utils/sglang_perf/tune_launch.py for playbooks/tune.yml."""
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -7,12 +7,12 @@ name: sglang_tune
 short_description: What a tuning run costs the host's service
 description:
   - C(sglang_tune_outage) is the sentence playbooks/tune.yml says before it stops the service
-    (tune.outage) - the budget, one candidate's stop and the server's own start again, from the
-    starts this host recorded in its last tuning (its tune.json's launches), else its ready
+    (tune_launch.outage) - the budget, one candidate's stop and the server's own start again, from
+    the starts this host recorded in its last tuning (its tune.json's launches), else its ready
     timeout.
 """
 
-from sglang_perf import tune
+from sglang_perf import tune_launch
 
 from ansible.errors import AnsibleFilterError
 
@@ -25,7 +25,7 @@ def sglang_tune_outage(budget_minutes, launches=None, ready_timeout=None):
     if budget <= 0:
         raise AnsibleFilterError("sglang_tune_outage: the budget must be above 0 minutes, got %r"
                                  % (budget_minutes,))
-    return tune.outage(budget, launches if isinstance(launches, list) else [], ready_timeout)[1]
+    return tune_launch.outage(budget, launches if isinstance(launches, list) else [], ready_timeout)[1]
 
 
 class FilterModule(object):

@@ -221,7 +221,8 @@ import os
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_perf import answers, engine, fingerprint, history, measurelock, plan
+from ansible.module_utils.sglang_perf import answers, config, engine, fingerprint, history, measurelock
+from ansible.module_utils.sglang_perf import plan, verdict
 from ansible.module_utils.sglang_perf.client import ConfigError, MeasureError
 
 ARGUMENT_SPEC = dict(
@@ -235,8 +236,8 @@ ARGUMENT_SPEC = dict(
 )
 # the engine's options common to every case that the plan's gate.options may give (the rest of
 # the engine's are each case's, the server's or only a caller's)
-COMMON_OPTIONS = tuple(k for k in engine.DEFAULTS if k not in plan.PER_CASE
-                       and k not in engine.CALLER_ONLY and k not in ("url", "api_key", "model"))
+COMMON_OPTIONS = tuple(k for k in config.DEFAULTS if k not in plan.PER_CASE
+                       and k not in config.CALLER_ONLY and k not in ("url", "api_key", "model"))
 # the roofline's sizes, which the plan's gate part carries beside its options
 SIZES = ("model_size", "hardware")
 
@@ -313,7 +314,7 @@ def take_measure_lock(module, path, params):
 def would_run(common, gate):
     """Check mode: the cases checked as a run checks them, and stated (plan.describe)."""
     cfgs = plan.case_configs(common, gate["cases"], gate["profile"])
-    given = dict(engine.DEFAULTS, **common)
+    given = dict(config.DEFAULTS, **common)
     return plan.describe([dict(c, options=o) for c, o in zip(gate["cases"], cfgs)],
                          given["confidence"], given["inconclusive"])
 
@@ -357,8 +358,8 @@ def measure(module, params, common, gate):
             case.pop("per_request", None)
         result.pop("per_request", None)
     if not result["passed"]:
-        module.fail_json(msg=plan.failure_message(result), **result)
-    module.exit_json(changed=False, msg=plan.summary(result), **result)
+        module.fail_json(msg=verdict.failure_message(result), **result)
+    module.exit_json(changed=False, msg=verdict.summary(result), **result)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ sweep's plan results into the rows ``bench compare-report`` reads. The playbook 
 Standard library only."""
 from __future__ import annotations
 
-from . import engine, engines, plan
+from . import config, engines, plan
 from .client import ConfigError
 
 # The settings each engine's sweep runs (-e compare_engines=sglang,vllm): each engine module's
@@ -96,7 +96,7 @@ def make(a):
         if not measured:
             problems.append("sglang_gate_plan: the comparison has no case to measure")
             return out
-        bench = {k: (a.get("gate") or {}).get(k, engine.DEFAULTS[k]) for k in BENCH_OPTIONS}
+        bench = {k: (a.get("gate") or {}).get(k, config.DEFAULTS[k]) for k in BENCH_OPTIONS}
     else:
         levels, requests, max_tokens = a.get("levels"), a.get("requests"), a.get("max_tokens")
         if not _int_list(levels) or not levels or any(int(c) < 1 for c in levels):
@@ -109,8 +109,8 @@ def make(a):
         if problems:
             return out
         measured = sweep_cases(levels, requests, max_tokens)
-        bench = {k: engine.DEFAULTS[k] for k in BENCH_OPTIONS}
-        bench["warmup"] = a.get("warmup", engine.DEFAULTS["warmup"])
+        bench = {k: config.DEFAULTS[k] for k in BENCH_OPTIONS}
+        bench["warmup"] = a.get("warmup", config.DEFAULTS["warmup"])
     try:
         cases = measure_only(measured, bench["confidence"])
     except ConfigError as e:

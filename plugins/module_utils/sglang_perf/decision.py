@@ -5,7 +5,7 @@ filters call it; the role's task files act on the action's value, never on the w
 assemble no message)."""
 from __future__ import annotations
 
-# The verdict words: a case's and a plan's (engine.py, plan.py: pass, fail or inconclusive) and
+# The verdict words: a case's and a plan's (verdict.py: pass, fail or inconclusive) and
 # the gate's (decide: pass, fail, or not judged in check mode). VERDICTS: what a gate run records.
 PASS, FAIL, INCONCLUSIVE_VERDICT, NOT_JUDGED = "pass", "fail", "inconclusive", "not judged"
 VERDICTS = (PASS, FAIL, INCONCLUSIVE_VERDICT)

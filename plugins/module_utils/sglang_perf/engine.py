@@ -1,7 +1,9 @@
 # -*- coding: utf-8 -*-
 """The benchmark: warmup, N streamed requests at concurrency C, per-request decode speed and
 speculative accept length from SGLang's own per-request counters, aggregate throughput, latency
-percentiles, optional /metrics cross-check, and threshold evaluation.
+percentiles and the intervals the verdict is judged on, optional /metrics cross-check. It measures
+what config.py's options ask for; verdict.py judges it (a caller hands its judge to measure() and
+run()).
 
 Standard library only, Python 3.9+ (runs on the target host through AnsiballZ)."""
 from __future__ import annotations
@@ -11,227 +13,23 @@ import time
 import uuid
 from collections import Counter, deque
 
-from . import attribution, capacity, engines, history
+from . import attribution, capacity, config, engines
 from .engines import common
-from .decision import FAIL, INCONCLUSIVE_VERDICT, PASS
 from . import metrics as prom
-from .client import ConfigError, Endpoint, MeasureError, RequestError, SSEStream
+from .client import Endpoint, MeasureError, RequestError, SSEStream
 from . import prompts as promptset
 from . import stats
 from .stats import latency_summary, percentile, summarize, weighted_samples
 
-APIS = {
-    # api name: (path, builds the body)
-    "chat": "/v1/chat/completions",
-    "completions": "/v1/completions",
-    "native": "/generate",
-}
-
-METRICS_MODES = ("auto", "always", "never")
-
 # One accept length for both engines (result["accept_len"], the thresholds, history, roofline).
 ACCEPT_LEN_CONVENTION = ("completion tokens / verify steps (SGLang's spec_verify_ct, vLLM's "
                          "num_spec_steps); the token of each request's prefill counted")
-CONVENTION_SHORT = "completion tokens / verify steps"
 # vLLM's own, reported beside it as engine_accept_len.
 VLLM_ACCEPT_LEN_CONVENTION = ("vLLM's mean_acceptance_length: 1 + accepted draft tokens / verify "
                               "steps; the prefill's token not counted")
 
-THRESHOLDS = ("min_tok_s", "min_accept_len", "min_aggregate_tok_s", "max_ttft_s", "max_errors", "min_facts")
-INCONCLUSIVE = ("fail", "pass")
-# Thresholds judged on a median's interval (order statistics): min_sample(level) requests at least.
-MEDIAN_THRESHOLDS = ("min_tok_s", "max_ttft_s")
-UNDECIDED = "undecided"  # a threshold's state (and an interim look's verdict) while an interval straddles it
-
-# A long-context case shorter than this is not one: about where draft acceptance starts to fall
-# with context (the comparison's shallowest depth, playbooks/compare.yml).
-MIN_LONG_PROMPT_TOKENS = 1024
-# A long-context case whose prompts the server counted below this share of the target did not
-# measure what it promised (the corpus or the characters-per-token estimate fell short).
-PROMPT_TOKENS_TOLERANCE = 0.9
-
 # What a request cut by the options' ends_at says (a tuner's budget ran out under it).
 BUDGET_END = "the budget ended (ends_at)"
-# Options only a caller on the controller sets (bench tune's budget): not the module's or the CLI's.
-CALLER_ONLY = ("ends_at",)
-
-
-DEFAULTS = {
-    "url": None,
-    "api_key": None,
-    "model": None,
-    "api": "chat",
-    "concurrency": 1,
-    "requests": 8,
-    # Sequential measurement: after ``requests``, one more request at a time until every
-    # threshold is decided by its interval or ``max_requests`` ran (None: = requests, a fixed
-    # sample). The verdict logic: evaluate() and measure() below.
-    "max_requests": None,
-    # The intervals' level (two-sided): each threshold is cleared when the bound on its side is
-    # past it, failed when the other bound is.
-    "confidence": 0.95,
-    # A threshold still inside the interval at max_requests: "fail" (the gate refuses what it
-    # cannot confirm) or "pass" (reported, not failed).
-    "inconclusive": "fail",
-    "warmup": 2,
-    "max_tokens": 1024,
-    # The warmup only has to take the first decode batches' one-off slowness (JIT, graph
-    # warmup); 32 tokens are a dozen decode steps.
-    "warmup_max_tokens": 32,
-    "temperature": 0.0,
-    # Whether the model thinks before it answers (chat API: chat_template_kwargs.enable_thinking,
-    # which Qwen3.6's template reads; it thinks unless told not to). The completions and native
-    # APIs send the prompt raw, without the chat template: no thinking asked for.
-    "thinking": False,
-    # coding / prose: those prompts (prompts.py); long_context: a repository slice of about
-    # prompt_tokens tokens (the server's count is reported; chars per token is learned in warmup
-    # unless given).
-    "prompts": "coding",
-    "prompt_tokens": None,
-    "chars_per_token": None,
-    "case": None,            # a name for the run (a gate plan case); default: the prompt source
-    "connect_timeout": 5.0,
-    "first_token_timeout": 120.0,
-    "stall_timeout": 30.0,
-    "run_timeout": 1800.0,
-    # An absolute end (seconds since the epoch; None: none) for every run of a plan, a tuner's
-    # budget: a run stops there, whatever its run_timeout leaves, its requests aborted as BUDGET_END.
-    "ends_at": None,
-    "metrics": "auto",   # auto: use /metrics when exposed; always: fail without; never
-    "validate_certs": True,
-    "min_tok_s": None,
-    # A long-context case: the planted facts (prompts.FACT_DEPTHS) each reply must state, as the
-    # median over its replies (facts_stated); None: counted and reported, not judged.
-    "min_facts": None,
-    "min_accept_len": None,
-    "min_aggregate_tok_s": None,
-    "max_ttft_s": None,
-    "max_errors": 0,
-    # What the hardware allows (capacity.py): with both, the result carries the roofline.
-    "model_size": None,
-    "hardware": None,
-    # Regression check: {decode_tok_s, accept_len[, time, profile]} of the last-known-good run of
-    # the same profile; max_regression_pct fails the gate on a larger drop of either figure.
-    "baseline": None,
-    "max_regression_pct": None,
-}
-
-
-def _number(cfg, name, kind, minimum=None, exclusive=False, optional=False):
-    value = cfg.get(name)
-    if value is None:
-        if optional:
-            return None
-        raise ConfigError(name, "is required")
-    if isinstance(value, bool):
-        raise ConfigError(name, "must be a number, got a boolean")
-    try:
-        conv = kind(value)
-    except (TypeError, ValueError):
-        raise ConfigError(name, "must be %s, got %r" % ("an integer" if kind is int else "a number",
-                                                       value))
-    if kind is int and float(value) != conv:
-        raise ConfigError(name, "must be an integer, got %r" % (value,))
-    if minimum is not None:
-        if exclusive and not conv > minimum:
-            raise ConfigError(name, "must be greater than %s, got %s" % (minimum, value))
-        if not exclusive and conv < minimum:
-            raise ConfigError(name, "must be %s or more, got %s" % (minimum, value))
-    return conv
-
-
-def validate(options):
-    """Defaults filled in, types converted, every bad value refused with the option's name."""
-    cfg = dict(DEFAULTS)
-    unknown = sorted(set(options) - set(DEFAULTS))
-    if unknown:
-        raise ConfigError(unknown[0], "unknown option (known: %s)" % ", ".join(sorted(DEFAULTS)))
-    cfg.update({k: v for k, v in options.items() if v is not None})
-    Endpoint(cfg["url"] or "")  # validates the URL
-    if cfg["api"] not in APIS:
-        raise ConfigError("api", "must be one of %s, got %r" % (", ".join(sorted(APIS)), cfg["api"]))
-    cfg["concurrency"] = _number(cfg, "concurrency", int, 1)
-    cfg["requests"] = _number(cfg, "requests", int, 1)
-    cfg["max_requests"] = _number(cfg, "max_requests", int, 1, optional=True) or cfg["requests"]
-    if cfg["max_requests"] < cfg["requests"]:
-        raise ConfigError("max_requests", "must be at least requests (%d), got %d"
-                          % (cfg["requests"], cfg["max_requests"]))
-    cfg["confidence"] = _number(cfg, "confidence", float, 0.5, exclusive=True)
-    if cfg["confidence"] >= 1:
-        raise ConfigError("confidence", "must be below 1 (0.95 = 95%%), got %s" % cfg["confidence"])
-    if cfg["inconclusive"] not in INCONCLUSIVE:
-        raise ConfigError("inconclusive", "must be one of %s, got %r"
-                          % (", ".join(INCONCLUSIVE), cfg["inconclusive"]))
-    cfg["warmup"] = _number(cfg, "warmup", int, 0)
-    cfg["max_tokens"] = _number(cfg, "max_tokens", int, 2)
-    cfg["warmup_max_tokens"] = _number(cfg, "warmup_max_tokens", int, 1)
-    cfg["temperature"] = _number(cfg, "temperature", float, 0.0)
-    if not isinstance(cfg["thinking"], bool):
-        raise ConfigError("thinking", "must be true or false, got %r" % (cfg["thinking"],))
-    if cfg["thinking"] and cfg["api"] != "chat":
-        raise ConfigError("thinking", "needs the chat API (the %s API sends the prompt without the "
-                                      "chat template, which is what turns thinking on)" % cfg["api"])
-    if cfg["prompts"] not in promptset.PROMPT_SOURCES:
-        raise ConfigError("prompts", "must be one of %s, got %r"
-                          % (", ".join(promptset.PROMPT_SOURCES), cfg["prompts"]))
-    if cfg["prompts"] == "long_context":
-        cfg["prompt_tokens"] = _number(cfg, "prompt_tokens", int, MIN_LONG_PROMPT_TOKENS)
-        cpt = cfg["chars_per_token"] or promptset.DEFAULT_CHARS_PER_TOKEN
-        try:
-            promptset.long_context_prompt(cfg["prompt_tokens"], cpt, 0, "check")
-        except ValueError as e:
-            raise ConfigError("prompt_tokens", str(e))
-    else:
-        cfg["prompt_tokens"] = None
-    cfg["chars_per_token"] = _number(cfg, "chars_per_token", float, 0.0, exclusive=True, optional=True)
-    cfg["case"] = str(cfg["case"] or cfg["prompts"])
-    for name in ("connect_timeout", "first_token_timeout", "stall_timeout", "run_timeout"):
-        cfg[name] = _number(cfg, name, float, 0.0, exclusive=True)
-    cfg["ends_at"] = _number(cfg, "ends_at", float, 0.0, optional=True)
-    for name in ("min_tok_s", "min_accept_len", "min_aggregate_tok_s", "max_ttft_s"):
-        cfg[name] = _number(cfg, name, float, 0.0, optional=True)
-    if cfg["min_accept_len"] is not None and cfg["min_accept_len"] > 0 and cfg["min_accept_len"] < 1:
-        raise ConfigError("min_accept_len", "an accept length counts the bonus token, so it is at "
-                                            "least 1.0 when speculation runs; got %s"
-                          % cfg["min_accept_len"])
-    cfg["max_errors"] = _number(cfg, "max_errors", int, 0)
-    cfg["min_facts"] = _number(cfg, "min_facts", int, 0, optional=True)
-    if cfg["min_facts"] is not None and (cfg["prompts"] != "long_context"
-                                         or cfg["min_facts"] > len(promptset.FACT_DEPTHS)):
-        raise ConfigError("min_facts", "counts the %d facts planted in a long-context prompt (prompts: "
-                                       "long_context), from 0 to %d; got %s for prompts %s"
-                          % (len(promptset.FACT_DEPTHS), len(promptset.FACT_DEPTHS), cfg["min_facts"],
-                             cfg["prompts"]))
-    if cfg["metrics"] not in METRICS_MODES:
-        raise ConfigError("metrics", "must be one of %s, got %r"
-                          % (", ".join(METRICS_MODES), cfg["metrics"]))
-    cfg["max_regression_pct"] = _number(cfg, "max_regression_pct", float, 0.0, optional=True)
-    for name in ("model_size", "hardware", "baseline"):
-        if cfg[name] is not None and not isinstance(cfg[name], dict):
-            raise ConfigError(name, "must be a dict, got %r" % (cfg[name],))
-    if cfg["model_size"] or cfg["hardware"]:
-        try:  # refuse bad size figures before any request, naming the key
-            capacity.roofline(cfg["model_size"] or {}, cfg["hardware"] or {})
-        except capacity.CapacityError as e:
-            raise ConfigError("model_size" if str(e).startswith("model") else "hardware", str(e))
-    if cfg["baseline"]:
-        for key in ("decode_tok_s", "accept_len"):
-            value = cfg["baseline"].get(key)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-                raise ConfigError("baseline", "%s must be a number, got %r" % (key, value))
-    if cfg["model"] is not None and not str(cfg["model"]).strip():
-        raise ConfigError("model", "must not be empty (omit it to use the served model)")
-    fewest = stats.min_sample(cfg["confidence"])
-    judged = [k for k in MEDIAN_THRESHOLDS if cfg[k] is not None]
-    if cfg["max_regression_pct"] is not None and cfg["baseline"]:
-        judged.append("max_regression_pct")
-    if judged and cfg["max_requests"] < fewest:
-        raise ConfigError("max_requests", "%d request(s) cannot bound a median at %g%% (%s needs an "
-                                          "interval; it takes at least %d requests): raise max_requests "
-                                          "or lower confidence" % (cfg["max_requests"],
-                                                                   100 * cfg["confidence"],
-                                                                   ", ".join(judged), fewest))
-    return cfg
 
 
 class _Request(object):
@@ -428,7 +226,7 @@ class _Run(object):
         self.abort_reason = None
 
     def one(self, rec, prompt):
-        path = APIS[self.cfg["api"]]
+        path = config.APIS[self.cfg["api"]]
         consume = _consume_native if self.cfg["api"] == "native" else _consume_openai
         tokens = self.cfg["warmup_max_tokens" if rec.phase == "warmup" else "max_tokens"]
         body = _body(self.cfg, self.model, prompt, rec.rid, tokens, self.kind)
@@ -580,7 +378,7 @@ def discover(endpoint, model=None):
 
 def probe(options):
     """Check-mode readiness probe: no generation besides SGLang's own /health."""
-    cfg = validate(options)
+    cfg = config.validate(options)
     ep = Endpoint(cfg["url"], cfg["api_key"], cfg["connect_timeout"], cfg["validate_certs"])
     out = {"url": ep.url, "ready": False, "health_status": None, "model": None, "server": None}
     try:
@@ -683,12 +481,14 @@ def warm_up(cfg, ep, model, progress=None, learn=False, kind=None):
 SAMPLE_CHARS = 8000
 
 
-def measure(cfg, ep, model, server, warm=(), chars_per_token=None, progress=None, raw=None):
+def measure(cfg, ep, model, server, warm=(), chars_per_token=None, progress=None, raw=None, judge=None):
     """The measured requests of one case, ``requests`` of them and then one at a time until the
     verdict is decided or ``max_requests`` ran; the result dict (see the module's RETURN).
-    ``raw(records)``, when given, gets every request's record so far (warmup and measured, as
-    per_request holds them) after each batch, before anything is computed from them: a failure
-    in the figures still leaves the measurements."""
+    ``judge(result, cfg, final)`` judges a result in place and says whether its verdict is decided
+    (verdict.judge_case): a look after each batch, then the result; without one nothing is judged
+    and every request up to max_requests runs. ``raw(records)``, when given, gets every request's
+    record so far (warmup and measured, as per_request holds them) after each batch, before
+    anything is computed from them: a failure in the figures still leaves the measurements."""
     want_metrics = cfg["metrics"] != "never"
     tag = uuid.uuid4().hex[:8]
     cpt = cfg["chars_per_token"] or chars_per_token
@@ -729,25 +529,29 @@ def measure(cfg, ep, model, server, warm=(), chars_per_token=None, progress=None
         if len(issued) >= cfg["max_requests"] or runner.abort_reason:
             break
         size = cfg["concurrency"]
+        if judge is None:
+            continue
         try:
-            look = _result(cfg, ep, model, server, list(warm), issued, wall, None, None, final=False)
+            look = _result(cfg, ep, model, server, list(warm), issued, wall, None, None)
         except MeasureError:  # nothing measurable yet: the errors decide
             if len(issued) > cfg["max_errors"]:
                 break
             continue
         looks += 1
+        decided = judge(look, cfg, False)
         if progress is not None and hasattr(progress, "look"):
             progress.look(cfg, look, wall)
-        if look["verdict"] != UNDECIDED:
+        if decided:
             break
     after = _scrape(ep, want_metrics and before is not None)
     result = _result(cfg, ep, model, server, list(warm), issued, wall, before, after)
+    decided = judge is not None and judge(result, cfg, True)
     result["chars_per_token"] = cpt
     result["sequential"] = {"min_requests": cfg["requests"], "max_requests": cfg["max_requests"],
                             "looks": looks, "measured": len(issued),
-                            "stopped": "decided" if result["verdict"] != INCONCLUSIVE_VERDICT
-                            and len(issued) < cfg["max_requests"] else "max_requests"}
-    if progress is not None and hasattr(progress, "look") and not looks:
+                            "stopped": "decided" if decided and len(issued) < cfg["max_requests"]
+                            else "max_requests"}
+    if judge is not None and progress is not None and hasattr(progress, "look") and not looks:
         progress.look(cfg, result, wall)
     return result
 
@@ -760,17 +564,17 @@ def check_api(cfg, server):
                            "chat or completions" % (eng.label, server.get("version") or ""))
 
 
-def run(options, progress=None, raw=None):
+def run(options, progress=None, raw=None, judge=None):
     """Benchmark the server with one case; returns the full result dict (see the module's
     RETURN). Raises ConfigError for bad options and MeasureError when nothing could be measured.
-    ``raw``: as for measure."""
-    cfg = validate(options)
+    ``raw``, ``judge``: as for measure."""
+    cfg = config.validate(options)
     ep = endpoint(cfg)
     model, server = discover(ep, cfg["model"])
     check_api(cfg, server)
     learn = cfg["prompts"] == "long_context" and not cfg["chars_per_token"]
     warm, cpt = warm_up(cfg, ep, model, progress, learn=learn, kind=server["kind"])
-    return measure(cfg, ep, model, server, warm, cpt, progress, raw)
+    return measure(cfg, ep, model, server, warm, cpt, progress, raw, judge)
 
 
 def _intervals(cfg, ok, full, wall):
@@ -797,7 +601,7 @@ def _intervals(cfg, ok, full, wall):
     }
 
 
-def _result(cfg, ep, model, server, warm, meas, wall, before, after, final=True):
+def _result(cfg, ep, model, server, warm, meas, wall, before, after):
     ok = [r for r in meas if r.error is None]
     full = [r for r in ok if not r.is_short(cfg["max_tokens"])]
     failed = [r for r in list(warm) + list(meas) if r.error is not None]
@@ -883,9 +687,6 @@ def _result(cfg, ep, model, server, warm, meas, wall, before, after, final=True)
                                                acc["accept_len"], result["decode_tok_s"]["median"])
     if cfg["prompts"] == "long_context":
         result["facts"] = facts_stated(ok)
-    if cfg["baseline"]:
-        compare(result, cfg)
-    evaluate(result, cfg, final)
     return result
 
 
@@ -906,217 +707,3 @@ def facts_stated(recs):
                       "depth": promptset.FACT_DEPTHS[found.index(False)]}
     return {"planted": len(promptset.FACT_DEPTHS), "stated": stated,
             "median": percentile(stated, 50) if stated else None, "missed": missed}
-
-
-def compare(result, cfg):
-    """``result``'s change from cfg["baseline"] (history.baseline): "regression" (the changes in
-    percent) and "attribution" (split into its causes, each run's noise its own intervals, with
-    what it is measured against: ``against``; None without both speeds)."""
-    b = cfg["baseline"]
-    result["regression"] = {
-        "baseline": b,
-        "decode_tok_s_pct": history.change_pct(result["decode_tok_s"]["median"], b.get("decode_tok_s")),
-        "accept_len_pct": history.change_pct(result["accept_len"], b.get("accept_len")),
-        "max_regression_pct": cfg["max_regression_pct"],
-    }
-    a = attribution.split(
-        {"tok_s": result["decode_tok_s"]["median"], "accept_len": result["accept_len"],
-         "intervals": result.get("intervals")},
-        {"tok_s": b.get("decode_tok_s"), "accept_len": b.get("accept_len"), "intervals": b.get("intervals")})
-    if a:
-        a["against"] = attribution.against(b)
-    result["attribution"] = a
-
-
-def fmt_interval(iv, spec=".1f"):
-    """ "54.6 [53.9, 55.2]" ('-' without a figure; no brackets without bounds)."""
-    if not iv or iv.get("estimate") is None:
-        return "-"
-    text = format(iv["estimate"], spec)
-    if iv.get("lower") is not None and iv.get("upper") is not None:
-        text += " [%s, %s]" % (format(iv["lower"], spec), format(iv["upper"], spec))
-    return text
-
-
-def _bounded(entries, name, label, iv, required, unit, spec, at_least=True):
-    """One threshold judged on its interval: passed when the bound on its side clears it, failed
-    when the other bound is past it, undecided in between (or without bounds yet)."""
-    if required is None:
-        return
-    entry = {"threshold": name, "required": required,
-             "measured": None if not iv else iv.get("estimate"),
-             "lower": None if not iv else iv.get("lower"), "upper": None if not iv else iv.get("upper")}
-    if entry["measured"] is None:
-        entry.update(state=FAIL, message="%s could not be measured (required %s %g%s)"
-                     % (label, ">=" if at_least else "<=", required, unit))
-        entries.append(entry)
-        return
-    lo, hi = entry["lower"], entry["upper"]
-    shown = fmt_interval(iv, spec) + unit
-    if lo is None or hi is None:
-        state = UNDECIDED
-    elif at_least:
-        state = PASS if lo >= required else FAIL if hi < required else UNDECIDED
-    else:
-        state = PASS if hi <= required else FAIL if lo > required else UNDECIDED
-    if state == FAIL:
-        message = "%s %s %s required %s%s" % (label, shown, "<" if at_least else ">",
-                                              format(required, spec), unit)
-    else:
-        message = "%s %s %s the %s %s%s bar" % (
-            label, shown, "clears" if state == PASS else "straddles",
-            "minimum" if at_least else "maximum", format(required, spec), unit)
-    entry.update(state=state, message=message)
-    entries.append(entry)
-
-
-def verdict_entries(result, cfg):
-    """Every threshold of ``cfg`` judged on ``result``'s intervals, and the checks that need no
-    interval (prompt length, metrics, errors): [{"threshold", "state", "message", ...}]."""
-    entries = []
-    iv = result.get("intervals") or {}
-    _bounded(entries, "min_tok_s", "decode tok/s (per-request median)", iv.get("decode_tok_s"),
-             cfg["min_tok_s"], "", ".1f")
-    _bounded(entries, "min_accept_len", "accept length", iv.get("accept_len"), cfg["min_accept_len"],
-             "", ".2f")
-    own = result.get("engine_accept_len")
-    if own is not None and entries and entries[-1]["threshold"] == "min_accept_len" \
-            and entries[-1]["state"] == FAIL:
-        entries[-1]["message"] += " (%s; vLLM's own 1 + accepted / drafts is %.2f)" % (CONVENTION_SHORT, own)
-    _bounded(entries, "min_aggregate_tok_s", "aggregate tok/s at C=%d" % cfg["concurrency"],
-             iv.get("aggregate_tok_s"), cfg["min_aggregate_tok_s"], "", ".1f")
-    _bounded(entries, "max_ttft_s", "time to first token (median)", iv.get("ttft_s"), cfg["max_ttft_s"],
-             "s", ".2f", at_least=False)
-    reg = result.get("regression")
-    if reg and cfg["max_regression_pct"] is not None:
-        keep = 1 - cfg["max_regression_pct"] / 100.0
-        for key, label, spec in (("decode_tok_s", "decode tok/s", ".1f"),
-                                 ("accept_len", "accept length", ".2f")):
-            before = reg["baseline"].get(key)
-            if not before or iv.get(key) is None:
-                continue
-            _bounded(entries, "max_regression_pct", label, iv[key], before * keep, "", spec)
-            e = entries[-1]
-            e["measured_pct"] = reg[key + "_pct"]
-            was = "the last-known-good %s (%s)" % (format(before, ".2f"),
-                                                   reg["baseline"].get("time") or "baseline")
-            shown = fmt_interval(iv[key], spec)
-            if e["state"] == FAIL:
-                e["message"] = "%s %s dropped %.1f%% from %s (allowed %g%%: at least %s)" % (
-                    label, shown, -(reg[key + "_pct"] or 0), was, cfg["max_regression_pct"],
-                    format(before * keep, spec))
-            else:
-                e["message"] = "%s %s %s the allowed %g%% drop from %s (at least %s)" % (
-                    label, shown, "is within" if e["state"] == PASS else "straddles",
-                    cfg["max_regression_pct"], was, format(before * keep, spec))
-    facts = result.get("facts")
-    # judged on the chat API only: the others send the prompt, its request to state the notes
-    # included, without the chat template (the count is reported all the same)
-    if cfg["min_facts"] is not None and facts and cfg["api"] == "chat":
-        ok = facts["median"] is not None and facts["median"] >= cfg["min_facts"]
-        miss = facts.get("missed")
-        entries.append({
-            "threshold": "min_facts", "measured": facts["median"], "required": cfg["min_facts"],
-            "state": PASS if ok else FAIL,
-            "message": "facts planted in the long prompt and stated in the reply: median %s of %d (per "
-                       "reply %s) %s required %d%s" % (
-                           "-" if facts["median"] is None else "%g" % facts["median"], facts["planted"],
-                           ", ".join(str(n) for n in facts["stated"]), ">=" if ok else "<", cfg["min_facts"],
-                           "; first missed: the %s (%s, at %d%% of the prompt)" % (
-                               miss["what"], miss["value"], 100 * miss["depth"]) if miss else "")})
-    pt = result.get("prompt_tokens") or {"target": None}
-    if pt["target"] and (pt["median"] is None or pt["median"] < PROMPT_TOKENS_TOLERANCE * pt["target"]):
-        entries.append({
-            "threshold": "prompt_tokens", "measured": pt["median"], "required": pt["target"], "state": FAIL,
-            "message": "the server counted %s prompt tokens, the case asks for about %d: it did not "
-                       "measure the context it promises" % (
-                           "no" if pt["median"] is None else "%d" % pt["median"], pt["target"])})
-    if cfg["metrics"] == "always" and result["metrics"] is None:
-        entries.append({"threshold": "metrics", "measured": None, "required": "always", "state": FAIL,
-                        "message": "metrics=always but the server exposes no /metrics "
-                                   "(SGLang needs --enable-metrics)"})
-    if result["errors"] > cfg["max_errors"]:
-        entries.append({
-            "threshold": "max_errors", "measured": result["errors"], "required": cfg["max_errors"],
-            "state": FAIL,
-            "message": "%d request(s) failed (allowed %d): %s" % (
-                result["errors"], cfg["max_errors"],
-                ", ".join("%d x %s" % (n, k) for k, n in sorted(result["error_kinds"].items())))})
-    return entries
-
-
-def next_step(cfg):
-    """What to do about an inconclusive threshold, for its message."""
-    return ("measure more (max_requests %d; the band narrows about as 1/sqrt(requests)) or set the "
-            "threshold from this host's own figures (playbooks/calibrate.yml)" % cfg["max_requests"])
-
-
-# The thresholds a change of decode speed explains: the first of a case's failures among them
-# carries the cause against the baseline (attribution.py).
-EXPLAINED = ("min_tok_s", "min_accept_len", "min_aggregate_tok_s", "max_regression_pct")
-
-
-def evaluate(result, cfg, final=True):
-    """The verdict from the intervals: "fail" as soon as a threshold fails, "pass" once every one
-    is cleared, "undecided" in between while more can be measured and "inconclusive" at the last
-    request (``final``). Sets result['verdict'], ['thresholds'], ['failures'], ['inconclusive'],
-    ['judged'] and ['passed'] (an inconclusive verdict passes only with inconclusive: pass);
-    the first failure of EXPLAINED names the cause against the baseline; returns the failures."""
-    entries = verdict_entries(result, cfg)
-    failures = [e for e in entries if e["state"] == FAIL]
-    open_ = [e for e in entries if e["state"] == UNDECIDED]
-    if failures:
-        verdict = FAIL
-    elif open_:
-        verdict = INCONCLUSIVE_VERDICT if final else UNDECIDED
-    else:
-        verdict = PASS
-    inconclusive = []
-    if verdict == INCONCLUSIVE_VERDICT:
-        for e in open_:
-            e.update(state=INCONCLUSIVE_VERDICT,
-                     message="inconclusive after %d requests: %s; %s"
-                             % (result["requests"], e["message"], next_step(cfg)))
-            inconclusive.append(e)
-        if cfg["inconclusive"] == "fail":
-            failures = inconclusive
-    why = result.get("attribution")
-    failed = next((e for e in failures if e["threshold"] in EXPLAINED), None)
-    if why and failed:  # the case's cause, once, whether the regression check is on or not
-        failed["message"] += "; %s: %s" % (why.get("against") or "against the baseline", why["text"])
-    result["verdict"] = verdict
-    result["judged"] = entries
-    result["thresholds"] = {k: cfg[k] for k in THRESHOLDS}
-    result["failures"] = failures
-    result["inconclusive"] = inconclusive
-    result["passed"] = not failures
-    return failures
-
-
-def context_line(result):
-    """vLLM's own accept length beside ours (naming both conventions), the roofline share and the
-    change from the baseline, for one-line summaries ('' without them)."""
-    parts = []
-    own = result.get("engine_accept_len")
-    if own is not None:
-        parts.append("accept length %s = %s; vLLM's own 1 + accepted / drafts %.2f" % (
-            "-" if result.get("accept_len") is None else "%.2f" % result["accept_len"],
-            CONVENTION_SHORT, own))
-    r = result.get("roofline")
-    if r:
-        parts.append("roofline %.1f tok/s%s" % (r["ceiling_tok_s"], "" if r["share_pct"] is None
-                                                 else " (measured %.0f%% of it)" % r["share_pct"]))
-    g = result.get("regression")
-    if g:
-        parts.append("vs last-known-good%s: decode %s, accept length %s" % (
-            " (%s)" % g["baseline"]["time"] if g["baseline"].get("time") else "",
-            "n/a" if g["decode_tok_s_pct"] is None else "%+.1f%%" % g["decode_tok_s_pct"],
-            "n/a" if g["accept_len_pct"] is None else "%+.1f%%" % g["accept_len_pct"]))
-    return "; ".join(parts)
-
-
-def failure_message(result):
-    """One line naming every failed threshold, measured vs required."""
-    ctx = context_line(result)
-    return "gate failed: " + "; ".join(f["message"] for f in result["failures"]) + (
-        " [%s]" % ctx if ctx else "")

@@ -3,7 +3,9 @@
 thresholds per profile and each judged on its own, after a check of what the running server can
 hold (``/server_info``: its context, KV pool and running-request limit) against what the profile
 promises and the cases need. The sglang_gate role (through the sglang_bench module), its preflight
-(the sglang_gate filter) and ``python -m bench gate`` all go through this file.
+(the sglang_gate filter) and ``python -m bench gate`` all go through this file; the plan's verdict
+and the lines and table that say it are verdict.py's, the thresholds calibration proposes
+calibration.py's.
 
 Standard library only, Python 3.9+ (runs on the target host through AnsiballZ)."""
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import re
 import time
 
-from . import engine, engines, history, quality
+from . import config, decision, engine, engines, history, quality, verdict
 from . import fingerprint as hostprint
 from . import prompts as promptset
 from .client import ConfigError, MeasureError
@@ -27,10 +29,10 @@ CASE_KEYS = ("description", "prompts", "prompt_tokens", "concurrency", "requests
 CHECK_CASE_KEYS = ("description", "check", "concurrency", "requests", "max_requests", "max_tokens",
                    "thinking", "report_only", "kv_usage", "when")
 
-SPEED_THRESHOLDS = engine.THRESHOLDS
-THRESHOLD_KEYS = engine.THRESHOLDS + quality.QUALITY_THRESHOLDS
+SPEED_THRESHOLDS = config.THRESHOLDS
+THRESHOLD_KEYS = config.THRESHOLDS + quality.QUALITY_THRESHOLDS
 # The engine options a resolved case sets (its options and thresholds) and its baseline: the rest
-# of engine.DEFAULTS is common to every case of a plan run (run_cases's ``common``).
+# of config.DEFAULTS is common to every case of a plan run (run_cases's ``common``).
 CASE_OPTIONS = ("case", "prompts", "prompt_tokens", "concurrency", "requests", "max_requests", "max_tokens",
                 "thinking", "check", "kv_usage", "when")
 PER_CASE = CASE_OPTIONS + ("baseline",) + THRESHOLD_KEYS
@@ -105,8 +107,8 @@ def _case_problems(errors, where, case):
                       % (where, ", ".join(promptset.PROMPT_SOURCES), source))
     if source == "long_context":
         tokens = case.get("prompt_tokens")
-        _int_at_least(errors, where + ".prompt_tokens", tokens, engine.MIN_LONG_PROMPT_TOKENS)
-        if _is_number(tokens) and tokens >= engine.MIN_LONG_PROMPT_TOKENS:
+        _int_at_least(errors, where + ".prompt_tokens", tokens, config.MIN_LONG_PROMPT_TOKENS)
+        if _is_number(tokens) and tokens >= config.MIN_LONG_PROMPT_TOKENS:
             try:
                 promptset.long_context_prompt(int(tokens), promptset.DEFAULT_CHARS_PER_TOKEN, 0, "x")
             except ValueError as e:
@@ -160,7 +162,7 @@ def _sample_problems(errors, n, plan, thresholds, calibrated, profile, confidenc
             continue
         limits = dict(((thresholds or {}).get(profile) or {}).get(name) or {})
         limits.update(((calibrated or {}).get(profile) or {}).get(name) or {})
-        judged = [k for k in engine.MEDIAN_THRESHOLDS if limits.get(k) is not None]
+        judged = [k for k in config.MEDIAN_THRESHOLDS if limits.get(k) is not None]
         most = case.get("max_requests") or case.get("requests")
         if judged and _is_number(most) and most < fewest:
             errors.append("%s.%s.max_requests: %s request(s) cannot bound a median at %g%% (%s of %s "
@@ -281,11 +283,11 @@ def context_plan(gate_plan, tokens=None, requests=None, names=("compare_context_
     tokens = COMPARE_CONTEXT_TOKENS if tokens is None else tokens
     requests = COMPARE_CONTEXT_REQUESTS if requests is None else requests
     if not isinstance(tokens, (list, tuple)) or not all(
-            _is_number(t) and int(t) == t and t >= engine.MIN_LONG_PROMPT_TOKENS for t in tokens) \
+            _is_number(t) and int(t) == t and t >= config.MIN_LONG_PROMPT_TOKENS for t in tokens) \
             or len(set(tokens)) != len(tokens):
         raise ConfigError(names[0], "must be a list of different token counts, each an integer "
                                     ">= %d (e.g. [1024, 8192, 32768]), got %r"
-                          % (engine.MIN_LONG_PROMPT_TOKENS, tokens))
+                          % (config.MIN_LONG_PROMPT_TOKENS, tokens))
     if not (_is_number(requests) and int(requests) == requests and requests >= 1):
         raise ConfigError(names[1], "must be an integer >= 1, got %r" % (requests,))
     if not tokens:
@@ -457,7 +459,7 @@ def _unmeasured(cfg, reason):
             "itl_ms": {"n": 0, "p50": None, "p90": None, "p99": None, "max": None},
             "errors": cfg["requests"], "error_kinds": {}, "error_details": [], "excluded_short": 0,
             "metrics": None, "per_request": [], "notes": [], "unmeasured": str(reason),
-            "intervals": None, "verdict": engine.FAIL, "inconclusive": [],
+            "intervals": None, "verdict": decision.FAIL, "inconclusive": [],
             "thresholds": {k: cfg[k] for k in SPEED_THRESHOLDS}, "passed": False,
             "failures": [{"threshold": "measured", "measured": None, "required": None,
                           "message": "could not be measured: %s" % reason}]}
@@ -509,7 +511,7 @@ QUALITY_COMMON = ("confidence", "inconclusive", "first_token_timeout", "stall_ti
 
 
 def case_configs(common, cases, profile, baseline=None):
-    """Each resolved case's configuration (engine.validate for a speed case, quality.validate for a
+    """Each resolved case's configuration (config.validate for a speed case, quality.validate for a
     check: every option checked before the first request), its baseline taken from the profile's
     record ``baseline``."""
     check_cases(cases)
@@ -519,7 +521,7 @@ def case_configs(common, cases, profile, baseline=None):
         if c["options"].get("check"):
             opts = dict({k: common[k] for k in QUALITY_COMMON if k in common}, **c["options"])
             opts.update(c["thresholds"], case=c["case"])
-            cfgs.append(quality.validate(dict({k: engine.DEFAULTS[k] for k in QUALITY_COMMON}, **opts)))
+            cfgs.append(quality.validate(dict({k: config.DEFAULTS[k] for k in QUALITY_COMMON}, **opts)))
             continue
         opts = dict(common, **dict(c["options"], case=c["case"], **c["thresholds"]))
         opts["warmup"] = 0  # one warmup for the whole plan, before its first case
@@ -527,7 +529,7 @@ def case_configs(common, cases, profile, baseline=None):
             if baseline else None
         if c.get("report_only") or (baseline and baseline.get("profile") != profile):
             opts["max_regression_pct"] = None  # reported, not judged
-        cfgs.append(engine.validate(opts))
+        cfgs.append(config.validate(opts))
     return cfgs
 
 
@@ -581,7 +583,7 @@ def run_cases(common, cases, profile, promise=None, baseline=None, progress=None
 
 def _run_cases(common, cases, profile, promise, baseline, progress, fingerprint, notes, answers, clocks):
     started = time.perf_counter()
-    base = engine.validate(dict(common))
+    base = config.validate(dict(common))
     cfgs = case_configs(common, cases, profile, baseline)
     ep = engine.endpoint(base)
     model, server = engine.discover(ep, base["model"])
@@ -602,7 +604,8 @@ def _run_cases(common, cases, profile, promise, baseline, progress, fingerprint,
             r["prompt_set"] = "%s:%s" % (cfg["check"], r.get("rows_from") or "built-in")
         else:
             try:
-                r = engine.measure(cfg, ep, model, server, warm if cfg is speed[0] else (), cpt, progress)
+                r = engine.measure(cfg, ep, model, server, warm if cfg is speed[0] else (), cpt, progress,
+                                   judge=verdict.judge_case)
             except MeasureError as e:
                 r = _unmeasured(cfg, e)
             r["prompt_set"] = promptset.set_id(cfg["prompts"])
@@ -612,8 +615,8 @@ def _run_cases(common, cases, profile, promise, baseline, progress, fingerprint,
         r["threshold_source"] = c.get("source") or {}
         r["report_only"] = c.get("report_only") is True
         results.append(r)
-    out = judge(results, capacity, server, profile, model, ep.url, time.perf_counter() - started,
-                list(notes or ()))
+    out = verdict.judge_plan(results, capacity, server, profile, model, ep.url,
+                             time.perf_counter() - started, list(notes or ()))
     held = clocks.stop() if clocks is not None else None
     if fp is not None:
         fp["prompts"] = {r["case"]: r["prompt_set"] for r in results}
@@ -623,287 +626,3 @@ def _run_cases(common, cases, profile, promise, baseline, progress, fingerprint,
         out["fingerprint_changes"] = hostprint.differences((baseline or {}).get("fingerprint"), fp)
     out["slowdowns"] = hostprint.held_text(held, ((baseline or {}).get("fingerprint") or {}).get("held_down"))
     return out
-
-
-HEADLINE = ("decode_tok_s", "accept_len", "accept_by_position", "aggregate_tok_s", "ttft_s",
-            "itl_ms", "roofline", "regression", "concurrency", "requests", "max_tokens",
-            "accept_len_convention", "engine_accept_len", "engine_accept_len_convention", "intervals",
-            "attribution")
-
-
-def plan_verdict(capacity_passed, results):
-    """fail when capacity or a case failed, else inconclusive when a case is, else pass."""
-    verdicts = [r.get("verdict") for r in results]
-    if not capacity_passed or engine.FAIL in verdicts:
-        return engine.FAIL
-    return engine.INCONCLUSIVE_VERDICT if engine.INCONCLUSIVE_VERDICT in verdicts else engine.PASS
-
-
-def judge(results, capacity, server, profile, model, url, seconds, notes=()):
-    """The plan's verdict from its cases' results: every case judged on its own, plus capacity.
-    The first case's figures are the headline (one-line summaries, the rollout table)."""
-    failures = list(capacity["failures"])
-    judged = [r for r in results if not r.get("report_only")]
-    for r in judged:
-        for f in r["failures"]:
-            failures.append(dict(f, case=r["case"], message="%s: %s" % (r["case"], f["message"])))
-    out = {"passed": not failures, "profile": profile, "model": model, "url": url,
-           "server": server, "capacity": capacity, "cases": results, "failures": failures,
-           "failed_cases": (["capacity"] if capacity["failures"] else [])
-           + [r["case"] for r in judged if not r["passed"]],
-           "verdict": plan_verdict(not capacity["failures"], judged),
-           "inconclusive_cases": [r["case"] for r in judged
-                                  if r.get("verdict") == engine.INCONCLUSIVE_VERDICT],
-           "time_to_verdict_s": seconds, "headline": None,
-           "errors": sum(r["errors"] for r in results),
-           "notes": list(notes) + capacity["notes"]}
-    head = next((r for r in results if not r.get("check")), None)
-    if head is not None:
-        out["headline"] = head["case"]
-        for key in HEADLINE:
-            out[key] = head.get(key)
-    return out
-
-
-# ------------------------------------------------------------------------------ reports ------
-def _f(value, spec=".1f"):
-    return "-" if value is None else format(value, spec)
-
-
-def positions(by_position):
-    """Per-position acceptance (share of verify steps that accepted at least 1, 2, ... drafts) as
-    '93/84/71%' ('-' without it); the one formatting every report uses."""
-    if not isinstance(by_position, list) or not by_position:
-        return "-"
-    return "/".join("%.0f" % (100 * p) for p in by_position if _is_number(p)) + "%"
-
-
-def case_summary(r):
-    """The few figures of a case result that summaries show (the rollout table, bench compare);
-    a quality check's carry its line (``quality``) and None for the speed figures."""
-    if r.get("check"):
-        return dict({k: None for k in ("concurrency", "requests", "max_tokens", "prompt_tokens",
-                                      "decode_tok_s", "accept_len", "accept_by_position",
-                                      "aggregate_tok_s", "ttft_s", "intervals", "attribution")},
-                    case=r.get("case"), check=r["check"], passed=r.get("passed"),
-                    verdict=r.get("verdict"), quality=quality.line(r))
-    pt = r.get("prompt_tokens") or {}
-    return {"case": r.get("case"), "concurrency": r.get("concurrency"), "requests": r.get("requests"),
-            "max_tokens": r.get("max_tokens"), "prompt_tokens": pt.get("median"),
-            "decode_tok_s": (r.get("decode_tok_s") or {}).get("median"),
-            "accept_len": r.get("accept_len"), "accept_by_position": r.get("accept_by_position"),
-            "aggregate_tok_s": r.get("aggregate_tok_s"),
-            "ttft_s": (r.get("ttft_s") or {}).get("p50"), "passed": r.get("passed"),
-            "verdict": r.get("verdict"), "intervals": r.get("intervals"),
-            "attribution": r.get("attribution")}
-
-
-def shown(r, key, spec=".1f"):
-    """A case figure with its interval when the result has one: '54.6 [53.9, 55.2]'."""
-    iv = (r.get("intervals") or {}).get(key)
-    if iv:
-        return engine.fmt_interval(iv, spec)
-    value = r.get(key)
-    return _f(value.get("median") if isinstance(value, dict) else value, spec)
-
-
-def verdict_word(r):
-    if r.get("report_only"):
-        return "reported"
-    v = r.get("verdict") or ("pass" if r.get("passed") else "fail")
-    return {"pass": "passed", "fail": "FAILED", "inconclusive": "INCONCLUSIVE"}.get(v, v)
-
-
-def requests_done(r):
-    """'9 of 6-48' for a sequential case, '8' for a fixed one."""
-    seq = r.get("sequential") or {}
-    if seq.get("max_requests") and seq["max_requests"] != seq.get("min_requests"):
-        return "%d of %d-%d" % (r["requests"], seq["min_requests"], seq["max_requests"])
-    return "%d" % r["requests"]
-
-
-def case_line(r):
-    """One case's figures in one line (messages, logs)."""
-    if r.get("check"):
-        return quality.line(r) + (" reported" if r.get("report_only") else "")
-    pt = r.get("prompt_tokens") or {}
-    ctx = engine.context_line(r)
-    level = (r.get("intervals") or {}).get("level")
-    return "%s (C=%d, %s x %d tok%s): decode %s tok/s median, accept length %s (by position %s), " \
-           "aggregate %s tok/s, TTFT p50 %ss%s%s%s%s" % (
-               r["case"], r["concurrency"], requests_done(r), r["max_tokens"],
-               ", prompt %s tok" % _f(pt.get("median"), ".0f") if pt.get("target") else "",
-               shown(r, "decode_tok_s"), shown(r, "accept_len", ".2f"),
-               positions(r.get("accept_by_position")), shown(r, "aggregate_tok_s"),
-               shown(r, "ttft_s", ".2f"), " (%g%% intervals)" % (100 * level) if level else "",
-               "; " + ctx if ctx else "",
-               "; facts stated %s of %d" % (_f(r["facts"].get("median"), "g"), r["facts"]["planted"])
-               if r.get("facts") else "",
-               "" if r.get("verdict", "pass") == "pass" and r["passed"] and not r.get("report_only")
-               else " " + verdict_word(r)) + (
-               "; vs the last-known-good: %s" % r["attribution"]["text"] if r.get("attribution") else "")
-
-
-def host_changes(result):
-    """'host changed since the last-known-good: ...; ' when the fingerprints differ, then each
-    slowdown that held the GPUs during the run and is not such a change; '' for neither."""
-    said = [hostprint.text(result.get("fingerprint_changes") or [])] + list(result.get("slowdowns") or [])
-    return "".join(s + "; " for s in said if s)
-
-
-def failure_message(result):
-    """One line naming what changed on the host first, then every failed case and threshold,
-    measured vs required."""
-    return "gate failed (%s): %s%s" % (", ".join(result["failed_cases"]), host_changes(result),
-                                       "; ".join(f["message"] for f in result["failures"]))
-
-
-def summary(result):
-    """The passing verdict in one line, what changed on the host first."""
-    return "passed in %.0fs: %s%s" % (result["time_to_verdict_s"], host_changes(result),
-                                      "; ".join(case_line(r) for r in result["cases"]))
-
-
-TABLE_HEAD = ("case", "C", "requests x tok", "prompt tok", "decode tok/s", "accept", "by position",
-              "aggregate", "TTFT p50", "verdict", "in")
-
-
-def table_rows(result):
-    rows = []
-    for r in result["cases"]:
-        if r.get("check"):
-            continue  # a line of its own under the table (table())
-        pt = r.get("prompt_tokens") or {}
-        rows.append((r["case"], str(r["concurrency"]), "%s x %d" % (requests_done(r), r["max_tokens"]),
-                     _f(pt.get("median"), ".0f"), shown(r, "decode_tok_s"),
-                     shown(r, "accept_len", ".2f"), positions(r.get("accept_by_position")),
-                     shown(r, "aggregate_tok_s"), shown(r, "ttft_s", ".2f"), verdict_word(r),
-                     "%ss" % _f(r.get("time_to_verdict_s"), ".0f")))
-    return rows
-
-
-def table(result):
-    """The plan's summary table, one row per case, then capacity, failures and the verdict."""
-    rows = [TABLE_HEAD] + table_rows(result)
-    widths = [max(len(row[i]) for row in rows) for i in range(len(TABLE_HEAD))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
-    f = result["capacity"]["figures"]
-    lines.append("capacity: context %s tokens (context_length %s, KV pool %s), %s running requests%s"
-                 % (_f(f["effective_context"], ",.0f"), _f(f["context_length"], ",.0f"),
-                    _f(f["max_total_num_tokens"], ",.0f"),
-                    "? (not exposed)" if any(u["what"] == "running requests"
-                                             for u in result["capacity"].get("unverified") or [])
-                    else _f(f["max_running_requests"], ".0f"),
-                    "" if result["capacity"]["passed"] else "  FAILED"))
-    for r in result["cases"]:
-        if r.get("check"):
-            lines.append("quality %s (%ss)" % (case_line(r), _f(r.get("time_to_verdict_s"), ".0f")))
-            if r.get("note"):
-                lines.append("  " + r["note"])
-    if result.get("fingerprint_changes"):
-        lines.append(hostprint.text(result["fingerprint_changes"]))
-    lines.extend(result.get("slowdowns") or [])
-    for note in result.get("notes") or []:
-        lines.append("note: " + note)
-    for fail in result["failures"]:
-        lines.append("FAILED " + fail["message"])
-    levels = sorted({(r.get("intervals") or {}).get("level") for r in result["cases"]
-                     if not r.get("check")} - {None})
-    if levels:
-        lines.append("[lower, upper]: %s intervals (decode and TTFT: order statistics of the median; "
-                     "accept length and aggregate: bootstrap over requests)"
-                     % ", ".join("%g%%" % (100 * v) for v in levels))
-    lines.append("gate %s in %.1fs%s" % ("PASSED" if result["passed"] else "FAILED",
-                                         result["time_to_verdict_s"],
-                                         " (inconclusive: %s)" % ", ".join(result["inconclusive_cases"])
-                                         if result.get("inconclusive_cases") else ""))
-    return "\n".join(lines)
-
-
-# ---------------------------------------------------------------------------- calibrate ------
-def _floor(value, digits):
-    scale = 10 ** digits
-    return int(value * scale) / float(scale)
-
-
-def _ceil(value, digits):
-    scale = 10 ** digits
-    return -int(-value * scale) / float(scale)
-
-
-def propose(runs, margin):
-    """Thresholds per case from several plan results of one server: ``margin`` (a fraction) below
-    the lowest measured median decode tok/s, accept length and aggregate tok/s (aggregate only
-    for a case at C > 1), and above the highest median TTFT of a long-context case.
-
-    Returns {case: {"thresholds": {...}, "measured": {figure: [values]}}}, cases in plan order; a
-    case no run could measure is left out."""
-    if not 0 <= margin < 1:
-        raise ConfigError("margin", "must be a fraction from 0 to 1 (0.1 = 10%% below), got %r" % (margin,))
-    out = {}
-    for result in runs:
-        for r in result.get("cases") or []:
-            if r.get("unmeasured") or r.get("report_only"):
-                continue
-            m = out.setdefault(r["case"], {"measured": {}})["measured"]
-            if r.get("check"):
-                if r.get("check") == "answers" and r.get("accuracy"):
-                    m.setdefault("accuracy", []).append(r["accuracy"]["estimate"])
-                continue
-            long_case = r.get("prompts") == "long_context"
-            figures = {"decode_tok_s": (r.get("decode_tok_s") or {}).get("median"),
-                       "accept_len": r.get("accept_len"),
-                       "aggregate_tok_s": r.get("aggregate_tok_s") if r.get("concurrency", 1) > 1 else None,
-                       "ttft_s": (r.get("ttft_s") or {}).get("p50") if long_case else None}
-            for key, value in figures.items():
-                if value is not None:
-                    m.setdefault(key, []).append(value)
-    proposals = {}
-    for name, entry in out.items():
-        m, t = entry["measured"], {}
-        if m.get("decode_tok_s"):
-            t["min_tok_s"] = _floor(min(m["decode_tok_s"]) * (1 - margin), 1)
-        if m.get("accept_len"):
-            t["min_accept_len"] = max(1.0, _floor(min(m["accept_len"]) * (1 - margin), 2))
-        if m.get("aggregate_tok_s"):
-            t["min_aggregate_tok_s"] = _floor(min(m["aggregate_tok_s"]) * (1 - margin), 1)
-        if m.get("ttft_s"):
-            t["max_ttft_s"] = _ceil(max(m["ttft_s"]) * (1 + margin), 1)
-        if m.get("accuracy"):
-            t["min_accuracy"] = _floor(min(m["accuracy"]) * (1 - margin), 2)
-        if not t and not m:
-            continue  # a check without a figure to calibrate (tool calls, reasoning, agreement)
-        proposals[name] = {"thresholds": t, "measured": m}
-    return proposals
-
-
-def _flow(mapping):
-    return "{" + ", ".join("%s: %s" % (k, mapping[k]) for k in mapping) + "}"
-
-
-def calibration_text(proposals, profile, margin, runs, host, when, existing=None):
-    """The host_vars file that playbooks/calibrate.yml and ``bench calibrate`` write: the
-    variable ``sglang_gate_calibrated`` with this profile's proposals (other profiles' entries of
-    ``existing`` kept), and comments saying how each figure was obtained."""
-    merged = dict(existing or {})
-    merged[profile] = {name: p["thresholds"] for name, p in proposals.items()}
-    lines = ["---",
-             "# Written by playbooks/calibrate.yml / python -m bench calibrate: the gate plan ran %d"
-             " times on %s" % (runs, host),
-             "# at %s (profile %s). Each minimum is %g%% below the lowest figure measured, each"
-             % (when, profile, 100 * margin),
-             "# maximum %g%% above the highest. sglang_gate_calibrated wins over sglang_gate_thresholds"
-             % (100 * margin),
-             "# key by key (roles/sglang_gate). Measured (lowest-highest over the runs):"]
-    labels = {"decode_tok_s": "decode tok/s", "accept_len": "accept length",
-              "aggregate_tok_s": "aggregate tok/s", "ttft_s": "TTFT p50 s", "accuracy": "accuracy"}
-    for name, p in proposals.items():
-        parts = ["%s %s-%s" % (labels[k], _f(min(v), ".2f"), _f(max(v), ".2f"))
-                 for k, v in p["measured"].items()]
-        lines.append("#   %s: %s" % (name, ", ".join(parts)))
-    lines.append("sglang_gate_calibrated:")
-    for prof in merged:
-        lines.append("  %s:" % prof)
-        for name, t in (merged[prof] or {}).items():
-            lines.append("    %s: %s" % (name, _flow(t)))
-    return "\n".join(lines) + "\n"

@@ -70,7 +70,7 @@ import re
 import sys
 import time
 
-from . import answers, engine, engines, exposition, measurelock, quality
+from . import answers, config, engine, engines, exposition, measurelock, quality
 from . import lock as deploylock
 from . import metrics as prom
 from .client import ConfigError, Endpoint, MeasureError, RequestError
@@ -479,7 +479,7 @@ def passive_bar(cases):
     """What a window of the engine's counters is judged against (decode_bar), from the gate plan's
     resolved cases: the lowest ``min_tok_s`` of its judged (not report-only) C=1 cases - the
     slowest one stream the gate accepts for work it judges - and the deepest of their prompts
-    (``prompt_tokens``; a case of short prompts counts as engine.MIN_LONG_PROMPT_TOKENS, the
+    (``prompt_tokens``; a case of short prompts counts as config.MIN_LONG_PROMPT_TOKENS, the
     shortest long context the gate measures). None without such a case."""
     judged = [c for c in cases if isinstance(c, dict) and not c.get("report_only")
               and (c.get("options") or {}).get("concurrency") == 1
@@ -487,7 +487,7 @@ def passive_bar(cases):
     if not judged:
         return None
     return {"min_tok_s": min(c["thresholds"]["min_tok_s"] for c in judged),
-            "max_prompt_tokens": max(c["options"].get("prompt_tokens") or engine.MIN_LONG_PROMPT_TOKENS
+            "max_prompt_tokens": max(c["options"].get("prompt_tokens") or config.MIN_LONG_PROMPT_TOKENS
                                      for c in judged)}
 
 
