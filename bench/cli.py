@@ -18,8 +18,11 @@ import os
 import sys
 from pathlib import Path
 
-from sglang_perf import capacity, config, engine, history, verdict
-from sglang_perf.client import ConfigError, MeasureError
+from sglang_perf.plan import capacity
+from sglang_perf.measure import config, engine
+from sglang_perf.record import history
+from sglang_perf.judge import verdict
+from sglang_perf.measure.client import ConfigError, MeasureError
 
 from bench import common, sizes
 from bench.common import EXIT_FAILED, EXIT_PASSED, EXIT_UNMEASURED, progress_printer

@@ -36,8 +36,10 @@ import os
 import sys
 from pathlib import Path
 
-from sglang_perf import capacity, config, engine, verdict
-from sglang_perf.client import ConfigError, MeasureError
+from sglang_perf.plan import capacity
+from sglang_perf.measure import config, engine
+from sglang_perf.judge import verdict
+from sglang_perf.measure.client import ConfigError, MeasureError
 
 from bench import common
 from bench.common import EXIT_BAD_INPUT, EXIT_OK, progress_printer

@@ -32,9 +32,11 @@ from __future__ import annotations
 
 import itertools
 
-from sglang_perf import config, decision, engines
-from sglang_perf import verdict as gate
-from sglang_perf.stats import min_sample
+from sglang_perf.measure import config
+from sglang_perf.judge import decision
+from sglang_perf import engines
+from sglang_perf.judge import verdict as gate
+from sglang_perf.measure.stats import min_sample
 
 # What a comparison ranks by: metric -> (row key, words used in the statements); metric_of says
 # which one a case is judged on, INTERVAL_OF which of the case result's intervals bounds it.

@@ -26,8 +26,11 @@ import sys
 
 from bench import compare, compare_answer, gate
 from bench.common import PlanError
-from sglang_perf import comparison, deploy_plan, engines, fingerprint, inherit, plan, profile, quality
-from sglang_perf.client import ConfigError, MeasureError
+from sglang_perf.plan import comparison, deploy as deploy_plan, inherit, gate as plan, profile
+from sglang_perf import engines
+from sglang_perf.record import fingerprint
+from sglang_perf.judge import quality
+from sglang_perf.measure.client import ConfigError, MeasureError
 
 PLAN_ROW_KEYS = ("profile", "engine", "spec_steps", "case", "url", "concurrency", "requests",
                  "max_tokens", "prompt_tokens", "decode_tok_s_median", "decode_tok_s_min",

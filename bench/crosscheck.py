@@ -33,7 +33,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from sglang_perf.prompts import CODING_PROMPTS, long_context_prompt
+from sglang_perf.measure.prompts import CODING_PROMPTS, long_context_prompt
 
 from bench.launch import EmulatorProcess
 from bench.paths import ROOT

@@ -20,7 +20,7 @@ metrics - is SGLang's unmodified code.
 
 ``tokenizer`` makes a small Hugging Face tokenizer directory without any download. It trains a
 byte-level BPE on the texts of FILE (a JSON list: the repo's coding prompts and a long-context
-prompt, which bench/crosscheck.py writes from the engine's prompt set, sglang_perf.prompts)
+prompt, which bench/crosscheck.py writes from the engine's prompt set, sglang_perf.measure.prompts)
 and writes OUT_DIR/tokenizer.json, tokenizer_config.json (with a ChatML chat template, so
 ``sglang.benchmark.serving``'s check_chat_template() is satisfied) and config.json carrying the
 architecture the emulator reads from ``--model-path`` (Qwen3_5ForConditionalGeneration, as the

@@ -10,7 +10,7 @@ group_vars and host_vars, so a host_vars sglang_gate_calibrated written by playb
 counts), the --vars files on top as ``-e @FILE``; the URL is the host's (ansible_host, sglang_port)
 unless --url is given. Without ``-i`` a host of no inventory: the role defaults under the --vars
 files (by default the production inventory's group_vars). The plan's gate part (its resolved
-cases, options, promise and notes) runs through plugins/module_utils/sglang_perf/plan.py, the
+cases, options, promise and notes) runs through plugins/module_utils/sglang_perf/plan/gate.py, the
 code the role's module runs on the host.
 
 Exit status: 0 the gate passed, 1 it failed (a case or the capacity), 2 the server could not be
@@ -24,8 +24,11 @@ import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from sglang_perf import answers, calibration, decision, fingerprint, history, inherit, plan, verdict
-from sglang_perf.client import ConfigError, MeasureError
+from sglang_perf.measure import answers
+from sglang_perf.judge import calibration, decision, verdict
+from sglang_perf.record import fingerprint, history
+from sglang_perf.plan import inherit, gate as plan
+from sglang_perf.measure.client import ConfigError, MeasureError
 
 from bench import common
 from bench.common import EXIT_FAILED, EXIT_PASSED, EXIT_UNMEASURED, PlanError, progress_printer
@@ -309,7 +312,7 @@ def _gate(args):
 
 
 def append_history(path, result, profile, host):
-    """The run as the role's history record (sglang_perf/history.py record()), appended as one
+    """The run as the role's history record (sglang_perf/record/history.py record()), appended as one
     JSON line: a gate run the CLI made, so its action is nothing (no unit was deployed)."""
     import datetime
     verdict = decision.PASS if result["passed"] else decision.FAIL

@@ -27,8 +27,10 @@ import json
 import sys
 from pathlib import Path
 
-from sglang_perf import history as shared
-from sglang_perf import engines, fingerprint, verdict
+from sglang_perf.record import history as shared
+from sglang_perf import engines
+from sglang_perf.record import fingerprint
+from sglang_perf.judge import verdict
 
 from bench import report
 from bench.common import EXIT_BAD_INPUT, EXIT_OK
@@ -132,7 +134,7 @@ def read(path, warn=None):
             "action": str(raw.get("reason") or raw.get("action") or "-"),
             "by_position": raw.get("accept_by_position"),
             "cases": [c for c in raw.get("cases") or [] if isinstance(c, dict)],
-            # what changed on the host since the gate's last-known-good (sglang_perf/fingerprint.py)
+            # what changed on the host since the gate's last-known-good (sglang_perf/record/fingerprint.py)
             "host_changes": [str(x) for x in raw.get("fingerprint_changes") or []
                              if isinstance(raw.get("fingerprint_changes"), list)],
             # what held the GPUs' clocks down during the run (and is no such change)
@@ -185,7 +187,7 @@ def case_line(c):
         # which prompts the figures came from (source@hash of their texts)
         "  prompts %s" % c["prompt_set"] if c.get("prompt_set") else "",
         "reported" if c.get("report_only") is True else "passed" if c.get("passed") is True else "FAILED",
-        # the gate's own split against the last-known-good run (sglang_perf/attribution.py)
+        # the gate's own split against the last-known-good run (sglang_perf/judge/attribution.py)
         "  vs last-known-good: %s" % change["text"] if change.get("text") else "")
 
 

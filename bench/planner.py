@@ -1,6 +1,6 @@
 """The one planner on the controller: a host's variables through Ansible's own inventory, variable
 manager and loader, its roles' inputs checked against their argument specs, and its deploy plan
-(``sglang_perf/deploy_plan.py make``). Every caller plans here: the ``sglang_deploy_plan`` action
+(``sglang_perf/plan/deploy.py make``). Every caller plans here: the ``sglang_deploy_plan`` action
 (with the play's task variables), ``bench gate/run/calibrate/compare/tune`` and the tests (with an
 inventory, a host and extra variables, as ``ansible-playbook -i INVENTORY -e @FILE`` would).
 
@@ -30,7 +30,7 @@ from ansible.plugins.vars import host_group_vars
 from ansible.template import Templar
 from ansible.vars.hostvars import HostVars
 from ansible.vars.manager import VariableManager
-from sglang_perf import deploy_plan
+from sglang_perf.plan import deploy as deploy_plan
 
 from bench.common import PlanError
 from bench.paths import ROOT

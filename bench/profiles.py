@@ -2,7 +2,7 @@
 
 ``PROFILE_ARGS`` holds the role's SGLang profiles (``sglang_profiles`` in
 roles/sglang/defaults/main.yml) rendered for ``sglang_version`` by the flag tables the deploy plan
-renders its argv with (sglang_perf/profile.py): the deploy, the tests and the self-check run the
+renders its argv with (sglang_perf/plan/profile.py): the deploy, the tests and the self-check run the
 same flags. ``HAND_LAUNCH_ARGS``
 is the original hand launch as it was typed (1-step NEXTN, no memory settings, the model's own
 262144-token context): not a profile of the role, kept for what the emulator must reproduce of
@@ -13,8 +13,8 @@ import yaml
 
 from bench.paths import SGLANG_DEFAULTS
 from sglang_perf import engines
-from sglang_perf.inherit import resolve
-from sglang_perf.profile import profile_engine, sglang_argv
+from sglang_perf.plan.inherit import resolve
+from sglang_perf.plan.profile import profile_engine, sglang_argv
 
 MODEL_ARGS = ["--model-path", "/models/Qwen3.6-27B", "--served-model-name", "Qwen3.6-27B",
               "--tp-size", "2", "--trust-remote-code"]

@@ -11,7 +11,7 @@ import sys
 
 from tqdm import tqdm
 
-from sglang_perf import verdict
+from sglang_perf.judge import verdict
 
 
 def _fmt(value, spec=".1f"):

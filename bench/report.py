@@ -29,9 +29,10 @@ from pathlib import Path
 
 from bench import compare
 from sglang_perf import engines
-from sglang_perf import history as shared
-from sglang_perf import fingerprint, verdict
-from sglang_perf.decision import VERDICTS
+from sglang_perf.record import history as shared
+from sglang_perf.record import fingerprint
+from sglang_perf.judge import verdict
+from sglang_perf.judge.decision import VERDICTS
 
 # verdict -> (colour, marker, legend label); "unknown": a record that names no verdict
 STYLE = {"pass": ("#1a9850", "circle", "pass"), "fail": ("#d73027", "cross", "fail"),

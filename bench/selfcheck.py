@@ -19,8 +19,8 @@ import urllib.request
 from pathlib import Path
 
 from bench.launch import EmulatorProcess
-from sglang_perf import config, engine
-from sglang_perf.stats import percentile
+from sglang_perf.measure import config, engine
+from sglang_perf.measure.stats import percentile
 
 
 def emulator_args():

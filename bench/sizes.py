@@ -23,7 +23,7 @@ try:
 except ImportError:  # stdlib-only Python: load_file raises NoYAML
     yaml = None
 
-from sglang_perf.capacity import HARDWARE_KEYS, MODEL_KEYS
+from sglang_perf.plan.capacity import HARDWARE_KEYS, MODEL_KEYS
 
 from bench.paths import ROOT, SGLANG_DEFAULTS
 

@@ -14,7 +14,7 @@ readiness paths, the host's sglang_ready_timeout), measured on the host's gate p
 current profile's thresholds (the objective case first: a launch whose upper bound is under the
 leader's lower bound stops there), then stopped (SIGTERM, then SIGKILL; a process left behind is
 an error; then --stop's command, for what the launch started elsewhere). The search and the
-answer are plugins/module_utils/sglang_perf/tune.py's.
+answer are plugins/module_utils/sglang_perf/judge/tune.py's.
 
 Writes DIR/tune.md (the answer first, then every launch), tune.json, tune.png and tuned.yml (the
 winner as a named profile with thresholds from its own figures, and sglang_profile set to it:
@@ -38,9 +38,12 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from sglang_perf import capacity, drafter, engines, fingerprint, inherit, plan, profile, tune, verdict
-from sglang_perf import tune_launch
-from sglang_perf.client import ConfigError, Endpoint, MeasureError, RequestError
+from sglang_perf.plan import capacity, drafter, inherit, gate as plan, profile
+from sglang_perf import engines
+from sglang_perf.record import fingerprint
+from sglang_perf.judge import tune, verdict
+from sglang_perf.judge import tune_launch
+from sglang_perf.measure.client import ConfigError, Endpoint, MeasureError, RequestError
 
 from bench import common, gate, tune_report
 from bench.common import EXIT_FAILED, EXIT_PASSED, EXIT_UNMEASURED

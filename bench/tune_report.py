@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime
 import json
 
-from sglang_perf import calibration, tune
+from sglang_perf.judge import calibration, tune
 
 # Thresholds of the winner: this far beyond its own figures' interval bounds (calibration.propose's
 # margin). More than bench calibrate's 0.1 under the lowest of 3 runs' medians: one launch's

@@ -14,7 +14,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from sglang_perf import config, decision, engine, verdict
+from sglang_perf.measure import config, engine
+from sglang_perf.judge import decision, verdict
 
 from bench.cli import default_case
 from bench.emulator.cli import offline_scheduler

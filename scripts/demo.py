@@ -31,7 +31,7 @@ from pathlib import Path
 
 import yaml
 
-from sglang_perf import verdict
+from sglang_perf.judge import verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent

@@ -70,7 +70,7 @@ wait_booted() {
 # sglang_model_path at, holding the tiny synthetic model scripts/stand_in_hub.py writes (config.json
 # SGLang and the emulator read the architecture from, a safetensors index and two shards the role's
 # completeness check accepts), and beside it the dflash profile's drafter (its config.json a DFlash
-# drafter's, block size 16), where the plan places it (sglang_perf/drafter.py).
+# drafter's, block size 16), where the plan places it (sglang_perf/plan/drafter.py).
 MODEL_DIR=/srv/models/Qwen3.6-27B
 DRAFTER_DIR=/srv/models/Qwen3.6-27B-DFlash
 stage_model() {

@@ -212,7 +212,7 @@ CASES = [
      {"sglang_launch_modules": {"sglang": "sglang launch_server", "vllm": "vllm.entrypoints.cli.main"}},
      ["sglang_launch_modules = {'sglang': 'sglang launch_server', 'vllm': 'vllm.entrypoints.cli.main'} "
       "is not valid: a mapping of each engine"]),
-    # profiles that inherit (sglang_perf/inherit.py): a base that cannot be resolved
+    # profiles that inherit (sglang_perf/plan/inherit.py): a base that cannot be resolved
     ("profile based on itself", dict(profile(), sglang_profiles={"mine": dict(P3, base="mine")}),
      ["sglang_profiles.mine.base names the profile itself"]),
     ("profile based on a profile that does not exist", dict(profile(), sglang_profiles={

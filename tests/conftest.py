@@ -25,7 +25,7 @@ import yaml
 
 from bench.launch import EmulatorProcess, free_port  # noqa: F401  (re-exported)
 from bench.profiles import MODEL_ARGS, PROFILE_ARGS  # noqa: F401  (re-exported)
-from sglang_perf.inherit import resolve
+from sglang_perf.plan.inherit import resolve
 
 ROOT = Path(__file__).resolve().parent.parent
 MODULE_UTILS = ROOT / "plugins" / "module_utils"
@@ -57,7 +57,7 @@ def raw_role_defaults(role="sglang"):
 
 def role_defaults(role="sglang"):
     """A role's defaults as plain YAML, its profiles and thresholds flat as the deploy plan
-    resolves their bases (sglang_perf.inherit)."""
+    resolves their bases (sglang_perf.plan.inherit)."""
     defaults = raw_role_defaults(role)
     names = [n for n in ("sglang_profiles", "sglang_gate_thresholds") if n in defaults]
     if names:

@@ -7,7 +7,7 @@ import json
 
 from ansiblerun import ansible, module_result
 from conftest import bench_args
-from sglang_perf import plan
+from sglang_perf.plan import gate as plan
 
 FAST = {"SGLEMU_SPEED_SCALE": "4"}
 

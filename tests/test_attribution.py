@@ -1,4 +1,4 @@
-"""Why a figure moved (sglang_perf/attribution.py): decode tok/s = accept length / verify-step
+"""Why a figure moved (sglang_perf/judge/attribution.py): decode tok/s = accept length / verify-step
 time, so a change against a baseline splits into its acceptance part and its step-time part, and
 the cause is named. Pure cases at their edges, then the engine against emulators whose acceptance
 dropped (the demo's 1-step deploy after a 3-step baseline), whose step time rose (a slower GPU
@@ -19,7 +19,9 @@ from bench import history as history_table
 from bench import verdict_rates
 from bench.emulator.cli import offline_scheduler
 from conftest import MODEL_ARGS, PROFILE_ARGS, ROOT, Emulator
-from sglang_perf import attribution, config, decision, engine, history, verdict
+from sglang_perf.judge import attribution, decision, verdict
+from sglang_perf.measure import config, engine, stats
+from sglang_perf.record import history
 
 def run(tok_s, accept_len, tok_pct=3.0, al_pct=2.0, step_pct=2.0, level=0.95):
     """A run's figures with intervals +-pct around each, as engine._intervals gives them and a
@@ -136,7 +138,7 @@ def test_nothing_to_split_without_both_speeds(now, before):
 def test_without_speculation_the_step_is_one_token():
     a = attribution.split(run(20.0, 1.0), run(27.0, 1.0))
     assert a["accept_len_pct"] == 0 and a["cause"] == "system"
-    assert attribution.step_time_s(25.0, None) == pytest.approx(0.04)
+    assert stats.step_time_s(25.0, None) == pytest.approx(0.04)
 
 
 @pytest.mark.parametrize("baseline, said", [

@@ -1,4 +1,4 @@
-"""The roofline and memory-budget arithmetic (plugins/module_utils/sglang_perf/capacity.py and its
+"""The roofline and memory-budget arithmetic (plugins/module_utils/sglang_perf/plan/capacity.py and its
 filter) against figures computed by hand, the team's original measured figures, and the refusals."""
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 import yaml
 
 from conftest import ROOT, role_defaults
-from sglang_perf import capacity as filt
-from sglang_perf import capacity
+from sglang_perf.plan import capacity as filt
+from sglang_perf.plan import capacity
 
 DEFAULTS = role_defaults()
 MODEL = DEFAULTS["sglang_model_size"]
@@ -133,7 +133,7 @@ def test_more_full_context_requests_than_the_kv_share_holds_are_refused():
 
 
 def test_a_decode_threshold_above_the_roofline_is_refused_by_name():
-    from sglang_perf.profile import accept_ceiling
+    from sglang_perf.plan.profile import accept_ceiling
 
     def sglang_gate_reach_errors(cases, p, name, model, hardware):
         return filt.reach_errors(cases, p, name, model, hardware, accept_ceiling(p))

@@ -136,7 +136,7 @@ def test_progress_is_a_bar_on_a_terminal_and_lines_otherwise():
     import io
 
     from bench.progress import Progress
-    from sglang_perf import config, engine
+    from sglang_perf.measure import config, engine
 
     cfg = config.validate({"url": "http://127.0.0.1:1", "case": "coding", "requests": 6,
                            "max_requests": 48, "max_tokens": 192, "min_tok_s": 45})
@@ -186,7 +186,7 @@ def test_a_1024_request_load_run_ends_with_its_figures_and_keeps_the_raw_records
 def test_a_failure_in_the_figures_leaves_the_raw_records_and_names_them(emulator, tmp_path, monkeypatch,
                                                                        capsys):
     from bench import cli
-    from sglang_perf import engine
+    from sglang_perf.measure import engine
 
     def broken(*args, **kw):
         raise OverflowError(34, "Numerical result out of range")

@@ -10,7 +10,7 @@ import pytest
 
 from bench import compare_answer as ca
 from bench import compare_plan
-from sglang_perf import stats
+from sglang_perf.measure import stats
 
 LEVEL = 0.95
 CASES = {"coding": 1, "long_context": 1, "concurrent": 4, "prose": 1, "thinking": 1,

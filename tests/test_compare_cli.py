@@ -17,7 +17,7 @@ from bench import compare
 from bench.sizes import DEFAULT_SIZE_FILES, load_sizes
 from bench.launch import EmulatorProcess
 from conftest import ROOT, free_port
-from sglang_perf import capacity
+from sglang_perf.plan import capacity
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 # Fast and reproducible: 4x speed, no slow first requests. Batch slowdown 0.02 (a step 30 %
@@ -384,7 +384,7 @@ def vllm_emus():
 
 def test_compare_plan_answers_whether_more_steps_pay(emulator, vllm_emus, tmp_path):
     from conftest import MODEL_ARGS, role_defaults
-    from sglang_perf import profile as flt
+    from sglang_perf.plan import profile as flt
     defaults = role_defaults()
     env = dict(FAST, SGLEMU_SPEED_SCALE=str(PLAN_SCALE))
     names = ("nextn_1step", "nextn_3step", "nextn_5step")
@@ -500,7 +500,7 @@ def test_compare_plan_sets_the_drafter_beside_mtp_per_context_and_with_thinking(
     Drafters) has it far ahead on short coding prompts and its lead shrinking with context and with
     thinking; the figures are the emulator's, not a finding about the real drafter."""
     from conftest import MODEL_ARGS, role_defaults
-    from sglang_perf import profile as flt
+    from sglang_perf.plan import profile as flt
     defaults = role_defaults()
     drafter = tmp_path / "Qwen3.6-27B-DFlash"
     drafter.mkdir()

@@ -1,4 +1,4 @@
-"""playbooks/compare.yml's decisions as Python calls (sglang_perf/comparison.py, through the
+"""playbooks/compare.yml's decisions as Python calls (sglang_perf/plan/comparison.py, through the
 sglang_compare_plan action): which profiles, the cases each is measured with, the module's
 options, the report's arguments, every refusal of compare's inputs, and the sweep's rows."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 
 from conftest import role_defaults
 from plugins.action.sglang_compare_plan import inputs
-from sglang_perf import comparison, plan
+from sglang_perf.plan import comparison, gate as plan
 
 GATE = role_defaults("sglang_gate")
 GATE_PLAN = {"coding": {"prompts": "coding", "concurrency": 1, "requests": 6, "max_tokens": 128},

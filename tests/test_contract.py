@@ -25,8 +25,8 @@ from bench.profiles import MODEL_ARGS, PROFILE_ARGS
 from conftest import ROOT, raw_role_defaults, role_defaults
 from hostutil import play
 from sglang_perf import engines
-from sglang_perf import profile as flt
-from sglang_perf.inherit import resolve
+from sglang_perf.plan import profile as flt
+from sglang_perf.plan.inherit import resolve
 
 SGLANG = engines.get("sglang")  # its flags and choices, held against its parsers here
 
@@ -435,7 +435,7 @@ BLOCK_8 = "dflash-block-8"
 
 def stand_in_drafters(model_dir):
     """The stand-in drafters in ``model_dir``, and the role's profiles (with EXTRA_PROFILES) flat
-    and placed by the deploy plan's own code (sglang_perf.inherit.resolve: each drafter beside the
+    and placed by the deploy plan's own code (sglang_perf.plan.inherit.resolve: each drafter beside the
     target in that directory), so that the argv the records render names them."""
     for name, config in (("Qwen3.6-27B-DFlash", DFLASH_CONFIG), ("Qwen3.6-27B-PRISM-EAGLE3", EAGLE3_CONFIG),
                          (BLOCK_8, dict(DFLASH_CONFIG, dflash_config=dict(DFLASH_CONFIG["dflash_config"],

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from conftest import ROOT
-from sglang_perf import profile as flt
+from sglang_perf.plan import profile as flt
 from test_contract import DEFAULTS, PROFILES, VERSION, contract  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.contract

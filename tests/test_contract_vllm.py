@@ -20,7 +20,7 @@ import pytest
 from bench.emulator.vllm import args as emu
 from conftest import ROOT, role_defaults
 from sglang_perf import engines
-from sglang_perf import profile as flt
+from sglang_perf.plan import profile as flt
 from test_contract import DFLASH_CONFIG, EAGLE3_CONFIG, KEY, exec_argv, render_units, stand_in_drafters, \
     with_secrets_file
 

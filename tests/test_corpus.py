@@ -1,4 +1,4 @@
-"""The long-context corpus (plugins/module_utils/sglang_perf/corpus.py): big enough, varied (not a
+"""The long-context corpus (sglang_perf/measure/corpus.py): big enough, varied (not a
 phrase repeated with a counter, which would make speculative decoding look better than it is), a
 mix of code and prose, plain ASCII, free of secret-looking strings and real addresses, and a
 module that imports nothing."""
@@ -10,11 +10,11 @@ import re
 import zlib
 from pathlib import Path, PurePosixPath
 
-from sglang_perf import corpus
+from sglang_perf.measure import corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 
-SOURCE = ROOT / "plugins" / "module_utils" / "sglang_perf" / "corpus.py"
+SOURCE = ROOT / "plugins" / "module_utils" / "sglang_perf" / "measure" / "corpus.py"
 DOCS = corpus.DOCUMENTS
 TEXTS = [text for _, text in DOCS]
 ALL_TEXT = "\n".join(TEXTS)

@@ -1,4 +1,4 @@
-"""The gate's decision (plugins/module_utils/sglang_perf/decision.py): every action, and the one
+"""The gate's decision (plugins/module_utils/sglang_perf/judge/decision.py): every action, and the one
 reading of a history record's verdict (history.passed) that every reader shares."""
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from sglang_perf import decision, history
+from sglang_perf.judge import decision
+from sglang_perf.record import history
 
 UNIT, ENV = "u" * 64, "e" * 64
 OTHER = {"unit_sha256": "x" * 64, "env_sha256": ENV}

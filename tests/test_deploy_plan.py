@@ -1,4 +1,4 @@
-"""The deploy plan (plugins/action/sglang_deploy_plan.py, sglang_perf/deploy_plan.py) on the
+"""The deploy plan (plugins/action/sglang_deploy_plan.py, sglang_perf/plan/deploy.py) on the
 inventories' hosts, without a play (tests/planutil.py: Ansible's own variable manager gives the
 host's variables): every case of the bad-input matrix refused with words that name the variable
 (moved here from the container: tests/test_deploy_bad_inputs.py keeps one case per class end to

@@ -148,3 +148,13 @@ def test_every_module_of_the_engine_is_named_in_the_layout():
     missing = [str(p.relative_to(base)) for p in sorted(base.rglob("*.py"))
                if p.name != "__init__.py" and "`%s`" % p.name not in text]
     assert missing == []
+
+
+def test_the_engines_map_in_the_layout_is_generated_from_the_docstrings():
+    """docs/layout.md's map of sglang_perf is scripts/layout_doc.py's (the folders' and modules'
+    docstrings): a module added or moved without the map regenerated fails here."""
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, "scripts/layout_doc.py", "--check"], cwd=str(ROOT),
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr

@@ -1,5 +1,5 @@
 """Drafter profiles on both engines (issue 33): DFLASH and EAGLE3 name a drafter as an artifact
-(draft_model: repository, revision, size; its path derived by sglang_perf.drafter), SGLang's
+(draft_model: repository, revision, size; its path derived by sglang_perf.plan.drafter), SGLang's
 adaptive speculation is a setting, and what SGLang 0.5.23 would refuse at start-up or override
 with a warning (speculative_hook.py _handle_dflash, _maybe_disable_adaptive) is refused by name.
 Profiles given to sglang_profile_errors here are placed (drafter.place ran: the path is set).
@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from sglang_perf import profile as flt
+from sglang_perf.plan import profile as flt
 
 DRAFTER = "/srv/models/Qwen3.6-27B-DFlash"
 # a drafter as a profile names it (the size: the memory preflight's figures)
@@ -151,7 +151,7 @@ def test_a_draft_model_that_is_no_mapping_is_named():
 
 
 def test_the_drafter_is_placed_beside_the_target_or_loaded_in_place():
-    from sglang_perf import drafter
+    from sglang_perf.plan import drafter
     raw = {k: v for k, v in DFLASH.items() if k != "speculative_draft_model_path"}
     placed, problems = drafter.place({"d": raw, "e": dict(raw, draft_model=dict(SIZE, path="/data/dflash"))},
                                      "/srv/models/")
@@ -172,7 +172,7 @@ def test_the_drafter_is_placed_beside_the_target_or_loaded_in_place():
 
 
 def test_a_drafter_path_set_by_hand_is_refused_naming_draft_model():
-    from sglang_perf import drafter
+    from sglang_perf.plan import drafter
     _, problems = drafter.place({"d": DFLASH}, "/srv/models")
     assert problems == ["sglang_profiles.d.speculative_draft_model_path is derived from draft_model (its "
                         "path, else beside the target): remove it, and name the drafter with draft_model "
@@ -181,7 +181,7 @@ def test_a_drafter_path_set_by_hand_is_refused_naming_draft_model():
 
 def test_the_drafters_weights_replace_the_mtp_modules_and_its_cache_shares_each_token():
     from conftest import role_defaults
-    from sglang_perf import capacity
+    from sglang_perf.plan import capacity
     model = role_defaults()["sglang_model_size"]
     hardware = {"gpu_count": 2, "gpu_memory_gib": 48}
     p = dict(DFLASH, mamba_full_memory_ratio=0.5)

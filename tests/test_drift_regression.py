@@ -11,7 +11,8 @@ import pytest
 from bench.profiles import HAND_LAUNCH_ARGS
 from conftest import role_defaults
 from test_module import FAST, call, gate, patched  # noqa: F401  (patched: autouse fixture)
-from sglang_perf import engines, history
+from sglang_perf import engines
+from sglang_perf.record import history
 
 DEFAULTS = role_defaults()
 PROFILES = DEFAULTS["sglang_profiles"]

@@ -17,7 +17,7 @@ import pytest
 
 from bench.emulator.request import is_prose
 from bench.profiles import HAND_LAUNCH_ARGS
-from sglang_perf import prompts
+from sglang_perf.measure import prompts
 from conftest import MODEL_ARGS, ROOT, free_port
 
 pytestmark = pytest.mark.timeout(60)

@@ -16,7 +16,7 @@ from bench.emulator.knobs import KnobError, Knobs
 from bench.emulator.render import ChatRenderer
 from bench.launch import EmulatorProcess
 from conftest import MODEL_ARGS, PROFILE_ARGS
-from sglang_perf import answers as truth
+from sglang_perf.measure import answers as truth
 
 pytestmark = pytest.mark.timeout(60)
 

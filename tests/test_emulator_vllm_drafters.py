@@ -16,7 +16,7 @@ import os
 import pytest
 
 from conftest import free_port, role_defaults
-from sglang_perf import profile as flt
+from sglang_perf.plan import profile as flt
 from test_emulator_vllm import Vllm, check_spec, get, metrics, run_cli, sse
 
 pytestmark = pytest.mark.timeout(120)

@@ -8,8 +8,9 @@ import pytest
 
 from conftest import free_port
 from fakeserver import FakeServer, fixture_of, models, openai_stream, options, sse
-from sglang_perf import engine, verdict
-from sglang_perf.client import MeasureError
+from sglang_perf.measure import engine
+from sglang_perf.judge import verdict
+from sglang_perf.measure.client import MeasureError
 
 
 fake = pytest.fixture(fixture_of(FakeServer), name="fake")

@@ -15,7 +15,9 @@ from bench.emulator import args as sglang_emu
 from bench.emulator.vllm import args as vllm_emu
 from conftest import ROOT, role_defaults
 from plugins.filter import sglang_watch_program
-from sglang_perf import engines, metrics, profile
+from sglang_perf import engines
+from sglang_perf.measure import metrics
+from sglang_perf.plan import profile
 from sglang_perf.engines import common, settings
 
 # What an engine module answers (the registry's engine object): code outside the package asks

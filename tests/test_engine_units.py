@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import pytest
 
-from sglang_perf import config, engine, metrics, stats, verdict
-from sglang_perf.client import ConfigError
-from sglang_perf import prompts
-from sglang_perf.prompts import CODING_PROMPTS
+from sglang_perf.measure import config, engine, metrics, stats
+from sglang_perf.judge import verdict
+from sglang_perf.measure.client import ConfigError
+from sglang_perf.measure import prompts
+from sglang_perf.measure.prompts import CODING_PROMPTS
 
 
 def test_percentile_interpolates_like_numpy_linear():

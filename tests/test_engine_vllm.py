@@ -10,8 +10,11 @@ import pytest
 
 from fakeserver import (FakeServer, FakeVllm, fixture_of, models, openai_stream, options, vllm_spec_metrics,
                         vllm_steps)
-from sglang_perf import config, engine, engines, metrics, plan, verdict
-from sglang_perf.client import MeasureError
+from sglang_perf.measure import config, engine, metrics
+from sglang_perf import engines
+from sglang_perf.plan import gate as plan
+from sglang_perf.judge import verdict
+from sglang_perf.measure.client import MeasureError
 
 ACCEPTED, K = (2, 3, 1, 3), 3
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from sglang_perf import engine, verdict
-from sglang_perf.stats import percentile
+from sglang_perf.measure import engine
+from sglang_perf.judge import verdict
+from sglang_perf.measure.stats import percentile
 
 FAST = {"SGLEMU_SPEED_SCALE": "4"}
 
@@ -124,7 +125,7 @@ def vllm_emulator():
 
     from bench.launch import EmulatorProcess
     from conftest import role_defaults
-    from sglang_perf import profile as flt
+    from sglang_perf.plan import profile as flt
 
     defaults = role_defaults()
     started = []

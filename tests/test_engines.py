@@ -9,7 +9,7 @@ import pytest
 
 from conftest import role_defaults
 from sglang_perf import engines
-from sglang_perf import profile as flt
+from sglang_perf.plan import profile as flt
 
 DEFAULTS = role_defaults()
 PROFILES = DEFAULTS["sglang_profiles"]

@@ -1,4 +1,4 @@
-"""The gate's Prometheus textfile (plugins/module_utils/sglang_perf/exposition.py): history records
+"""The gate's Prometheus textfile (plugins/module_utils/sglang_perf/record/exposition.py): history records
 built by history.record() from plan results, rendered and read back with prometheus_client's
 parser (families, types, label sets, values); the sglang_gate_decide module's write of the file
 in-process against temporary directories; the preflight's refusals of the path."""
@@ -22,8 +22,10 @@ from ansible.module_utils.testing import patch_module_args
 from ansiblerun import ansible
 from planutil import plan_for
 from plugins.modules import sglang_gate_decide as decide_module
-from sglang_perf import decision, exposition, history, plan, verdict
-from sglang_perf.stats import latency_summary, summarize
+from sglang_perf.judge import decision, verdict
+from sglang_perf.record import exposition, history
+from sglang_perf.plan import gate as plan
+from sglang_perf.measure.stats import latency_summary, summarize
 
 COMMON = ("profile", "release", "engine")
 CONTEXT = {"host": "ct129", "profile": "nextn_3step", "sglang_version": "0.5.23", "engine": "sglang",

@@ -6,7 +6,7 @@ import copy
 import pytest
 
 from sglang_perf import engines
-from sglang_perf import profile as f
+from sglang_perf.plan import profile as f
 from plugins.filter.systemd_exec_args import systemd_exec_args
 
 GOOD = {

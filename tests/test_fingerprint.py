@@ -1,4 +1,4 @@
-"""The host's fingerprint (sglang_perf/fingerprint.py): nvidia-smi's answers in their real formats,
+"""The host's fingerprint (sglang_perf/record/fingerprint.py): nvidia-smi's answers in their real formats,
 what changed between two runs named first, and the sglang_bench module taking it with the test
 hosts' stand-in nvidia-smi (scripts/nvidia_smi_standin.py) against a real emulator."""
 from __future__ import annotations
@@ -15,7 +15,9 @@ import pytest
 from bench import history as bench_history
 from bench import report
 from conftest import ROOT, bench_args
-from sglang_perf import fingerprint, history, plan, verdict
+from sglang_perf.record import fingerprint, history
+from sglang_perf.plan import gate as plan
+from sglang_perf.judge import verdict
 from test_module import FAST, call, patched  # noqa: F401 (patched: the module exits as an exception)
 
 STANDIN = os.path.join(os.path.dirname(__file__), "..", "scripts", "nvidia_smi_standin.py")

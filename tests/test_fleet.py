@@ -11,8 +11,8 @@ from ansible.utils.helpers import pct_to_int
 from ansiblerun import ansible
 from conftest import ROOT
 from plugins.callback import sglang_rollout as cb
-from sglang_perf import fleet as fleet
-from sglang_perf import profile as prof
+from sglang_perf.plan import fleet
+from sglang_perf.plan import profile as prof
 
 GROUPS = {"all": ["a", "b", "c", "solo"], "pair": ["b", "a"], "trio": ["a", "b", "c"], "one": ["solo"]}
 

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from ansiblerun import ansible, module_result
-from sglang_perf import plan
+from sglang_perf.plan import gate as plan
 from conftest import bench_args, free_port
 
 FAST = {"SGLEMU_SPEED_SCALE": "4"}

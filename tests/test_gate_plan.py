@@ -17,7 +17,8 @@ import yaml
 
 from bench.profiles import HAND_LAUNCH_ARGS
 from conftest import ROOT, role_defaults
-from sglang_perf import plan, verdict
+from sglang_perf.plan import gate as plan
+from sglang_perf.judge import verdict
 
 pytestmark = pytest.mark.timeout(400)
 

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from sglang_perf import answers
+from sglang_perf.measure import answers
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -235,8 +235,8 @@ def test_the_engine_package_has_no_import_cycle():
     cycle a local import hides is still one)."""
     base = ROOT / "plugins" / "module_utils" / "sglang_perf"
     graph = _package_imports(base, "sglang_perf")
-    assert {"metrics", "engines", "engines.vllm", "tune"} <= set(graph)  # the reader sees the package
-    assert "engines.common" in graph["metrics"]
+    assert {"measure.metrics", "engines", "engines.vllm", "judge.tune"} <= set(graph)  # it sees the package
+    assert "engines.common" in graph["measure.metrics"]
     cycles, state = [], {}  # state: 1 on the path, 2 done
 
     def visit(node, path):
@@ -268,3 +268,31 @@ def test_bench_imports_nothing_from_the_ansible_plugins_and_the_action_plans_thr
     imported = {n.module for n in ast.walk(action) if isinstance(n, ast.ImportFrom)}
     assert "bench.planner" in imported
     assert not [n for n in ast.walk(action) if isinstance(n, ast.FunctionDef) and n.name != "run"]
+
+
+# the package's folders by the flow (docs/layout.md): what each may import besides itself and the
+# engine modules (engines/, what every layer asks about an engine)
+LAYERS = {"measure": {"plan"}, "plan": {"measure", "judge", "record", "host"},
+          "judge": {"measure", "plan", "record"}, "record": {"measure", "judge", "host"},
+          "host": {"measure", "judge", "record"}}
+
+
+def test_the_package_is_laid_out_by_the_flow_and_measuring_never_judges_or_records():
+    """plan/ decides before anything runs, measure/ counts, judge/ decides from figures, record/
+    keeps, host/ runs beside the server: measure imports neither judge nor record."""
+    base = ROOT / "plugins" / "module_utils" / "sglang_perf"
+    folders = sorted(p.name for p in base.iterdir() if p.is_dir() and p.name != "__pycache__")
+    assert folders == sorted(set(LAYERS) | {"engines"})
+    assert sorted(p.name for p in base.glob("*.py")) == ["__init__.py"]  # every module in a folder
+    crossing = []
+    for name, imports in sorted(_package_imports(base, "sglang_perf").items()):
+        layer = name.split(".")[0]
+        if layer not in LAYERS:
+            continue
+        for target in sorted(imports):
+            other = target.split(".")[0]
+            if other not in (layer, "engines") and other not in LAYERS[layer]:
+                crossing.append("%s -> %s" % (name, target))
+    assert crossing == []
+    assert not [t for n, ts in _package_imports(base, "sglang_perf").items() if n.startswith("measure.")
+                for t in ts if t.split(".")[0] in ("judge", "record")]

@@ -1,4 +1,4 @@
-"""Profiles and thresholds that inherit (sglang_perf/inherit.py): every default profile resolves to
+"""Profiles and thresholds that inherit (sglang_perf/plan/inherit.py): every default profile resolves to
 exactly the flat settings and thresholds the role had before bases (tests/data/flat_profiles.json,
 taken from the flat defaults), the rules of `base` as Python calls, and the deploy plan reading the
 resolved values (a new judged case costs its thresholds once)."""
@@ -8,7 +8,7 @@ import json
 
 from conftest import ROOT, raw_role_defaults
 from planutil import plan_for
-from sglang_perf.inherit import resolve
+from sglang_perf.plan.inherit import resolve
 
 FLAT = json.loads((ROOT / "tests" / "data" / "flat_profiles.json").read_text())
 
@@ -125,7 +125,7 @@ def test_a_hosts_own_profiles_merge_by_name_over_the_inventorys():
     coding = next(c for c in plan["gate"]["cases"] if c["case"] == "coding")
     assert coding["thresholds"] == {"min_tok_s": 50, "min_accept_len": 3.4}
     # the inventory's own profiles are all still there, and a host profile of the same name wins
-    from sglang_perf import inherit
+    from sglang_perf.plan import inherit
     profiles = raw_role_defaults("sglang")["sglang_profiles"]
     merged, _ = inherit.with_host(profiles, {}, {"tuned": winner, "no_spec": {"tp_size": 1}})
     assert set(merged) == set(profiles) | {"tuned"} and merged["no_spec"] == {"tp_size": 1}

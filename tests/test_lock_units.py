@@ -1,4 +1,4 @@
-"""The deploy lock's decisions (sglang_perf/lock.py) as Python calls: who may take a lock, when a
+"""The deploy lock's decisions (sglang_perf/host/lock.py) as Python calls: who may take a lock, when a
 lock is stale, what the messages say; the holder's process read from /proc, and only on the
 controller that wrote the lock (its host name and identity); a run whose lock was taken over stops.
 The host's half (the sglang_lock_file module) and the controller's (the sglang_deploy_lock action
@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from sglang_perf import lock
+from sglang_perf.host import lock
 
 NOW = 1_790_000_000.0
 # a deploy (it names the release it installs)

@@ -18,7 +18,7 @@ import pytest
 
 from ansiblerun import module_result
 from plugins.modules import sglang_model_check as mc
-from sglang_perf import drafter
+from sglang_perf.plan import drafter
 from scripts import stand_in_hub as hub
 
 SHARD1, SHARD2 = "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"

@@ -11,7 +11,7 @@ from ansible.module_utils.testing import patch_module_args
 
 from conftest import bench_args, free_port
 from plugins.modules import sglang_bench
-from sglang_perf import plan
+from sglang_perf.plan import gate as plan
 
 
 class Exit(Exception):
@@ -201,7 +201,7 @@ def test_wrong_key_and_secret_never_in_the_result(emulator):
 
 def test_documentation_matches_the_argument_spec_and_the_gate_options_are_the_engines():
     import yaml
-    from sglang_perf import config
+    from sglang_perf.measure import config
     doc = yaml.safe_load(sglang_bench.DOCUMENTATION)["options"]
     spec = sglang_bench.ARGUMENT_SPEC
     assert set(doc) == set(spec) and len(spec) <= 8

@@ -1,7 +1,7 @@
 """monitoring/: the Prometheus alert rules (checked and unit-tested by Prometheus' own promtool,
 which scripts/promtool.sh puts at .tools/bin/promtool: `make promtool`) and the Grafana dashboard.
 Every metric name they use is one something here serves: the watch's textfile
-(sglang_perf/watch.py), the gate's (sglang_perf/exposition.py) or the engine's own /metrics as the
+(sglang_perf/host/watch.py), the gate's (sglang_perf/record/exposition.py) or the engine's own /metrics as the
 emulator serves them (bench/emulator/metrics.py, bench/emulator/vllm/metrics.py)."""
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ import yaml
 from bench.emulator.metrics import Metrics
 from bench.emulator.vllm.metrics import VllmMetrics
 from conftest import ROOT
-from sglang_perf import exposition, watch
+from sglang_perf.record import exposition
+from sglang_perf.host import watch
 
 MONITORING = ROOT / "monitoring"
 PROMTOOL = Path(os.environ.get("PROMTOOL") or ROOT / ".tools" / "bin" / "promtool")

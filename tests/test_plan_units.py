@@ -1,4 +1,4 @@
-"""The gate plan (plugins/module_utils/sglang_perf/plan.py) without a server: validation naming the
+"""The gate plan (plugins/module_utils/sglang_perf/plan/gate.py) without a server: validation naming the
 variable, calibrated thresholds, the capacity check, each case judged on its own."""
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from conftest import role_defaults
-from sglang_perf import calibration, plan, verdict
+from sglang_perf.judge import calibration, verdict
+from sglang_perf.plan import gate as plan
 
 DEFAULTS = role_defaults("sglang_gate")  # thresholds flat, as the deploy plan resolves them
 PLAN, THRESHOLDS = DEFAULTS["sglang_gate_plan"], DEFAULTS["sglang_gate_thresholds"]

@@ -7,7 +7,7 @@ import yaml
 
 from bench import profiles
 from conftest import ROOT, role_defaults
-from sglang_perf.profile import profile_engine, sglang_argv
+from sglang_perf.plan.profile import profile_engine, sglang_argv
 
 DEFAULTS = role_defaults()
 

@@ -1,4 +1,4 @@
-"""The gate's quality checks as Python calls (sglang_perf/quality.py, answers.py): the built-in
+"""The gate's quality checks as Python calls (sglang_perf/judge/quality.py, answers.py): the built-in
 known answers, a host's file, scoring, the Wilson interval at its edges, and each check against a
 scripted server that answers in SGLang 0.5.23's or vLLM 0.33's shapes (real HTTP on 127.0.0.1),
 right and in each way a server goes wrong while its speed stays the same. The emulator's answers
@@ -13,9 +13,12 @@ import pytest
 from fakeserver import FakeServer, sse
 from conftest import raw_role_defaults
 from planutil import plan_for
-from sglang_perf import answers, history, plan, quality
-from sglang_perf.client import ConfigError, Endpoint
-from sglang_perf.stats import wilson_interval
+from sglang_perf.judge import quality
+from sglang_perf.measure import answers
+from sglang_perf.record import history
+from sglang_perf.plan import gate as plan
+from sglang_perf.measure.client import ConfigError, Endpoint
+from sglang_perf.measure.stats import wilson_interval
 
 COMMON = {"confidence": 0.95, "inconclusive": "fail", "first_token_timeout": 5.0, "stall_timeout": 5.0}
 
@@ -454,7 +457,8 @@ def test_each_long_prompt_plants_its_facts_at_its_depths(tokens, index):
 
 
 def test_facts_are_counted_in_each_reply_and_judged_on_the_median():
-    from sglang_perf import config, engine, verdict
+    from sglang_perf.measure import config, engine
+    from sglang_perf.judge import verdict
 
     def rec(i, said):
         r = engine._Request("bench-x-m%d" % i, "measure", "long_context")

@@ -17,7 +17,9 @@ import pytest
 
 from bench import compare_plan, report
 from conftest import ROOT
-from sglang_perf import decision, history, stats, verdict
+from sglang_perf.judge import decision, verdict
+from sglang_perf.record import history
+from sglang_perf.measure import stats
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 SETUP = ("run `make chromium` (scripts/host-packages.sh chromium: Debian's package; make test's and "

@@ -12,9 +12,9 @@ import pytest
 
 from ansiblerun import module_result
 from conftest import role_defaults
-from sglang_perf import profile as flt
+from sglang_perf.plan import profile as flt
 from plugins.modules import sglang_units as units
-from sglang_perf.launchers import engine_of
+from sglang_perf.host.launchers import engine_of
 
 PROFILES = role_defaults()["sglang_profiles"]
 HAND_UNIT = """[Unit]

@@ -1,4 +1,4 @@
-"""The tuner's decisions (plugins/module_utils/sglang_perf/tune.py): the space, the settings it
+"""The tuner's decisions (plugins/module_utils/sglang_perf/judge/tune.py): the space, the settings it
 writes over the host's profiles, the acceptance and step-time model, and the search against
 server families whose truth it never sees (tests/tune_families.py)."""
 from __future__ import annotations
@@ -6,7 +6,9 @@ from __future__ import annotations
 import random
 
 import pytest
-from sglang_perf import drafter, profile, tune, tune_launch
+from sglang_perf.plan import drafter, profile
+from sglang_perf.judge import tune
+from sglang_perf.judge import tune_launch
 
 from conftest import role_defaults
 from tune_families import Family, run

@@ -11,7 +11,7 @@ import time
 
 import yaml
 
-from sglang_perf.tune_launch import STOP_GRACE
+from sglang_perf.judge.tune_launch import STOP_GRACE
 from conftest import ROOT
 from planutil import plan_for
 

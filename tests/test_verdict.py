@@ -8,7 +8,7 @@ import pytest
 
 from bench.verdict_rates import CASE, URL, judge, rates
 from bench.verdict_rates import record as _rec
-from sglang_perf import config, stats
+from sglang_perf.measure import config, stats
 
 
 

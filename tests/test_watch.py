@@ -1,4 +1,4 @@
-"""The watch's decisions (sglang_perf/watch.py) as Python calls: what two scrapes of /metrics say
+"""The watch's decisions (sglang_perf/host/watch.py) as Python calls: what two scrapes of /metrics say
 (busy, idle, down, restarted, no metrics) at their edges, for SGLang's and vLLM's names; the
 textfile it writes; the role's inputs and their refusals; the API key read from the server's
 --config file; and the one-file program the role installs (plugins/filter/sglang_watch_program.py)."""
@@ -15,7 +15,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from conftest import ROOT, role_defaults
 from planutil import plan_for
 from plugins.filter import sglang_watch_program as flt
-from sglang_perf import deploy_plan, engines, metrics, watch
+from sglang_perf.plan import deploy as deploy_plan
+from sglang_perf import engines
+from sglang_perf.measure import metrics
+from sglang_perf.host import watch
 
 GEN, VERIFY, REQS = (engines.sglang.counters[k] for k in ("generation_tokens", "verify_calls",
                                                                      "requests"))
@@ -450,18 +453,19 @@ def test_a_config_file_the_watch_cannot_read_is_refused_without_its_value():
 def test_the_program_holds_exactly_the_modules_the_watch_imports():
     """The one file the role installs: every package module watch.py imports, directly or not, as
     a fresh interpreter imports them - no more, no less."""
-    p = subprocess.run([sys.executable, "-c", "import sys, sglang_perf.watch; print(' '.join(sorted("
+    p = subprocess.run([sys.executable, "-c", "import sys, sglang_perf.host.watch; print(' '.join(sorted("
                         "m.split('.', 1)[1] for m in sys.modules if m.startswith('sglang_perf.'))))"],
                        capture_output=True, text=True, check=True)
     assert flt.closure() == p.stdout.split()
-    assert "watch" in flt.closure() and "deploy_plan" not in flt.closure() and "plan" not in flt.closure()
+    assert "host.watch" in flt.closure()
+    assert "plan.deploy" not in flt.closure() and "plan.gate" not in flt.closure()
     text = flt.sglang_watch_program("/usr/bin/python3")
     assert text.startswith("#!/usr/bin/python3 -I\n") and text == flt.sglang_watch_program("/usr/bin/python3")
     namespace = {}
     exec(text.split("SOURCES = ", 1)[1].split("\n\n", 1)[0].join(("SOURCES = ", "")), namespace)
     assert sorted(namespace["SOURCES"]) == ["sglang_perf"] + ["sglang_perf." + m for m in flt.closure()]
     source_dir = ROOT / "plugins" / "module_utils" / "sglang_perf"
-    assert namespace["SOURCES"]["sglang_perf.watch"] == (source_dir / "watch.py").read_text()
+    assert namespace["SOURCES"]["sglang_perf.host.watch"] == (source_dir / "host" / "watch.py").read_text()
     with pytest.raises(Exception, match="absolute path"):
         flt.sglang_watch_program("python3")
 

@@ -1,5 +1,5 @@
 """The watch and the deploy know each other, and its decode figure is judged against the bar for
-what it saw (sglang_perf/watch.py, measurelock.py, the sglang_bench module), as Python calls: a
+what it saw (sglang_perf/host/watch.py, measurelock.py, the sglang_bench module), as Python calls: a
 held deploy lock makes a run ``deploying`` (no probe, no figures, no ``up``), an unreadable one
 counts as held, a stale one is ignored and named; the probe and the gate share the host's
 measurement lock (two holders, in threads and processes); and the decode bar a run writes - a
@@ -16,11 +16,13 @@ import time
 
 import pytest
 
-from ansible.module_utils.sglang_perf.client import MeasureError
+from ansible.module_utils.sglang_perf.measure.client import MeasureError
 from conftest import ROOT
 from planutil import plan_for
 from plugins.filter.sglang_watch_program import sglang_watch_program
-from sglang_perf import deploy_plan, engines, measurelock, watch
+from sglang_perf.plan import deploy as deploy_plan
+from sglang_perf import engines
+from sglang_perf.host import measurelock, watch
 from test_module import call, gate, patched  # noqa: F401 (autouse: the module exits by exception)
 from test_watch import LABELS, SETTINGS, families, inputs, sglang
 from test_watch_emulator import HOST_PYTHON, METRICS, run, settings_file
@@ -195,7 +197,7 @@ def test_a_missing_measurement_lock_file_means_no_probe(tmp_path, monkeypatch):
 
 # --- the measurement lock: two holders --------------------------------------------------------
 
-HOLD = ("import sys, time; sys.path.insert(0, %r); from sglang_perf import measurelock\n"
+HOLD = ("import sys, time; sys.path.insert(0, %r); from sglang_perf.host import measurelock\n"
         "with measurelock.held(sys.argv[1]):\n"
         "    print('held', flush=True); time.sleep(float(sys.argv[2]))\n"
         % str(ROOT / "plugins" / "module_utils"))

@@ -20,7 +20,7 @@ from bench.launch import EmulatorProcess
 from conftest import free_port, role_defaults
 from planutil import plan_for
 from plugins.filter.sglang_watch_program import sglang_watch_program
-from sglang_perf import watch
+from sglang_perf.host import watch
 from test_watch import families
 
 pytestmark = pytest.mark.timeout(120)

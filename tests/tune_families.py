@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import random
 
-from sglang_perf import tune
+from sglang_perf.judge import tune
 
 
 class Family(object):

@@ -1,12 +1,12 @@
 # -*- coding: utf-8 -*-
-"""playbooks/compare.yml's plan of one host, on the controller (sglang_perf.comparison.make
+"""playbooks/compare.yml's plan of one host, on the controller (sglang_perf.plan.comparison.make
 decides): the profiles, the resolved cases each is measured with, the module's options and the
 report's arguments; every refusal of compare's inputs fails the task before anything changes."""
 from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
 
-from sglang_perf import comparison
+from sglang_perf.plan import comparison
 
 DOCUMENTATION = r"""
 name: sglang_compare_plan

@@ -3,7 +3,7 @@
 ansible-playbook run (this machine and its identity, user, pid and its start, the playbook, the
 time, a token); the lock file on the host is read and swapped by the sglang_lock_file module, and
 what to do with a lock someone else holds, or with this run's lock taken over, is
-sglang_perf/lock.py's (refuse, reclaim a stale one with a warning, take it over with break_lock;
+sglang_perf/host/lock.py's (refuse, reclaim a stale one with a warning, take it over with break_lock;
 stop a run whose lock is another's)."""
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import uuid
 
 from ansible.plugins.action import ActionBase
 
-from sglang_perf import lock
+from sglang_perf.host import lock
 
 DOCUMENTATION = r"""
 name: sglang_deploy_lock

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ansible.plugins.action import ActionBase
 
 from bench.planner import plan_host
-from sglang_perf import deploy_plan
+from sglang_perf.plan import deploy as deploy_plan
 
 DOCUMENTATION = r"""
 name: sglang_deploy_plan

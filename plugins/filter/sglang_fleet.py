@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""Filters over sglang_perf.fleet (plugins/module_utils/sglang_perf/fleet.py): the multi-node
+"""Filters over sglang_perf.plan.fleet (plugins/module_utils/sglang_perf/plan/fleet.py): the multi-node
 topology of a host and the rollout's batches."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ description:
     one batch.
 """
 
-from sglang_perf import fleet
+from sglang_perf.plan import fleet
 
 
 class FilterModule(object):

@@ -11,7 +11,7 @@ description:
   - C(sglang_gate_case_summary) is a case result's few figures for the rollout summary.
   - C(sglang_gate_failure), C(sglang_gate_rescue_failure) and C(sglang_gate_outcome_failure) are the
     messages of a failed gate, a failed deploy and a failed host of the rollout, and
-    C(sglang_gate_restored_text) what they say was restored (sglang_perf/decision.py writes them).
+    C(sglang_gate_restored_text) what they say was restored (sglang_perf/judge/decision.py writes them).
   - C(sglang_gate_lkg_problem) is why a last-known-good cannot be restored (empty when it can).
   - C(sglang_gate_outcome) is a host's word in the rollout summary (passed, FAILED, check mode,
     not reached).
@@ -21,8 +21,9 @@ description:
     per profile and level - from the plan result of each profile.
 """
 
-from sglang_perf import calibration, comparison, decision, verdict
-from sglang_perf.client import ConfigError
+from sglang_perf.judge import calibration, decision, verdict
+from sglang_perf.plan import comparison
+from sglang_perf.measure.client import ConfigError
 
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.parsing.convert_bool import boolean

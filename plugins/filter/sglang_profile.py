@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""Filters over sglang_perf.profile (plugins/module_utils/sglang_perf/profile.py, over the engine
+"""Filters over sglang_perf.plan.profile (plugins/module_utils/sglang_perf/plan/profile.py, over the engine
 modules of sglang_perf/engines): drift, and takeover's reading of a command line."""
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ description:
     C(sglang_profile_diff) names where it differs from the intended one (takeover).
 """
 
-from sglang_perf import profile
+from sglang_perf.plan import profile
 
 
 class FilterModule(object):

@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""Filters over plugins/module_utils/sglang_perf/tune_launch.py for playbooks/tune.yml."""
+"""Filters over plugins/module_utils/sglang_perf/judge/tune_launch.py for playbooks/tune.yml."""
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -12,7 +12,7 @@ description:
     timeout.
 """
 
-from sglang_perf import tune_launch
+from sglang_perf.judge import tune_launch
 
 from ansible.errors import AnsibleFilterError
 

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 """The filter of roles/sglang_watch: the program the host runs - watch.py and the modules it
-imports, as one file (its settings are the deploy plan's: sglang_perf/deploy_plan.py)."""
+imports, as one file (its settings are the deploy plan's: sglang_perf/plan/deploy.py)."""
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -8,7 +8,7 @@ name: sglang_watch_program
 short_description: The watch's program, one file
 description:
   - C(sglang_watch_program) is the program's text for the host's Python (the input, a path) -
-    sglang_perf/watch.py and exactly the package modules it imports, read from the controller's
+    sglang_perf/host/watch.py and exactly the package modules it imports, read from the controller's
     copy, with the few lines that import them from the file itself; the same sources give the
     same text (the copy task is idempotent).
 """
@@ -21,12 +21,12 @@ import sglang_perf
 from ansible.errors import AnsibleFilterError
 
 PACKAGE_DIR = Path(sglang_perf.__file__).resolve().parent
-ENTRY = "watch"
+ENTRY = "host.watch"
 
 PROGRAM_HEAD = '''#!%(python)s -I
 # sglang-watch: the watch on the running server (roles/sglang_watch). Usage: sglang-watch SETTINGS.json
 # One file, written by the role (plugins/filter/sglang_watch_program.py): SOURCES holds
-# plugins/module_utils/sglang_perf/watch.py and the package modules it imports (%(modules)s),
+# plugins/module_utils/sglang_perf/host/watch.py and the package modules it imports (%(modules)s),
 # verbatim; the lines below import them from here. Do not edit: the next deploy replaces it.
 import importlib.abc
 import importlib.util
@@ -64,7 +64,7 @@ class Bundled(importlib.abc.MetaPathFinder, importlib.abc.InspectLoader):
 PROGRAM_TAIL = '''
 
 sys.meta_path.insert(0, Bundled())
-from sglang_perf.watch import main  # noqa: E402
+from sglang_perf.host.watch import main  # noqa: E402
 
 sys.exit(main())
 '''
@@ -104,8 +104,10 @@ def package_imports(name, package_dir=PACKAGE_DIR):
 
 
 def closure(entry=ENTRY, package_dir=PACKAGE_DIR):
-    """``entry`` and every package module it imports, directly or not, sorted."""
-    seen, todo = set(), [entry]
+    """``entry`` (and the subpackages it is in) and every package module it imports, directly or
+    not, sorted."""
+    parts = entry.split(".")
+    seen, todo = set(), [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
     while todo:
         name = todo.pop()
         if name not in seen:

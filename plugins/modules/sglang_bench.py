@@ -50,7 +50,7 @@ options:
       - C(promise) - what the profile promises (C(context_length), C(max_running_requests)),
         checked against the server's capacity. C(notes) - remarks about the plan, added to the
         result's.
-      - C(model_size), C(hardware) - the roofline's sizes (C(sglang_perf/capacity.py)); each case
+      - C(model_size), C(hardware) - the roofline's sizes (C(sglang_perf/plan/capacity.py)); each case
         states its roofline share.
       - C(history_path) - the host's gate history (JSON lines); the profile's newest passing run,
         else the host's last-known-good, is the baseline (missing - none). C(baseline) - a
@@ -86,7 +86,7 @@ attributes:
     support: none
 notes:
   - The benchmark only reads from the server; it never reports C(changed).
-  - The cases are resolved once, on the controller (C(sglang_perf/plan.py) C(resolve), through the
+  - The cases are resolved once, on the controller (C(sglang_perf/plan/gate.py) C(resolve), through the
     C(sglang_deploy_plan) action or C(sglang_compare_plan)).
 seealso:
   - name: vLLM speculative decoding acceptance metrics
@@ -221,9 +221,12 @@ import os
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_perf import answers, config, engine, fingerprint, history, measurelock
-from ansible.module_utils.sglang_perf import plan, verdict
-from ansible.module_utils.sglang_perf.client import ConfigError, MeasureError
+from ansible.module_utils.sglang_perf.measure import answers, config, engine
+from ansible.module_utils.sglang_perf.record import fingerprint, history
+from ansible.module_utils.sglang_perf.host import measurelock
+from ansible.module_utils.sglang_perf.plan import gate as plan
+from ansible.module_utils.sglang_perf.judge import verdict
+from ansible.module_utils.sglang_perf.measure.client import ConfigError, MeasureError
 
 ARGUMENT_SPEC = dict(
     url=dict(type="str", required=True),

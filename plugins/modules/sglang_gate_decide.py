@@ -10,13 +10,13 @@ short_description: Decide what a gate run does (record, restore, nothing) and wr
 description:
   - Reads the checksums of the deployed unit and environment file and of the last-known-good
     copies, and returns the gate's verdict and action from one function
-    (C(plugins/module_utils/sglang_perf/decision.py)); task files act on RV(action), never on
+    (C(plugins/module_utils/sglang_perf/judge/decision.py)); task files act on RV(action), never on
     the wording of RV(reason).
-  - Builds the history record of the run (C(plugins/module_utils/sglang_perf/history.py), the
+  - Builds the history record of the run (C(plugins/module_utils/sglang_perf/record/history.py), the
     module that also reads it) and appends it, as one JSON line, to O(history_path) when given
     and this node is rank 0. The history is never truncated or rewritten.
   - With O(textfile_path), rank 0 also writes the run's figures in Prometheus' text format for
-    node_exporter's textfile collector (C(plugins/module_utils/sglang_perf/exposition.py)),
+    node_exporter's textfile collector (C(plugins/module_utils/sglang_perf/record/exposition.py)),
     replacing the file atomically. A textfile that cannot be written is a warning and
     RV(textfile_error), never a failure - the history line and the decision stand.
   - On action C(record) (not in check mode) keeps the deployed unit and environment in O(lkg_dir)
@@ -200,7 +200,8 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_perf import decision, exposition, history
+from ansible.module_utils.sglang_perf.judge import decision
+from ansible.module_utils.sglang_perf.record import exposition, history
 
 
 def _sha(module, path):

@@ -8,7 +8,7 @@ module: sglang_lock_file
 short_description: Read, take or give back a deploy lock file on the host, atomically
 description:
   - The host's half of the deploy lock; the C(sglang_deploy_lock) action plugin calls it and decides
-    (C(plugins/module_utils/sglang_perf/lock.py)). Every operation holds an exclusive C(flock) on
+    (C(plugins/module_utils/sglang_perf/host/lock.py)). Every operation holds an exclusive C(flock) on
     C(PATH.guard) while it reads and writes, so two deploys never both take the lock.
   - C(read) returns the lock's content. C(acquire) writes O(holder) only when the lock is absent or
     still holds the token O(expect) (a compare-and-swap), atomically (a temporary file renamed).
@@ -73,7 +73,7 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_perf import lock
+from ansible.module_utils.sglang_perf.host import lock
 
 
 def read(path):

@@ -139,7 +139,8 @@ import os
 import struct
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_perf import drafter, weights
+from ansible.module_utils.sglang_perf.plan import drafter
+from ansible.module_utils.sglang_perf.host import weights
 
 INDEX = "model.safetensors.index.json"
 SINGLE = "model.safetensors"

@@ -9,7 +9,7 @@ module: sglang_processes
 short_description: Find (and optionally stop) SGLang processes that systemd does not manage
 description:
   - Finds processes that look like a model server - their command line runs one of O(launch_modules),
-    SGLang or vLLM (C(plugins/module_utils/sglang_perf/launchers.py)), they listen on O(port), or
+    SGLang or vLLM (C(plugins/module_utils/sglang_perf/host/launchers.py)), they listen on O(port), or
     C(nvidia-smi --query-compute-apps) lists them as GPU users - and
     that do not belong to the cgroup of O(service). These are the leftovers of hand launches
     (C(nohup), C(tmux), C(setsid)) that hold the port or the GPU memory a deploy needs.
@@ -99,7 +99,7 @@ import signal
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_perf.launchers import MAIN_MODULES, engine_of
+from ansible.module_utils.sglang_perf.host.launchers import MAIN_MODULES, engine_of
 
 
 def _read(path, binary=False):

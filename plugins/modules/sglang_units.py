@@ -113,7 +113,7 @@ import shlex
 import shutil
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_perf.launchers import engine_of
+from ansible.module_utils.sglang_perf.host.launchers import engine_of
 
 EXEC_PREFIXES = "-@:+!"
 MANIFEST_KEYS = ("name", "path", "argv", "engine", "args_from", "enabled", "active")

@@ -91,7 +91,7 @@ def test_systemd_runs_the_restored_unit(host):
 def test_it_answers_at_3step_speed(ansible_module):
     # the gate's own module with the 3-step profile's production thresholds
     # (6 requests, up to 12: the fewest that bound a median at 95%)
-    # one resolved case, as the deploy plan hands the gate's cases over (sglang_perf/plan.py resolve)
+    # one resolved case, as the deploy plan hands the gate's cases over (sglang_perf/plan/gate.py resolve)
     coding = {"case": "coding", "description": "", "report_only": False, "source": {},
               "options": {"case": "coding", "prompts": "coding", "prompt_tokens": None, "concurrency": 1,
                           "requests": 6, "max_requests": 12, "max_tokens": 192},

@@ -88,7 +88,7 @@ def flag_index(eng):
 
 def read_command(eng, words):
     """{"profile", "server", "unknown"} of an engine's arguments ``words`` (see
-    sglang_perf.profile.sglang_command_profile); ``eng`` supplies its aliases, the flags its
+    sglang_perf.plan.profile.sglang_command_profile); ``eng`` supplies its aliases, the flags its
     renderer implies, its positional model and how it reads a combined flag (read_special)."""
     out = {"engine": eng.name, "profile": {}, "server": {}, "unknown": []}
     by_flag = flag_index(eng)

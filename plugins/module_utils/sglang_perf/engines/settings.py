@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 """One record per profile setting: its type, its check, how drift compares it, and each engine's
 flag per release (or why the engine has no counterpart). Rendering, the preflight, drift and
-takeover (sglang_perf.profile, the engine modules) read these; the emulators' parsers are held
+takeover (sglang_perf.plan.profile, the engine modules) read these; the emulators' parsers are held
 against them by tests/test_engine_registry.py. Standard library only."""
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ SETTINGS = (
             absent={"vllm": "vLLM drafts speculative_num_steps tokens per step "
                             "(num_speculative_tokens); remove it"}),
     # The drafter a DFLASH or EAGLE3 profile loads (an absolute directory on the host), derived
-    # from the profile's draft_model (sglang_perf.drafter); vLLM takes it as --speculative-config's
+    # from the profile's draft_model (sglang_perf.plan.drafter); vLLM takes it as --speculative-config's
     # "model". SGLang 0.5.13's server_args.py has the flags below.
     Setting("speculative_draft_model_path", "str", "path",
             flags={"sglang": [("0.5.13", "--speculative-draft-model-path")],
@@ -131,7 +131,7 @@ SETTINGS = (
 )
 BY_NAME = {s.name: s for s in SETTINGS}
 # Profile keys that are no engine setting: the engine, and the drafter as an artifact
-# (sglang_perf.drafter: its repository, revision, where it is loaded from, and the size figures the
+# (sglang_perf.plan.drafter: its repository, revision, where it is loaded from, and the size figures the
 # memory preflight counts), from which speculative_draft_model_path is derived.
 PROFILE_KEYS = ("engine", "draft_model")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import sys
 
-from ..capacity import SGLANG_SPEC_MAX_RUNNING_REQUESTS
+from ..plan.capacity import SGLANG_SPEC_MAX_RUNNING_REQUESTS
 from . import common
 from .settings import ProfileError, flags as _flags, is_int as settings_is_int, same, text, version_tuple
 
@@ -141,7 +141,7 @@ DRAFT_BACKEND_CAPABILITY = {
     "fa4": ((9, 0), None), "trtllm_mha": ((9, 0), None), "ascend": None, "intel_xpu": None,
 }
 
-# --- metrics (/metrics; sglang_perf.metrics reads them) ------------------------------------------
+# --- metrics (/metrics; sglang_perf.measure.metrics reads them) ------------------------------------------
 counters = {
     "generation_tokens": "sglang:generation_tokens_total",
     "prompt_tokens": "sglang:prompt_tokens_total",
@@ -164,7 +164,7 @@ info_gauges = ()
 window_accept_len_convention = None  # its own accept length is the window's
 counts_verify_steps = False  # no counter of the measured requests' verify steps to compare
 
-# --- requests (sglang_perf.engine) ----------------------------------------------------------------
+# --- requests (sglang_perf.measure.engine) ----------------------------------------------------------------
 # Where a request's spec figures are: the sglext chunk's spec_tokens_details / meta_info.
 spec_chunk = ("sglext", "spec_tokens_details")
 spec_fields = {"verify_ct": "spec_verify_ct", "histogram": "spec_correct_drafts_histogram"}

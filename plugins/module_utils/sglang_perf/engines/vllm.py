@@ -147,7 +147,7 @@ info_gauges = ("vllm:cache_config_info",)
 window_accept_len_convention = "vLLM's 1 + accepted draft tokens / drafts (no prefill token)"
 counts_verify_steps = True  # its drafts counter counts the measured requests' verify steps
 
-# --- requests (sglang_perf.engine) ----------------------------------------------------------------
+# --- requests (sglang_perf.measure.engine) ----------------------------------------------------------------
 # 0.33's metrics.speculative_decoding (SpeculativeDecodingMetrics, on the final usage chunk):
 # acceptance_histogram[j] = verify steps that accepted exactly j drafts; num_spec_steps its sum.
 spec_chunk = ("metrics", "speculative_decoding")
@@ -158,7 +158,7 @@ capacity_labels = {"context_length": "max_model_len", "max_running_requests": "m
 capacity_figures = ("kv_cache_tokens_from", "kv_cache_max_concurrency")
 
 
-# --- discovery (sglang_perf.engine.discover) ----------------------------------------------------------
+# --- discovery (sglang_perf.measure.engine.discover) ---------------------------------------------
 # What vLLM 0.33 does not expose (outside VLLM_SERVER_DEV_MODE, whose /server_info dumps the whole
 # VllmConfig): server[key] stays None and server["not_exposed"][key] says why.
 not_exposed = {

@@ -19,7 +19,7 @@ import random
 import re
 
 from .client import ConfigError
-from .engines.settings import is_num
+from ..engines.settings import is_num
 
 ANSWER_KEYS = ("prompt", "answer", "thinking", "system", "id")
 CALL_KEYS = ("prompt", "tools", "call", "thinking", "system", "id")

@@ -28,7 +28,7 @@ import subprocess
 import threading
 import time
 
-from . import weights
+from ..host import weights
 
 # nvidia-smi --query-gpu field -> (key, label, unit), compared as they read. The PCIe generation is
 # the link's maximum (an idle GPU's current generation drops to save power; a board or BIOS at a

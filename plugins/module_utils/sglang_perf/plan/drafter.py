@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from .engines.settings import is_host_path, is_num, is_revision
+from ..engines.settings import is_host_path, is_num, is_revision
 
 SETTING = "speculative_draft_model_path"
 DEFAULT_REVISION = "main"

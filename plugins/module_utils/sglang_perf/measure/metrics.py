@@ -3,8 +3,8 @@
 per engine) and turning two scrapes into window deltas."""
 from __future__ import annotations
 
-from . import engines
-from .engines import common
+from .. import engines
+from ..engines import common
 
 # Every engine's names (engines/<engine>.py: counters, gauges, histograms), gathered for the parser.
 # Counters kept per value of one label (vLLM's acceptance per draft position).

@@ -13,10 +13,14 @@ import hashlib
 import json
 import re
 
-from . import (answers, capacity, drafter, engines, exposition, fingerprint, fleet, inherit, measurelock,
-               plan, profile, quality, watch)
-from .client import ConfigError
-from .engines.settings import is_revision
+from ..judge import quality
+from ..measure import answers
+from . import capacity, drafter, fleet, inherit, gate as plan, profile
+from .. import engines
+from ..record import exposition, fingerprint
+from ..host import measurelock, watch
+from ..measure.client import ConfigError
+from ..engines.settings import is_revision
 
 ROLES = ("nvidia_gpu", "sglang", "sglang_gate", "sglang_watch")
 # What the unit's ProtectHome=yes hides from the service (templates/sglang.service.j2).

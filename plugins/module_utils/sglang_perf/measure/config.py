@@ -6,7 +6,7 @@ each may take, the thresholds among them, and validate(): the options as the run
 Standard library only, Python 3.9+ (runs on the target host through AnsiballZ)."""
 from __future__ import annotations
 
-from . import capacity
+from ..plan import capacity
 from .client import ConfigError, Endpoint
 from . import prompts as promptset
 from . import stats

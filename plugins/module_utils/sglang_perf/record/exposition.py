@@ -70,7 +70,7 @@ import os
 import posixpath
 import tempfile
 
-from .decision import VERDICTS
+from ..judge.decision import VERDICTS
 
 # A case's figures with an interval: (key in the case and in its "intervals", metric, what the
 # value is, the key of the record's own figure when that is a dict of statistics).
@@ -189,7 +189,7 @@ def _figure(case, key, stat):
 
 class Samples(object):
     """The series of one textfile, family by family: ``metrics`` is {name: HELP text} in the order
-    written (METRICS here; the watch's, sglang_perf/watch.py, has its own); a value that is no
+    written (METRICS here; the watch's, sglang_perf/host/watch.py, has its own); a value that is no
     finite number is left out, and so is a family without a series."""
 
     def __init__(self, metrics):

@@ -18,11 +18,12 @@ import difflib
 import ipaddress
 import re
 
-from . import drafter, engines
-from .engines import common, settings
-from .engines.settings import PROFILE_KEYS, ProfileError, is_int as _is_int, is_num as _is_num
-from .engines.settings import same as _same, text as _text
-from .engines.settings import version_tuple as version_tuple  # re-exported: the filters and tests use it
+from . import drafter
+from .. import engines
+from ..engines import common, settings
+from ..engines.settings import PROFILE_KEYS, ProfileError, is_int as _is_int, is_num as _is_num
+from ..engines.settings import same as _same, text as _text
+from ..engines.settings import version_tuple as version_tuple  # re-exported: the filters and tests use it
 
 _SGLANG = engines.get(engines.DEFAULT)
 

@@ -4,7 +4,7 @@ sglang_units and sglang_processes modules use it), from each engine's launch mod
 (engines/<engine>.py). Standard library only."""
 from __future__ import annotations
 
-from . import engines
+from .. import engines
 
 ENGINE_MODULES = engines.launchers()
 # Each engine's main launch module (the sglang_processes module's default launch_modules).

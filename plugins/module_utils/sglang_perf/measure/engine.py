@@ -13,8 +13,10 @@ import time
 import uuid
 from collections import Counter, deque
 
-from . import attribution, capacity, config, engines
-from .engines import common
+from ..plan import capacity
+from . import config
+from .. import engines
+from ..engines import common
 from . import metrics as prom
 from .client import Endpoint, MeasureError, RequestError, SSEStream
 from . import prompts as promptset
@@ -594,9 +596,9 @@ def _intervals(cfg, ok, full, wall):
         "aggregate_tok_s": stats.ratio_interval([(r.completion_tokens, r.t_end - r.t_send) for r in timed],
                                                 level, scale=busy / wall) if wall > 0 and busy else None,
         "ttft_s": stats.median_interval([r.t_first - r.t_send for r in ok], level),
-        # seconds per verify step (accept length / decode tok/s, per request): attribution.py
+        # seconds per verify step (accept length / decode tok/s, per request), as attribution.py splits it
         "step_time_s": stats.median_interval(
-            [attribution.step_time_s(r.decode_tok_s(), r.completion_tokens / r.verify_ct
+            [stats.step_time_s(r.decode_tok_s(), r.completion_tokens / r.verify_ct
                                      if r.verify_ct else 1.0) for r in full if r.decode_tok_s()], level),
     }
 

@@ -25,13 +25,14 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
-from . import answers as known
-from . import engines, prompts
-from . import metrics as prom
+from .. import engines
+from ..measure import answers as known
+from ..measure import metrics as prom
+from ..measure import prompts
+from ..measure.client import ConfigError, RequestError, SSEStream
+from ..measure.stats import wilson_interval
 from .decision import FAIL, PASS
 from .decision import INCONCLUSIVE_VERDICT as INCONCLUSIVE
-from .client import ConfigError, RequestError, SSEStream
-from .stats import wilson_interval
 
 CHECKS = ("answers", "tool_calls", "reasoning", "agreement", "pressure")
 # The thresholds each check takes ({} for the checks every row of which must pass).

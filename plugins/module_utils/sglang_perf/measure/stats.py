@@ -195,3 +195,10 @@ def wilson_interval(successes, n, level):
     centre = (p + z * z / (2.0 * n)) / denom
     half = z * math.sqrt(p * (1.0 - p) / n + z * z / (4.0 * n * n)) / denom
     return [max(0.0, centre - half), min(1.0, centre + half)]
+
+
+def step_time_s(tok_s, accept_len):
+    """Seconds per verify step: accept length / decode tok/s (1 without speculation)."""
+    if not tok_s or tok_s <= 0:
+        return None
+    return float(accept_len or 1.0) / float(tok_s)

@@ -13,11 +13,15 @@ from __future__ import annotations
 import re
 import time
 
-from . import config, decision, engine, engines, history, quality, verdict
-from . import fingerprint as hostprint
-from . import prompts as promptset
-from .client import ConfigError, MeasureError
-from .stats import min_sample, summarize
+from ..judge import quality
+from ..measure import config, engine
+from ..judge import decision, verdict
+from .. import engines
+from ..record import history
+from ..record import fingerprint as hostprint
+from ..measure import prompts as promptset
+from ..measure.client import ConfigError, MeasureError
+from ..measure.stats import min_sample, summarize
 
 # The variables a user sets, as error messages name them.
 NAMES = {"plan": "sglang_gate_plan", "thresholds": "sglang_gate_thresholds",

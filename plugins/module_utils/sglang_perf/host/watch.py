@@ -8,7 +8,7 @@ file, see plugins/filter/sglang_watch.py).
 One run:
 
 0. the host's **deploy lock** (``deploy_lock``: the JSON file a deploy, rollback, takeover,
-   compare, calibrate or bench run holds, sglang_perf/lock.py) is read first, again before a probe
+   compare, calibrate or bench run holds, sglang_perf/host/lock.py) is read first, again before a probe
    and at the end: held, and not older than its max age, the run is ``deploying`` - no probe, no
    figures, no ``up`` (``deploying`` 1), so a server restarted under the lock is not written down;
    an unreadable file counts as held (a deploy is writing it), an older one is stale and ignored
@@ -70,10 +70,14 @@ import re
 import sys
 import time
 
-from . import answers, config, engine, engines, exposition, measurelock, quality
+from ..judge import quality
+from ..measure import answers, config, engine
+from .. import engines
+from ..record import exposition
+from . import measurelock
 from . import lock as deploylock
-from . import metrics as prom
-from .client import ConfigError, Endpoint, MeasureError, RequestError
+from ..measure import metrics as prom
+from ..measure.client import ConfigError, Endpoint, MeasureError, RequestError
 
 DOWN, NO_METRICS, RESTARTED, BUSY, IDLE = "down", "no_metrics", "restarted", "busy", "idle"
 # A deploy holds the host's lock (or a measurement its measurement lock): nothing measured, no up.

@@ -7,7 +7,7 @@ sglang_gate filters), ``python -m bench calibrate`` and the tuner's winner bars 
 Standard library only, Python 3.9+."""
 from __future__ import annotations
 
-from .client import ConfigError
+from ..measure.client import ConfigError
 
 
 def _floor(value, digits):

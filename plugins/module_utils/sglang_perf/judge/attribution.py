@@ -23,16 +23,11 @@ from __future__ import annotations
 import math
 from statistics import NormalDist
 
+from ..measure import stats
+
 CAUSES = ("acceptance", "system", "both", "none")
 # (figure in a run's "intervals", name of the change in the split)
 PARTS = (("decode_tok_s", "tok_s"), ("accept_len", "accept_len"), ("step_time_s", "step_time"))
-
-
-def step_time_s(tok_s, accept_len):
-    """Seconds per verify step: accept length / decode tok/s (1 without speculation)."""
-    if not tok_s or tok_s <= 0:
-        return None
-    return float(accept_len or 1.0) / float(tok_s)
 
 
 def _pct(now, before):
@@ -94,7 +89,7 @@ def split(now, before):
     if not tok_now or not tok_before:
         return None
     al_now, al_before = now.get("accept_len") or 1.0, before.get("accept_len") or 1.0
-    step_now, step_before = step_time_s(tok_now, al_now), step_time_s(tok_before, al_before)
+    step_now, step_before = stats.step_time_s(tok_now, al_now), stats.step_time_s(tok_before, al_before)
     out = {"tok_s_pct": _pct(tok_now, tok_before), "accept_len_pct": _pct(al_now, al_before),
            "step_time_pct": _pct(step_now, step_before), "step_time_s": step_now,
            "step_time_s_before": step_before}

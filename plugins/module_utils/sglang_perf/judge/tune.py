@@ -32,7 +32,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from . import engines, inherit, profile
+from .. import engines
+from ..plan import inherit, profile
 from .tune_launch import FAILURES, NOT_RETRIED
 
 # The default space (issue 34): chains of 1-6 steps with and without adaptive, drafter blocks

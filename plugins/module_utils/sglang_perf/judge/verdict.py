@@ -8,11 +8,13 @@ one-line summary and failure message, the table. engine.py measures; this judges
 Standard library only, Python 3.9+ (runs on the target host through AnsiballZ)."""
 from __future__ import annotations
 
-from . import attribution, history, quality
-from . import fingerprint as hostprint
-from .config import THRESHOLDS
+from . import attribution
+from ..record import history
+from . import quality
+from ..record import fingerprint as hostprint
+from ..measure.config import THRESHOLDS
 from .decision import FAIL, INCONCLUSIVE_VERDICT, PASS
-from .engines.settings import is_num
+from ..engines.settings import is_num
 
 UNDECIDED = "undecided"  # a threshold's state (and an interim look's verdict) while an interval straddles it
 # The accept length's convention (engine.ACCEPT_LEN_CONVENTION) in a message.

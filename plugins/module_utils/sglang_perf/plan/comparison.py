@@ -8,8 +8,10 @@ sweep's plan results into the rows ``bench compare-report`` reads. The playbook 
 Standard library only."""
 from __future__ import annotations
 
-from . import config, engines, plan
-from .client import ConfigError
+from ..measure import config
+from .. import engines
+from . import gate as plan
+from ..measure.client import ConfigError
 
 # The settings each engine's sweep runs (-e compare_engines=sglang,vllm): each engine module's
 # compare_profiles (no speculation, then one to five MTP steps). compare_engine_profiles replaces it.
