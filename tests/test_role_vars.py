@@ -1,9 +1,9 @@
 """Inputs and internals told apart by their names (the rule in docs/layout.md#names, which each
-role's defaults/main.yml points to): a name without a leading underscore is an input - a role's (defaults/main.yml,
-meta/argument_specs.yml, tests/test_playbooks.py compares the two) or a playbook's; `_name` is
-derived (a role's vars/main.yml, play and task vars), `__name` is a run's result (register,
-set_fact). And the inventories say only what differs from the roles' defaults, the host's GPU
-count once."""
+role's defaults/main.yml points to): a name without a leading underscore is an input - a role's
+(defaults/main.yml, meta/argument_specs.yml, tests/test_playbooks.py compares the two) or a
+playbook's; `_name` is derived (a role's vars/main.yml, play and task vars), `__name` is a run's
+result (register, set_fact). And the inventories say only what differs from the roles' defaults,
+the host's GPU count once."""
 from __future__ import annotations
 
 import re
