@@ -33,7 +33,7 @@ from __future__ import annotations
 import itertools
 
 from sglang_perf.measure import config
-from sglang_perf.judge import decision
+from sglang_perf.judge import decision, selection
 from sglang_perf import engines
 from sglang_perf.judge import verdict as gate
 from sglang_perf.measure.stats import min_sample
@@ -571,16 +571,17 @@ def winner(rows, current=None):
         return out
     beaten = {p: [(q, c) for q in eligible if q != p for c in judged if relation(by[c][q], by[c][p]) == AHEAD]
               for p in eligible}
-    candidates = [p for p in eligible if not beaten[p]]
-    if not candidates:
+    # the one rule (judge/selection.py): behind no other; the current profile, else the cheaper (no
+    # drafter before a drafter, then fewer drafts), then the first measured
+    ranked = selection.ranked(eligible, lambda a, b: any(q == a for q, _ in beaten[b]),
+                              lambda p: (bool(drafters[p]), steps[p]), current)
+    if not ranked:
         out["reason"] = ("every setting that clears the gate is behind another in a judged case (%s): a "
                          "trade-off, no winner; deploy by the case that matters: %s" % (
                              ", ".join(judged), "; ".join("%s is behind %s" % (p, " and ".join(
                                  "%s in %s" % (q, ", ".join(c for q2, c in beaten[p] if q2 == q))
                                  for q in dict.fromkeys(q for q, _ in beaten[p]))) for p in eligible)))
         return out
-    # a tie goes to the cheaper: no drafter before a drafter, then fewer drafts
-    ranked = sorted(candidates, key=lambda p: (bool(drafters[p]), steps[p], p != current, profiles.index(p)))
     w = ranked[0]
     others = [q for q in eligible if q != w]
     ahead = {q: [c for c in judged if relation(by[c][w], by[c][q]) == AHEAD] for q in others}
@@ -589,9 +590,9 @@ def winner(rows, current=None):
     out.update(profile=w, engine=engines[w], tied=ranked[1:])
     if len(ranked) > 1:
         nxt = ranked[1]
-        out["decided_by"] = "tie: no drafter" if drafters[nxt] and not drafters[w] else \
-            "tie: fewer draft steps" if steps[w] < steps[nxt] else \
-            "tie: the current profile" if w == current else "tie: the first measured"
+        out["decided_by"] = "tie: the current profile" if w == current else \
+            "tie: no drafter" if drafters[nxt] and not drafters[w] else \
+            "tie: fewer draft steps" if steps[w] < steps[nxt] else "tie: the first measured"
     elif gaps:
         out["decided_by"] = max(gaps, key=gaps.get)[1]
     elif others:

@@ -34,6 +34,7 @@ from typing import NamedTuple
 
 from .. import engines
 from ..plan import inherit, profile
+from . import selection
 from .tune_launch import FAILURES, NOT_RETRIED
 
 # The default space (issue 34): chains of 1-6 steps with and without adaptive, drafter blocks
@@ -692,33 +693,24 @@ class Tuner(object):
         ok = self.passed()
         out = {"winner": None, "runner_up": None, "current": self.current, "beats_current": False,
                "ties": [], "reasons": {}}
-        best = self.leader()
-        if best is not None:
-            cur = ok.get(self.current)
-            if cur is not None and (best == self.current or self._overlaps(ok[best], cur)):
-                winner = self.current  # nothing beats the current profile beyond the intervals
-                ties = [k for k in ok if self._overlaps(ok[k], cur)]
-            else:  # the cheapest of those tied with the best that beat the current profile too
-                ties = sorted((k for k in ok if self._overlaps(ok[k], ok[best])
-                               and (cur is None or not self._overlaps(ok[k], cur))), key=cost)
-                winner = ties[0]
+        # the one rule (selection.py): behind no other on the objective beyond the intervals; the
+        # current profile among those, else the cheapest
+        order = selection.ranked(list(ok), lambda a, b: interval(ok[a])[1] > interval(ok[b])[2], cost,
+                                 self.current)
+        if order:
+            winner = order[0]
             out["winner"] = winner
-            out["ties"] = [k for k in ties if k != winner]
+            out["ties"] = order[1:]
             out["beats_current"] = winner != self.current
             rest = sorted((k for k in ok if k != winner), key=lambda k: -interval(ok[k])[0])
             out["runner_up"] = rest[0] if rest else None
         for k in self.keys:
             if k == out["winner"]:
                 continue
-            out["reasons"][k] = self._why(k, out["winner"], ok)
+            out["reasons"][k] = self._why(k, out["winner"], ok, out["ties"])
         return out
 
-    @staticmethod
-    def _overlaps(a, b):
-        x, y = interval(a), interval(b)
-        return x[1] <= y[2] and y[1] <= x[2]
-
-    def _why(self, key, winner, ok):
+    def _why(self, key, winner, ok, ties=()):
         if key in self.refused:
             return "refused: %s" % self.refused[key]
         o = self.outcome(key)
@@ -765,9 +757,9 @@ class Tuner(object):
             return "slower: stopped after the objective case (its upper bound under the leader's lower bound)"
         if not o.get("passed"):
             return "failed: %s" % (o.get("failure") or ", ".join(o.get("failed_cases") or ()) or "the gate")
-        if winner is not None and key in ok and self._overlaps(ok[key], ok[winner]):
-            return "a tie given to the cheaper %s" % key_label(winner) if cost(winner) <= cost(key) else \
-                "a tie: the current profile is kept (nothing beats it beyond the intervals)"
+        if key in ties:  # behind no other, as the winner
+            return "a tie: the current profile is kept (nothing beats it beyond the intervals)" \
+                if winner == self.current else "a tie given to the cheaper %s" % key_label(winner)
         if winner is not None and winner in ok:
             return "slower: %.1f [%.1f, %.1f] tok/s" % interval(o) \
                 + " against the winner's %.1f [%.1f, %.1f]" % interval(ok[winner])

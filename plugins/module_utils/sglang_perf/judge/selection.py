@@ -1,0 +1,22 @@
+"""The one rule that picks a winner among measured settings, for the comparison
+(bench/compare_answer.py) and the tuner (judge/tune.py): among the settings that passed the gate,
+those behind no other beyond the intervals; of them the current profile (a change needs evidence),
+else the cheapest, then the first given."""
+from __future__ import annotations
+
+
+def ranked(candidates, ahead, cost, current=None):
+    """``candidates`` (each passed the gate; in the order they were measured) behind no other,
+    best first: the current profile first when it is one of them, then by ``cost(c)`` (ascending),
+    then in the given order. ``ahead(a, b)``: a is ahead of b beyond both intervals in some judged
+    case. [] when each is behind another somewhere (a trade-off: no winner). Quadratic in the
+    candidates: a comparison or a tuning measures tens."""
+    candidates = list(candidates)
+    front = [c for c in candidates if not any(ahead(q, c) for q in candidates if q != c)]
+    return sorted(front, key=lambda c: (c != current, cost(c), candidates.index(c)))
+
+
+def winner(candidates, ahead, cost, current=None):
+    """The first of ranked(), or None."""
+    order = ranked(candidates, ahead, cost, current)
+    return order[0] if order else None
