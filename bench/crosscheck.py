@@ -199,7 +199,7 @@ def contract_argv(python, *args):
 
 def tokenizer_corpus():
     """What the tokenizer is trained on: the repo's coding prompts and a long-context prompt of
-    about 2,000 tokens (corpus.py)."""
+    about 2,000 tokens (the long-context corpus, sglang_perf/measure/corpus.json)."""
     return [text for _, text in CODING_PROMPTS] + [long_context_prompt(2000, 4.0, 0, "tokenizer")]
 
 

@@ -42,8 +42,9 @@ if str(MODULE_UTILS) not in ansible.module_utils.__path__:
 def bench_args(url, cases, profile="p", options=None, **top):
     """The sglang_bench module's arguments for resolved ``cases``: the gate part as the deploy
     plan hands it over (profile, cases, ``options``, and the gate keys among ``top``: promise,
-    notes, nvidia_smi, identity, history_path, baseline, measure_lock, model_size, hardware), the
-    module's own options (api_key, model, answers, per_request, measure_lock_wait) beside it."""
+    notes, nvidia_smi, identity, history_path, baseline, measure_lock, model_size, hardware,
+    corpus_path), the module's own options (api_key, model, answers, per_request, measure_lock_wait)
+    beside it."""
     own = ("api_key", "model", "answers", "per_request", "measure_lock_wait")
     gate = dict({k: v for k, v in top.items() if k not in own}, profile=profile, cases=cases,
                 options=dict(options or {}))

@@ -74,6 +74,18 @@ def test_the_plan_holds_what_the_roles_read(good):
     assert good["state_dir"] == "/var/lib/sglang" and good["user"] == "sglang"
 
 
+def test_the_gate_names_the_corpus_the_role_copies_and_where_the_module_reads_it(good):
+    """AnsiballZ ships no data file: the role copies the controller's corpus (the one the plan
+    checked the long-context cases against) to the state directory, the module reads it there."""
+    from sglang_perf.measure import corpus
+    assert good["gate"]["corpus_path"] == "/var/lib/sglang/corpus.json"
+    assert good["gate"]["corpus_source"] == corpus.DEFAULT_PATH
+    assert good["gate"]["corpus_source"] == str(ROOT / "plugins/module_utils/sglang_perf/measure/corpus.json")
+    moved = plan_for({"sglang_state_dir": "/srv/sglang-state"}, plumbing=False)
+    assert moved["problems"] == [] and moved["gate"]["corpus_path"] == "/srv/sglang-state/corpus.json"
+    assert "corpus_path" not in plan_for(roles=("nvidia_gpu", "sglang")).get("gate", {})
+
+
 def test_the_release_name_follows_every_input_and_only_them(good):
     assert plan_for(plumbing=False)["release"] == good["release"]  # the same inputs, the same name
     assert plan_for({"sglang_pip_packages": ["aiohttp==3.14.5"]})["release"] != good["release"]

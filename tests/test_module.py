@@ -3,6 +3,7 @@ exit_json/fail_json, against real emulator processes on loopback."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -236,3 +237,73 @@ def test_a_hosts_answers_file_reaches_the_checks_and_a_bad_one_is_refused(emulat
     assert "answers: 12 of 12 right, accuracy 1.00" in r["msg"]
     kind, r = call(gate(emu.url, {"min_accuracy": 0.7}, cases, answers='{"prompt": "x"}\n'))
     assert kind == "fail" and r["msg"].startswith("invalid option answers: 1 bad row(s): line 1.answer")
+
+
+# the loader and the prompts as the module imports them (ansible.module_utils.sglang_perf: other
+# module objects than sglang_perf's)
+corpus, prompts = sglang_bench.corpus, sglang_bench.engine.promptset
+# the shortest long-context case (config.MIN_LONG_PROMPT_TOKENS)
+LONG = {"prompts": "long_context", "prompt_tokens": 1024, "concurrency": 1, "requests": 6, "max_tokens": 32}
+
+
+@pytest.fixture
+def host_corpus(tmp_path):
+    """Where the sglang_gate role puts the corpus on a host (gate.corpus_path); the loader back at
+    its default afterwards (the module points it at the gate's path)."""
+    yield tmp_path / "state" / "corpus.json"
+    corpus.use(None)
+
+
+def test_a_long_context_case_reads_the_corpus_at_the_gates_corpus_path(emulator, host_corpus):
+    """AnsiballZ ships no data file: the module reads the host's copy the role put at
+    gate.corpus_path. A copy with the documents in another order is another prompt set, and the
+    case's prompt_set names that one, not the repository's."""
+    documents = json.loads(Path(corpus.DEFAULT_PATH).read_text())
+    host_corpus.parent.mkdir()
+    host_corpus.write_text(json.dumps(documents[::-1]))
+    emu = emulator("nextn_3step", env=FAST)
+    kind, r = call(gate(emu.url, cases={"long": LONG}, corpus_path=str(host_corpus)))
+    assert kind == "exit" and r["passed"] is True, r["msg"]
+    assert corpus.path() == str(host_corpus)
+    (case,) = r["cases"]
+    assert case["prompt_set"] == prompts.set_id("long_context")
+    corpus.use(None)
+    assert case["prompt_set"] != prompts.set_id("long_context")
+    # without a corpus_path the loader reads its default again (a run from the repository)
+    kind, r = call(gate(emu.url, cases={"long": LONG}))
+    assert kind == "exit" and r["cases"][0]["prompt_set"] == prompts.set_id("long_context"), r["msg"]
+
+
+def test_a_corpus_missing_on_the_host_is_named_and_check_mode_states_the_cases_unchecked(host_corpus):
+    """A run fails before its first request, naming the path and how the file gets there; check mode
+    (whose copy task wrote nothing) names the cases without checking them; a case without the
+    corpus never reads it."""
+    args = gate("http://127.0.0.1:%d" % free_port(), cases={"long": LONG}, corpus_path=str(host_corpus))
+    kind, r = call(args)
+    assert kind == "fail" and str(host_corpus) in r["msg"], r["msg"]
+    assert r["msg"].startswith("could not measure http://127.0.0.1:")
+    assert "cannot read the long-context corpus" in r["msg"]
+    assert "the sglang_gate role copies it to a target host's sglang_deploy_plan.gate.corpus_path" in r["msg"]
+    kind, r = call(args, check=True)
+    assert kind == "exit" and r["ready"] is False
+    assert r["plan"].startswith("gate plan of the cases long, not checked on the host: cannot read")
+    kind, r = call(gate("http://127.0.0.1:%d" % free_port(), corpus_path=str(host_corpus)), check=True)
+    assert kind == "exit" and r["plan"].startswith("gate plan, each threshold judged"), r["plan"]
+    kind, r = call(dict(args, gate=dict(args["gate"], corpus_path=["a"])))
+    assert kind == "fail" and "gate.corpus_path must be the path of the host's corpus.json" in r["msg"]
+
+
+def test_under_ansiballz_the_corpus_is_the_hosts_copy_only(host_corpus):
+    """As Ansible runs it: AnsiballZ ships the module's Python imports, not corpus.json, so without
+    gate.corpus_path a long-context case cannot even be checked (check mode says so, naming where it
+    looked); with the host's copy it is checked and stated."""
+    from ansiblerun import module_result
+    args = gate("http://127.0.0.1:%d" % free_port(), cases={"long": LONG})
+    rc, r, _ = module_result("sglang_bench", json.dumps(args), check=True)
+    assert rc == 0 and r["plan"].startswith("gate plan of the cases long, not checked on the host"), r
+    assert "_payload.zip/ansible/module_utils/sglang_perf/measure/corpus.json" in r["plan"]
+    host_corpus.parent.mkdir()
+    host_corpus.write_bytes(Path(corpus.DEFAULT_PATH).read_bytes())
+    args["gate"]["corpus_path"] = str(host_corpus)
+    rc, r, _ = module_result("sglang_bench", json.dumps(args), check=True)
+    assert rc == 0 and "long (C=1, 6 x 32 tokens, ~1024-token prompts): measured only" in r["plan"], r

@@ -470,6 +470,42 @@ def test_the_program_holds_exactly_the_modules_the_watch_imports():
         flt.sglang_watch_program("python3")
 
 
+def test_the_program_carries_the_corpus_loader_not_the_corpus_and_never_needs_it(tmp_path):
+    """measure/corpus.py is in the closure (prompts.py imports it), its data (corpus.json) is not
+    in the file: the probe sends short prompts only - configure() refuses a long-context case and
+    load_settings() a settings file that has one - so the loader is never called (bundled, without
+    a __file__, it has no file to read and would raise: tests/test_watch_emulator.py's probes run
+    that program)."""
+    from sglang_perf.measure import corpus, prompts
+    assert "measure.corpus" in flt.closure()
+    text = flt.sglang_watch_program("/usr/bin/python3")
+    namespace = {}
+    exec(text.split("SOURCES = ", 1)[1].split("\n\n", 1)[0].join(("SOURCES = ", "")), namespace)
+    source_dir = ROOT / "plugins" / "module_utils" / "sglang_perf"
+    loader = (source_dir / "measure" / "corpus.py").read_text()
+    assert namespace["SOURCES"]["sglang_perf.measure.corpus"] == loader
+    bundled = {"__name__": "sglang_perf.measure.corpus"}
+    exec(compile(loader, "sglang-watch/sglang_perf/measure/corpus.py", "exec"), bundled)
+    assert bundled["DEFAULT_PATH"] is None and bundled["path"]() is None
+    with pytest.raises(bundled["CorpusError"], match="the long-context corpus has no file here"):
+        bundled["documents"]()
+    lines = [line for _, doc in corpus.documents() for line in doc.splitlines() if len(line) >= 40]
+    assert lines and not [line for line in lines if repr(line)[1:-1] in text]
+    assert watch.PROBE_PROMPTS == ("coding", "prose") and "long_context" in prompts.PROMPT_SOURCES
+    settings = dict(SETTINGS, url="http://127.0.0.1:9", textfile=str(tmp_path / "w.prom"), window_s=1,
+                    timeout_s=60, probe={"case": "coding", "prompts": "coding", "requests": 1})
+    path = tmp_path / "settings.json"
+    for change in ({}, {"probe": dict(settings["probe"], prompts=None)},
+                   {"thinking_probe": dict(settings["probe"], prompts="prose", thinking=True)}):
+        path.write_text(json.dumps(dict(settings, **change)))
+        assert watch.load_settings(str(path))
+    for key in ("probe", "thinking_probe"):
+        path.write_text(json.dumps(dict(settings, **{key: dict(settings["probe"], prompts="long_context")})))
+        with pytest.raises(ValueError, match=r"settings.json: %s.prompts must be one of coding, prose "
+                           r"\(a probe sends a few short requests\), got 'long_context'" % key):
+            watch.load_settings(str(path))
+
+
 def test_the_entry_point_refuses_what_it_cannot_use_and_says_what(tmp_path, capsys):
     """Exit 2 for settings it cannot use, 1 for a textfile it cannot write; a server that does not
     answer is not among them (tests/test_watch_emulator.py)."""

@@ -1,6 +1,9 @@
 # -*- coding: utf-8 -*-
 """The filter of roles/sglang_watch: the program the host runs - watch.py and the modules it
-imports, as one file (its settings are the deploy plan's: sglang_perf/plan/deploy.py)."""
+imports, as one file (its settings are the deploy plan's: sglang_perf/plan/deploy.py). Python
+sources only: the long-context corpus's data (measure/corpus.json) stays out, its loader
+(measure/corpus.py) comes along with prompts.py and is never called (the probe sends short
+prompts only: host/watch.py's PROBE_PROMPTS)."""
 from __future__ import annotations
 
 DOCUMENTATION = r"""

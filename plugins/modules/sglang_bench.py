@@ -61,6 +61,11 @@ options:
         profile_sha256, the weights served).
       - C(measure_lock) - the host's measurement lock (an C(flock) file), held while requests are
         sent; unset - no lock. C(answers.source) - what O(answers) is called in messages.
+      - C(corpus_path) - the host's copy of the long-context corpus (C(sglang_perf/measure/corpus.json),
+        which the sglang_gate role copies there), read for a long-context case's prompts and the
+        pressure check's fillers; unset - the file beside the module's C(corpus.py), which
+        AnsiballZ does not ship. A missing file fails a run that needs it, naming it; check mode
+        then states the cases without checking them.
     type: dict
     required: true
   answers:
@@ -221,7 +226,7 @@ import os
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_perf.measure import answers, config, engine
+from ansible.module_utils.sglang_perf.measure import answers, config, corpus, engine
 from ansible.module_utils.sglang_perf.record import fingerprint, history
 from ansible.module_utils.sglang_perf.host import measurelock
 from ansible.module_utils.sglang_perf.plan import gate as plan
@@ -260,6 +265,9 @@ def gate_part(params):
     if unknown:
         raise ConfigError("gate", "gate.options has unknown key(s) %s (known: %s)"
                           % (", ".join(unknown), ", ".join(COMMON_OPTIONS)))
+    if gate.get("corpus_path") is not None and not isinstance(gate["corpus_path"], str):
+        raise ConfigError("gate", "gate.corpus_path must be the path of the host's corpus.json, got %r"
+                          % (gate["corpus_path"],))
     common = {k: v for k, v in options.items() if v is not None}
     common.update({k: gate[k] for k in SIZES if gate.get(k) is not None})
     common.update({k: params[k] for k in ("url", "api_key", "model") if params[k] is not None})
@@ -292,6 +300,8 @@ def main():
         common, gate = gate_part(params)
     except ConfigError as e:
         module.fail_json(msg="invalid option %s" % e)
+    # the long-context corpus from the host's copy (None: the loader's default)
+    corpus.use(gate.get("corpus_path") or None)
     held = take_measure_lock(module, gate.get("measure_lock"), params)
     try:
         measure(module, params, common, gate)
@@ -315,8 +325,14 @@ def take_measure_lock(module, path, params):
 
 
 def would_run(common, gate):
-    """Check mode: the cases checked as a run checks them, and stated (plan.describe)."""
-    cfgs = plan.case_configs(common, gate["cases"], gate["profile"])
+    """Check mode: the cases checked as a run checks them, and stated (plan.describe); named
+    only, unchecked, when the host has no corpus to check a long-context case against yet (the
+    role's copy of it did not run in check mode)."""
+    try:
+        cfgs = plan.case_configs(common, gate["cases"], gate["profile"])
+    except corpus.CorpusError as e:
+        return "gate plan of the cases %s, not checked on the host: %s" % (
+            ", ".join(str(c.get("case")) for c in gate["cases"]), e)
     given = dict(config.DEFAULTS, **common)
     return plan.describe([dict(c, options=o) for c, o in zip(gate["cases"], cfgs)],
                          given["confidence"], given["inconclusive"])
@@ -345,6 +361,8 @@ def measure(module, params, common, gate):
                 fingerprint=fp, notes=gate.get("notes") or [], answers=given, clocks=clocks)
     except ConfigError as e:
         module.fail_json(msg="invalid option %s" % e)
+    except corpus.CorpusError as e:
+        module.fail_json(msg="could not measure %s: %s" % (params["url"], e))
     except (OSError, UnicodeDecodeError) as e:
         module.fail_json(msg="cannot read the gate history %s: %s" % (history_path, e))
     except MeasureError as e:

@@ -34,8 +34,10 @@ One run:
    - ``idle``: no token generated in the window - then a short **probe**: ``probe.requests``
      requests of the gate plan's case ``probe.case`` at C=1 with the engine's own client
      (``engine.run``), its per-request median decode tok/s and accept length (source ``probe``).
-     The engine's gauges do not decide: SGLang sets them while it decodes and refreshes them only
-     every 30 s once idle, so a reading can be stale. A server whose only traffic is
+     Its prompts are short ones (``PROBE_PROMPTS``; a long-context case is refused), so the watch
+     never reads the long-context corpus, which its one file does not carry. The engine's gauges
+     do not decide: SGLang sets them while it decodes and refreshes them only every 30 s once
+     idle, so a reading can be stale. A server whose only traffic is
      non-streaming requests longer than the window (SGLang counts nothing until one finishes)
      looks idle: the probe's own /metrics window then shows tokens besides its own, and its
      figures are written without a running count (not a C=1 measurement: the decode alert skips
@@ -71,7 +73,7 @@ import sys
 import time
 
 from ..judge import quality
-from ..measure import answers, config, engine
+from ..measure import answers, config, engine, prompts as promptset
 from .. import engines
 from ..record import exposition
 from . import measurelock
@@ -498,6 +500,9 @@ def passive_bar(cases):
 # --- on the host ---------------------------------------------------------------------------
 
 REQUIRED = ("url", "labels", "textfile", "window_s", "timeout_s", "probe")
+# What a probe may send: the short prompt sets, never long_context (its corpus, corpus.json, is
+# not in the one-file program; configure() refuses such a case, load_settings() a file that has one).
+PROBE_PROMPTS = tuple(sorted(promptset.PROMPT_SETS))
 
 
 def load_settings(path):
@@ -510,6 +515,12 @@ def load_settings(path):
     missing = [k for k in REQUIRED if not isinstance(settings, dict) or settings.get(k) is None]
     if missing:
         raise ValueError("%s: missing %s" % (path, ", ".join(missing)))
+    for key in ("probe", "thinking_probe"):
+        spec = settings.get(key)
+        prompts = (spec.get("prompts") or "coding") if isinstance(spec, dict) else spec
+        if spec is not None and prompts not in PROBE_PROMPTS:
+            raise ValueError("%s: %s.prompts must be one of %s (a probe sends a few short requests), got %r"
+                             % (path, key, ", ".join(PROBE_PROMPTS), prompts))
     return settings
 
 

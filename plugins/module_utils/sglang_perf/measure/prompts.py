@@ -107,7 +107,7 @@ PROSE_PROMPTS = (
 )
 
 # The prompt sets a case draws from (``prompts``: coding, prose, or long_context, which is built
-# from corpus.py's documents at the case's prompt_tokens).
+# from the corpus's documents, corpus.documents(), at the case's prompt_tokens).
 PROMPT_SETS = {"coding": CODING_PROMPTS, "prose": PROSE_PROMPTS}
 PROMPT_SOURCES = ("coding", "prose", "long_context")
 
@@ -160,9 +160,10 @@ def tagged(tag, text):
 
 def long_context_prompt(target_tokens, chars_per_token, index, tag):
     """A code-review prompt of about ``target_tokens`` tokens: the repository slice of
-    corpus.py's documents, starting at a different document for each ``index`` (and wrapping),
-    the last one cut at a line. Raises ValueError when the corpus is too short."""
-    docs = corpus.DOCUMENTS
+    the corpus's documents (corpus.documents()), starting at a different document for each
+    ``index`` (and wrapping), the last one cut at a line. Raises ValueError when the corpus is too
+    short (corpus.CorpusError when its file cannot be read)."""
+    docs = corpus.documents()
     head = tagged(tag, _LONG_HEAD)
     notes = ["\n\n" + fact_note(what, value) for what, value in long_context_facts(index)]
     budget = int(target_tokens * chars_per_token) - len(head) - len(_LONG_TAIL) - sum(map(len, notes))
@@ -205,7 +206,7 @@ def corpus_sample(chars, tag):
     learning the server's characters per token (engine.warm_up)."""
     text = []
     size = 0
-    for _path, body in reversed(corpus.DOCUMENTS):
+    for _path, body in reversed(corpus.documents()):
         if size >= chars:
             break
         piece = body[:chars - size]
@@ -220,7 +221,7 @@ def filler_prompt(target_tokens, chars_per_token, tag):
     other request shares its prefix (a shared prefix is cached once and holds nothing more)."""
     budget = int(target_tokens * chars_per_token)
     parts, size, k = [tagged(tag, "Keep these files in mind; a question follows later.\n")], 0, 0
-    docs = corpus.DOCUMENTS
+    docs = corpus.documents()
     while size < budget:
         path, text = docs[k % len(docs)]
         block = ("\n\n===== %s =====\n%s" % (path, text))[:budget - size]
@@ -235,7 +236,7 @@ def set_id(source):
     first 12 hex digits of the sha256 of every text it is built from ('coding@1f2e3d4c5b6a'), so
     two figures from different prompts are told apart even under one source name."""
     if source == "long_context":
-        parts = [_LONG_HEAD, _LONG_TAIL] + ["%s\n%s" % d for d in corpus.DOCUMENTS]
+        parts = [_LONG_HEAD, _LONG_TAIL] + ["%s\n%s" % d for d in corpus.documents()]
     else:
         parts = [text for _, text in PROMPT_SETS.get(source, ())]
     digest = hashlib.sha256("\x00".join(parts).encode("utf-8")).hexdigest()[:12]

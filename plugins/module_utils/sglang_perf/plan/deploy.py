@@ -14,7 +14,7 @@ import json
 import re
 
 from ..judge import quality
-from ..measure import answers
+from ..measure import answers, corpus
 from . import capacity, drafter, fleet, inherit, gate as plan, profile
 from .. import engines
 from ..record import exposition, fingerprint
@@ -370,6 +370,10 @@ def make(v, host, groups, hostvars, play_hosts=None, facts=None, read_lock=None,
                       sglang_gate_lkg_dir=lkg_dir)
         out["gate"] = _gate(gate_v, problems, name, profiles, chosen if valid_profile else None, hardware)
         out["gate"].update(history_path=history, lkg_dir=lkg_dir)
+        # the long-context corpus: AnsiballZ ships the modules' Python only, so the role copies the
+        # file the controller reads (and checked the long-context cases against) to the host, where
+        # the sglang_bench module reads it (measure/corpus.py)
+        out["gate"].update(corpus_source=corpus.path(), corpus_path="%s/corpus.json" % state)
         # what the host's fingerprint records beside the GPUs (fingerprint.IDENTITY)
         out["gate"]["identity"] = {"engine": engine, "version": version, "release": release,
                                    "profile": name, "profile_sha256": fingerprint.settings_sha256(chosen)
