@@ -39,7 +39,7 @@ DEFAULT_VARS = (ROOT / "inventories" / "production" / "group_vars" / "sglang_ser
 STANDALONE = "localhost"
 
 
-def host_of(args, extra_vars=None):
+def host_of(args):
     """The planner's Host of the command (bench/planner.py): with -i the host's variables as
     ansible-playbook sees them, the --vars files on top as ``-e @FILE``; without -i a host of no
     inventory with the role defaults under the --vars files (default DEFAULT_VARS). Sets args.url
@@ -50,7 +50,7 @@ def host_of(args, extra_vars=None):
         if not args.host:
             raise PlanError("-i %s needs --host NAME (the inventory host whose variables to use)"
                             % args.inventory)
-        h = planner.host_for(args.inventory, args.host, extra_vars, vars_files=args.vars or (),
+        h = planner.host_for(args.inventory, args.host, vars_files=args.vars or (),
                              vault_password_file=args.vault_password_file)
         h.values()
         if hasattr(args, "url") and not args.url:
@@ -61,14 +61,14 @@ def host_of(args, extra_vars=None):
     if getattr(args, "vault_password_file", None):
         raise PlanError("--vault-password-file reads an inventory's vaulted files: "
                         "give -i INVENTORY --host NAME")
-    h = planner.host_for(None, STANDALONE, extra_vars, vars_files=args.vars or DEFAULT_VARS)
+    h = planner.host_for(None, STANDALONE, vars_files=args.vars or DEFAULT_VARS)
     h.values()
     return h
 
 
-def vars_of(args, extra_vars=None):
+def vars_of(args):
     """The roles' inputs of the command's host (host_of's), profiles and thresholds inherited."""
-    return flat(host_of(args, extra_vars).values())
+    return flat(host_of(args).values())
 
 
 def plan_of(args, host=None, **overrides):

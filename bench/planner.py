@@ -304,22 +304,33 @@ class Host(object):
         return "http://%s:%s" % (host, self.values().get("sglang_port"))
 
 
+# the group the deploy's plays run on (deploy.yml): plan_for, the preflight without a play, has its
+# hosts as the play's
+PLAY_GROUP = "sglang_servers"
+
+
 def host_for(inventory, host, extra_vars=None, vars_files=(), play_vars_files=(), roles=MEASURED_ROLES,
-             vault_password_file=None, facts=None):
+             vault_password_file=None, facts=None, play_hosts=None):
     """The Host ``host`` of ``inventory`` (None: a host of no inventory, named ``host``) with
-    ``vars_files`` and ``extra_vars`` on top. PlanError names what cannot be read."""
+    ``vars_files`` and ``extra_vars`` on top, as a task of a play on ``play_hosts`` (None: of no
+    play) sees it. PlanError names what cannot be read."""
     dl, variables = task_vars(inventory, host, play_vars_files, vars_files, extra_vars,
                               vault_password_file=vault_password_file)
     if inventory is None:  # what the role defaults template from
         variables.setdefault("inventory_dir", str(ROOT / "out"))
     if facts is not None:
         variables["ansible_facts"] = dict(facts)
+    if play_hosts is not None:
+        variables["ansible_play_hosts_all"] = list(play_hosts)
     where = "host %s of %s" % (host, inventory) if inventory is not None else "host %s" % host
     return Host(dl, variables, roles, where)
 
 
-def plan_for(inventory, host, extra_vars=None, roles=deploy_plan.ROLES, review=False, **kw):
+def plan_for(inventory, host, extra_vars=None, roles=deploy_plan.ROLES, review=False, play_hosts=None, **kw):
     """The deploy plan of ``host`` of ``inventory`` as the preflight sets it (its ``problems``
-    listed, not raised), ``extra_vars`` as ``-e``; ``kw`` as host_for's."""
-    h = host_for(inventory, host, extra_vars, roles=roles, **kw)
+    listed, not raised), ``extra_vars`` as ``-e``, in a play on ``play_hosts`` (default: the
+    inventory's PLAY_GROUP, as deploy.yml's); ``kw`` as host_for's."""
+    h = host_for(inventory, host, extra_vars, roles=roles, play_hosts=play_hosts, **kw)
+    if play_hosts is None:
+        h.vars["ansible_play_hosts_all"] = list(h.vars.get("groups", {}).get(PLAY_GROUP, []))
     return plan_host(h.dl, Templar(loader=h.dl, variables=h.vars), h.vars, roles, review)

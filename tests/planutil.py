@@ -5,8 +5,6 @@ the rollout play's vars file, the plumbing tests' vars and extra variables on to
 than through a playbook run."""
 from __future__ import annotations
 
-from ansible.template import Templar
-
 from bench import planner
 from conftest import ROOT
 
@@ -24,7 +22,5 @@ def plan_for(extra=None, host="ct-local", inventory=LOCAL, roles=("nvidia_gpu", 
              review=False, play_hosts=None, plumbing=True):
     """The plan the preflight would set as the host's fact sglang_deploy_plan (with plumbing: as
     hostutil.play() runs it, tests/vars/plumbing_gate.yml under ``extra``)."""
-    h = planner.host_for(inventory, host, extra, vars_files=[PLUMBING] if plumbing else [],
-                         play_vars_files=[ROLLOUT_VARS], roles=roles, facts=FACTS)
-    h.vars["ansible_play_hosts_all"] = play_hosts or list(h.vars["groups"].get("sglang_servers", []))
-    return planner.plan_host(h.dl, Templar(loader=h.dl, variables=h.vars), h.vars, roles, review)
+    return planner.plan_for(inventory, host, extra, roles, review, vars_files=[PLUMBING] if plumbing else [],
+                            play_vars_files=[ROLLOUT_VARS], facts=FACTS, play_hosts=play_hosts)

@@ -486,7 +486,7 @@ def _gate(v, problems, name, profiles, chosen, hardware):
     promise = promise_of(chosen)
     # how every case is measured (the engine's options besides the server's URL, key and model)
     options = {k: v.get("sglang_gate_" + k) for k in GATE_OPTIONS}
-    options["confidence"] = _num(options["confidence"], options["confidence"])
+    options["confidence"] = confidence
     # what the sglang_bench module runs: the resolved cases, the promise and the plan's notes
     return {"cases": cases, "text": text, "promise": promise, "answers": given, "options": options,
             "notes": plan.plan_notes(gate_plan, thresholds, name) if cases else [],
