@@ -492,6 +492,9 @@ def add_parser(sub, plan_commands=None):
                         "per profile (playbooks/compare.yml); the report opens with the answer")
     r.add_argument("--vars", metavar="FILE", action="append",
                    help="with --plan: the vars the profiles and the plan come from (as bench gate)")
+    r.add_argument("--inputs", metavar="FILE",
+                   help="with --plan: the host's checked role inputs and the plan the play measured "
+                        "(compare_plan), as playbooks/compare.yml writes them, instead of -i and --vars")
     common.add_inventory_args(r, "with --plan and -i: the inventory host whose variables give the plan")
     r.add_argument("--current", metavar="NAME", help="with --plan: the profile the host runs")
     _add_sizes_args(r)

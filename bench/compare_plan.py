@@ -361,8 +361,9 @@ def cmd_report_plan(args):
     try:
         try:
             host = gate.host_of(args)
-            # the measured plan (the gate plan at the context depths) the playbook's vars file holds
-            v = dict(gate.flat(host.values()), compare_plan=host.template("compare_plan"))
+            # the measured plan (the gate plan at the context depths) the play wrote beside its inputs
+            v = gate.flat(host.values())
+            v["compare_plan"] = v.get("compare_plan") or host.template("compare_plan")
         except PlanError as e:
             raise compare.InputError(str(e))
         rows = rows_from_results(args.rows, v)

@@ -46,6 +46,10 @@ def host_of(args):
     (the host's server) and args.api_key (its sglang_api_key) when -i is given and they are not.
     PlanError names what cannot be read or checked."""
     from bench import planner  # Ansible's: `bench run` without -i works on a bare Python
+    if getattr(args, "inputs", None):  # the checked inputs a play wrote (compare-report)
+        if getattr(args, "inventory", None) or args.vars:
+            raise PlanError("--inputs holds the host's inputs already: give it without -i or --vars")
+        return planner.read_inputs(args.inputs, args.host or STANDALONE)
     if getattr(args, "inventory", None):
         if not args.host:
             raise PlanError("-i %s needs --host NAME (the inventory host whose variables to use)"

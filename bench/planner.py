@@ -304,6 +304,43 @@ class Host(object):
         return "http://%s:%s" % (host, self.values().get("sglang_port"))
 
 
+# Secrets a file of inputs never holds: the API key stands as UNREAD where one is set (the plan
+# needs only that), the hub token as '' (nothing the plan decides reads it).
+SECRETS = {SECRET: UNREAD, "sglang_hf_token": ""}
+
+
+def shareable(values):
+    """Checked inputs as a file may hold them: plain data (JSON's), no secret (SECRETS)."""
+    out = json.loads(json.dumps(values, default=str))
+    out.update({k: hidden for k, hidden in SECRETS.items() if out.get(k)})
+    return out
+
+
+def host_of_inputs(values, name, roles=MEASURED_ROLES, extra=None):
+    """The Host ``name`` of checked inputs ``values`` (shareable()'s, as the play's planner wrote
+    them: playbooks/tasks/tune_host.yml) with ``extra`` checked inputs on top: a single node, no
+    inventory read again. PlanError names a multi-node host (its peers' variables are not here)."""
+    if not isinstance(values, dict) or not values:
+        raise PlanError("the inputs of host %s are not a mapping of the roles' inputs" % name)
+    if values.get("sglang_multinode_group"):
+        raise PlanError("host %s serves with other nodes (sglang_multinode_group %s): its inputs alone "
+                        "cannot plan it" % (name, values["sglang_multinode_group"]))
+    host = Host(None, {"inventory_hostname": name}, roles, "host %s (the play's checked inputs)" % name)
+    host._values = dict(values, **(extra or {}))
+    return host
+
+
+def read_inputs(path, name, roles=MEASURED_ROLES, extra=None):
+    """host_of_inputs of the JSON file ``path`` (a command's --inputs); PlanError names a file
+    that cannot be read."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            values = json.load(f)
+    except (OSError, ValueError) as e:
+        raise PlanError("--inputs %s cannot be read: %s" % (path, e))
+    return host_of_inputs(values, name, roles, extra)
+
+
 # the group the deploy's plays run on (deploy.yml): plan_for, the preflight without a play, has its
 # hosts as the play's
 PLAY_GROUP = "sglang_servers"

@@ -73,7 +73,11 @@ class Host(object):
             # inventory's vault this process cannot read says (the argv names its --config file)
             extra[planner.SECRET] = args.api_key
         try:
-            if args.inventory:
+            if args.inputs:
+                if args.inventory or args.vars:
+                    raise TuneError("--inputs holds the host's inputs already: give it without -i or --vars")
+                self.host = planner.read_inputs(args.inputs, args.host or "tune", extra=extra)
+            elif args.inventory:
                 if not args.host:
                     raise TuneError("-i %s needs --host NAME" % args.inventory)
                 self.host = planner.host_for(args.inventory, args.host, extra, vars_files=args.vars or (),
@@ -168,9 +172,10 @@ class Host(object):
             return None, ["the host has no profile of this kind to write it over (a drafter profile)"], None
         problems = [x.split(": ", 1)[1] if x.startswith("%s: " % p.get("host")) else x
                     for x in p.get("problems") or []]
-        if problems or not p.get("argv"):
+        argv = (p.get("server") or {}).get("argv")
+        if problems or not argv:
             return None, problems or ["no command line rendered"], p
-        return p["argv"][3:], [], p
+        return argv[3:], [], p
 
     def planned(self, key, port):
         """The deploy plan of a setting on ``port`` (None: no profile to write it over)."""
@@ -378,7 +383,7 @@ def run_identity(host, args, space, cases):
     is read (fingerprint.GPU_FIELDS: model, driver, power limits, max clocks, PCIe link), the
     space, the plan's cases and the objective. An interrupted run resumes only from launches of
     the same identity."""
-    planned = host.planned(host.current_key(), 30000) or {}
+    release = (host.planned(host.current_key(), 30000) or {}).get("release") or {}
     url = args.url or "http://%s:%d" % (args.address, args.port or 30000)
     smi, _ = gate.host_nvidia_smi(argparse.Namespace(url=url, nvidia_smi=args.nvidia_smi))
     gpus = fingerprint.take(fingerprint.run_argv, smi, {}).get("gpus") if smi else None
@@ -386,7 +391,7 @@ def run_identity(host, args, space, cases):
     return json.loads(json.dumps({
         "gpus": [{k: g.get(k) for k in static} for g in gpus] if gpus else None,
         "host": args.host or ",".join(args.vars or ()), "profile": host.current,
-        "engine": planned.get("engine"), "version": planned.get("version"), "release": planned.get("release"),
+        "engine": release.get("engine"), "version": release.get("version"), "release": release.get("name"),
         "space": space, "objective": args.objective, "objective_requests": args.objective_requests,
         "cases": [{k: c[k] for k in ("case", "options", "thresholds")} for c in cases]}, default=str))
 
@@ -438,7 +443,7 @@ def server_mismatch(planned, engine_name, url, port, api_key):
             answers.append({"content": body, "status": status})
     try:
         drift = profile.engine_drift(answers, engine_name, planned.get("settings") or {},
-                                     planned.get("version"), {"port": port})
+                                     (planned.get("release") or {}).get("version"), {"port": port})
     except (ValueError, KeyError, TypeError) as e:
         return "its report could not be read: %s" % e
     return "; ".join(drift.get("lines") or []) or None
@@ -458,6 +463,10 @@ def add_parser(sub):
     common.add_inventory_args(p, "with -i: the host whose settings, profiles and gate plan are tuned")
     p.add_argument("--vars", metavar="FILE", action="append",
                    help="vars files over the role defaults (without -i), or over the host's (with -i)")
+    p.add_argument("--inputs", metavar="FILE",
+                   help="the host's checked role inputs as a play planned them (JSON: the "
+                        "sglang_deploy_plan action's inputs, playbooks/tasks/tune_host.yml), instead of "
+                        "-i and --vars: nothing is read again")
     p.add_argument("--engines", help="engines to tune, comma-separated (default: the --space file's, "
                                      "else the host's engine)")
     p.add_argument("--space", metavar="FILE", help="YAML narrowing or widening the space (%s)"

@@ -195,7 +195,7 @@ def test_a_vaulted_group_vars_file_is_skipped_with_a_note_or_decrypted(tmp_path,
     shutil.copy(VAULT, vault)
     host = gate.host_of(args(inv / "hosts.yml"))
     # production's sglang_api_key is the vault's, mandatory: not there, no key (the plan knows one is set)
-    assert host.api_key() is None and host.planned()["exposure"]["api_key"] is True
+    assert host.api_key() is None and host.planned()["server"]["exposure"]["api_key"] is True
     assert capsys.readouterr().err == "%s: %s\n" % (vault, SKIPPED)
     host = gate.host_of(args(inv / "hosts.yml", vault=str(password_file(tmp_path))))
     assert host.api_key() == VAULT_KEY and capsys.readouterr().err == ""

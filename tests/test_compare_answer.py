@@ -357,11 +357,15 @@ def test_compare_report_plan_builds_the_answer_from_a_playbooks_plan_results(tmp
         {"profile": "vllm_mtp_3", "url": "http://127.0.0.1:30000", "error": "the server never answered",
          "result": None}]
     (tmp_path / "results.json").write_text(json.dumps(results))
-    # the role defaults' thresholds apply (the planner's role defaults): 1 step fails coding's 45 tok/s
-    (tmp_path / "vars.json").write_text(json.dumps({"sglang_profiles": profiles, "sglang_gate_plan": plan,
-                                                    "compare_plan": plan, "sglang_gate_confidence": LEVEL}))
+    # the role defaults' thresholds apply (the planner's role defaults): 1 step fails coding's 45 tok/s.
+    # What compare.yml writes: the play's checked inputs (the action's, as the planner has them) and
+    # the plan it measured; the report reads no inventory
+    from bench import planner
+    checked = planner.host_for(None, "ct129", {"sglang_profiles": profiles, "sglang_gate_plan": plan,
+                                               "sglang_gate_confidence": LEVEL}).values()
+    (tmp_path / "inputs.json").write_text(json.dumps(dict(planner.shareable(checked), compare_plan=plan)))
     report = [sys.executable, "-m", "bench", "compare-report", "--plan", str(tmp_path / "results.json"),
-              "--vars", str(tmp_path / "vars.json")]
+              "--inputs", str(tmp_path / "inputs.json")]
     p = subprocess.run(report + ["--current", "nextn_1step", "--no-roofline", "--out", str(tmp_path / "out")],
                        cwd=str(ROOT), capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr

@@ -28,7 +28,7 @@ def test_compare_engines_answers_on_the_plan_and_deploys_the_winner_through_the_
              "-e", "compare_engines=sglang,vllm", "-e", "compare_deploy_best=true",
              "-e", json.dumps(settings), timeout=1500)
     assert p.returncode == 0, p.stdout[-4000:]
-    for name in ("results.json", "vars.json", "compare.md", "compare.csv", "compare.json", "compare.png"):
+    for name in ("results.json", "inputs.json", "compare.md", "compare.csv", "compare.json", "compare.png"):
         assert (tmp_path / name).stat().st_size > 100, name
     summary = json.loads((tmp_path / "compare.json").read_text())["summary"]
     assert summary["profiles"] == ["nextn_1step", "vllm_mtp_3"]

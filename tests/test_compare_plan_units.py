@@ -38,10 +38,10 @@ def test_the_engine_sweep_runs_each_engines_depths_on_the_gate_plan_at_the_conte
         (1024, 6, 6, 64)
     # the gate's level, warmup and timeouts: the answer decides on the intervals the gate would
     assert out["bench"] == ENGINES["gate"]
-    assert out["report_args"] == ["--plan", "/out/results.json", "--vars", "/out/vars.json",
+    assert out["report_args"] == ["--plan", "/out/results.json", "--inputs", "/out/inputs.json",
                                   "--current", "nextn_3step", "--out", "/out"]
-    assert make(current="vllm_mtp_9")["report_args"] == ["--plan", "/out/results.json", "--vars",
-                                                         "/out/vars.json", "--out", "/out"]
+    assert make(current="vllm_mtp_9")["report_args"] == ["--plan", "/out/results.json", "--inputs",
+                                                         "/out/inputs.json", "--out", "/out"]
 
 
 def test_the_engine_table_is_replaced_by_compare_engine_profiles_and_the_depths_by_their_own():

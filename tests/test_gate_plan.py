@@ -202,7 +202,7 @@ def test_bench_gate_defaults_to_the_production_inventorys_variables():
     assert gate.DEFAULT_VARS == (ROOT / "inventories" / "production" / "group_vars" / "sglang_servers",)
     given = argparse.Namespace(inventory=None, host=None, vars=None, vault_password_file=None, profile=None)
     p = gate.plan_of(given)
-    assert p["profile"] == "nextn_3step" and p["exposure"]["host"] == "0.0.0.0"  # production's bind
+    assert p["profile"] == "nextn_3step" and p["server"]["exposure"]["host"] == "0.0.0.0"  # production's bind
     roles = yaml.safe_load((ROOT / "roles" / "sglang_gate" / "defaults" / "main.yml").read_text())
     assert [c["case"] for c in p["gate"]["cases"]] == list(roles["sglang_gate_plan"])
 

@@ -1,33 +1,66 @@
 """Profiles and thresholds that inherit (sglang_perf/plan/inherit.py): every default profile resolves to
-exactly the flat settings and thresholds the role had before bases (tests/data/flat_profiles.json,
-taken from the flat defaults), the rules of `base` as Python calls, and the deploy plan reading the
-resolved values (a new judged case costs its thresholds once)."""
+what its chain of bases states (the nearest statement winning, null removing) and plans, every
+judged case has a bar for every profile stated once, the rules of `base` as Python calls, and the
+deploy plan reading the resolved values (a new judged case costs its thresholds once)."""
 from __future__ import annotations
 
-import json
 
-from conftest import ROOT, raw_role_defaults
+from conftest import raw_role_defaults
 from planutil import plan_for
 from sglang_perf.plan.inherit import resolve
 
-FLAT = json.loads((ROOT / "tests" / "data" / "flat_profiles.json").read_text())
+
+def _chain(profiles, name):
+    """``name`` and its bases, nearest first."""
+    chain = [name]
+    while "base" in profiles[chain[-1]]:
+        chain.append(profiles[chain[-1]]["base"])
+    return chain
 
 
-def test_every_default_profile_and_its_thresholds_resolve_to_the_flat_ones():
+def test_every_default_profile_resolves_to_its_chain_and_its_thresholds_to_the_plans_cases():
+    """The role's own profiles, as data: each flat profile holds exactly what its chain states,
+    the nearest statement winning and null removing; every profile renders a deploy plan; every
+    judged case of the gate plan has a bar for every profile, stated once where it is shared."""
     profiles = raw_role_defaults("sglang")["sglang_profiles"]
     thresholds = raw_role_defaults("sglang_gate")["sglang_gate_thresholds"]
-    flat, flat_thresholds, problems = resolve(profiles, thresholds)
-    assert problems == []
-    assert flat == FLAT["sglang_profiles"]
-    # the quality checks' bars came after bases: stated once in no_spec, every profile has them
-    checks = {c: thresholds["no_spec"][c]
-              for c in ("answers", "tool_calls", "reasoning", "agreement", "pressure")}
-    assert flat_thresholds == {p: dict(cases, **checks)
-                               for p, cases in FLAT["sglang_gate_thresholds"].items()}
-    # the repetition is gone: every profile but the root names a base
+    # the drafters placed under the models' directory, as the plan places them
+    flat, flat_thresholds, problems = resolve(profiles, thresholds, "/srv/models")
+    assert problems == [] and set(flat) == set(profiles)
+    derived = ("draft_model", "speculative_draft_model_path")
+    for name in profiles:
+        expected = {}
+        for link in reversed(_chain(profiles, name)):
+            for key, value in profiles[link].items():
+                if key == "base":
+                    continue
+                if value is None:
+                    expected.pop(key, None)
+                else:
+                    expected[key] = value
+        assert {k: v for k, v in flat[name].items() if k not in derived} == \
+            {k: v for k, v in expected.items() if k not in derived}, name
+        # (no sizes: no_spec, the root, is no deploy - its bar is above its roofline)
+        plan = plan_for({"sglang_profile": name, "sglang_hardware": {}}, plumbing=False,
+                        roles=("sglang", "sglang_gate"))
+        assert plan["problems"] == [] and plan["settings"] == flat[name], (name, plan["problems"])
+        assert plan["server"]["argv"], name
+    # the root states what every profile shares; every other profile names a base
     assert [n for n, p in profiles.items() if "base" not in p] == ["no_spec"]
-    assert sum(len(cases) for cases in thresholds.values()) - len(checks) < 20 < sum(
-        len(cases) for cases in FLAT["sglang_gate_thresholds"].values())
+    plan_cases = raw_role_defaults("sglang_gate")["sglang_gate_plan"]
+    judged = {c for c, o in plan_cases.items() if not (o or {}).get("report_only")}
+    for name in profiles:
+        assert judged <= set(flat_thresholds[name]), (name, judged - set(flat_thresholds[name]))
+        for case, bars in flat_thresholds[name].items():  # a case's bars: its nearest statement, whole
+            nearest = next(thresholds[link][case] for link in _chain(profiles, name)
+                           if case in (thresholds.get(link) or {}))
+            assert bars == nearest, (name, case)
+    # stated once: no profile restates a bar its base already has
+    for name, cases in thresholds.items():
+        base = profiles[name].get("base")
+        for case, bars in (cases or {}).items() if base else ():
+            inherited = flat_thresholds[base].get(case, {})
+            assert any(inherited.get(k) != v for k, v in bars.items()), (name, case, "restates its base")
 
 
 def test_a_profile_states_only_what_differs_and_null_removes_a_setting():
@@ -91,10 +124,13 @@ def test_chains_at_their_edges_resolve_in_linear_time():
 def test_the_deploy_plan_reads_the_resolved_profile_and_thresholds():
     plan = plan_for({"sglang_profile": "nextn_4step"}, plumbing=False)
     assert plan["problems"] == []
-    assert plan["settings"] == FLAT["sglang_profiles"]["nextn_4step"] and "base" not in plan["settings"]
-    assert {c["case"]: c["thresholds"] for c in plan["gate"]["cases"]
-            if not c["report_only"] and not c["options"].get("check")} == \
-        FLAT["sglang_gate_thresholds"]["nextn_4step"]
+    profiles = raw_role_defaults("sglang")["sglang_profiles"]
+    thresholds = raw_role_defaults("sglang_gate")["sglang_gate_thresholds"]
+    flat, flat_thresholds, _ = resolve(profiles, thresholds)
+    assert plan["settings"] == flat["nextn_4step"] and "base" not in plan["settings"]
+    assert profiles["nextn_4step"]["base"] and plan["settings"]["speculative_num_steps"] == 4
+    assert {c["case"]: c["thresholds"] for c in plan["gate"]["cases"] if not c["report_only"]} == \
+        flat_thresholds["nextn_4step"]
 
 
 def test_a_new_judged_case_costs_its_thresholds_once():
@@ -119,7 +155,7 @@ def test_a_hosts_own_profiles_merge_by_name_over_the_inventorys():
     plan = plan_for({"sglang_profile": "tuned", "sglang_host_profiles": {"tuned": winner},
                      "sglang_gate_host_thresholds": {"tuned": bars}})
     assert plan["problems"] == [] and plan["profile"] == "tuned"
-    argv = plan["argv"]
+    argv = plan["server"]["argv"]
     assert argv[argv.index("--speculative-num-steps") + 1] == "4"
     assert argv[argv.index("--mem-fraction-static") + 1] == "0.86"
     coding = next(c for c in plan["gate"]["cases"] if c["case"] == "coding")

@@ -394,7 +394,7 @@ def test_lossy_verification_is_refused_naming_the_setting_unless_allowed(extra, 
     exact = plan_for({"sglang_profiles": dict(PROFILES, mine=dict(base="nextn_3step",
                                                                   speculative_accept_threshold_single=1.0)),
                       "sglang_profile": "mine"})
-    assert exact["problems"] == [] and "--speculative-accept-threshold-single" in exact["argv"]
+    assert exact["problems"] == [] and "--speculative-accept-threshold-single" in exact["server"]["argv"]
 
 
 @pytest.mark.parametrize("method, lossy", [("fly", True), ("synthetic", True), ("standard", False),
@@ -405,7 +405,7 @@ def test_vllm_rejection_methods_that_are_not_exact_are_refused(method, lossy):
     said = " ".join(out["problems"])
     assert ("rejection_sample_method = %s makes speculative decoding lossy" % method in said) is lossy
     if not lossy:
-        spec = json.loads(out["argv"][out["argv"].index("--speculative-config") + 1])
+        spec = json.loads(out["server"]["argv"][out["server"]["argv"].index("--speculative-config") + 1])
         assert spec["rejection_sample_method"] == method
 
 

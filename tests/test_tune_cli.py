@@ -105,7 +105,8 @@ def test_a_drafter_wins_and_its_tuned_vars_deploy(tmp_path):
     assert bars["coding"]["min_tok_s"] >= 45 and bars["coding"]["min_accept_len"] > 2.8
     plan = plan_for(extra=dict(tuned, sglang_hardware=HARDWARE), review=True)
     assert plan["problems"] == [] and plan["profile"] == name
-    assert plan["argv"][plan["argv"].index("--speculative-num-draft-tokens") + 1] == str(win["key"][2])
+    argv = plan["server"]["argv"]
+    assert argv[argv.index("--speculative-num-draft-tokens") + 1] == str(win["key"][2])
     assert _left_running(launches) == []  # every candidate stopped
 
 
@@ -315,3 +316,41 @@ def test_a_slowdown_that_held_the_gpus_during_a_launch_is_named(tmp_path):
                            % (100 * held["share"]))
     md = (out / "tune.md").read_text()
     assert "## GPU clocks held down during a launch" in md and launch["slowdowns"][0] in md
+
+
+def test_the_plays_checked_inputs_plan_as_the_vars_files_do(tmp_path):
+    """playbooks/tasks/tune_host.yml hands the tuner the play's checked inputs (the
+    sglang_deploy_plan action's, no secret in them) and the tuner reads no inventory again: the
+    same candidates, the same command lines as from the files the inputs came from."""
+    from bench import planner
+    host = _vars(tmp_path)
+    key = "k" * 20 + "-not-for-files"
+    values = planner.host_for(None, "tune", {planner.SECRET: key, "sglang_hf_token": "hf_" + "t" * 24},
+                              vars_files=[host]).values()
+    given = planner.shareable(values)
+    assert given[planner.SECRET] == planner.UNREAD and given["sglang_hf_token"] == ""
+    inputs = tmp_path / "inputs.json"
+    inputs.write_text(json.dumps(given))
+    assert key not in inputs.read_text()
+    runs = {}
+    for name, how in (("vars", ["--vars", host]), ("inputs", ["--inputs", inputs, "--host", "ct129"])):
+        out = tmp_path / name
+        p = tune(*how, "--launch", "exit 1 {args}", "--budget-launches", 2, "--out", out,
+                 env={"SGLANG_API_KEY": key})
+        assert p.returncode == 1, p.stderr[-2000:]
+        runs[name] = json.loads((out / "tune.json").read_text())
+    def argv(run):  # each launch's command line, its free port aside
+        return [[w if i == 0 or x["argv"][i - 1] != "--port" else "PORT" for i, w in enumerate(x["argv"])]
+                for x in run["launches"]]
+    assert argv(runs["inputs"]) == argv(runs["vars"]) and len(argv(runs["vars"])) == 2
+    assert runs["inputs"]["settings"] == runs["vars"]["settings"]
+    # the key the environment gave names the engine's --config file, never the key itself
+    assert "--config" in runs["inputs"]["launches"][0]["argv"] and key not in json.dumps(runs["inputs"])
+    for bad, said in (({**given, "sglang_multinode_group": "pair"}, "serves with other nodes"),
+                      ([], "not a mapping")):
+        inputs.write_text(json.dumps(bad))
+        p = tune("--inputs", inputs, "--launch", "exit 1 {args}", "--out", tmp_path / "never")
+        assert p.returncode == 2 and said in p.stderr, p.stderr
+    p = tune("--inputs", inputs, "--vars", host, "--launch", "exit 1 {args}", "--out", tmp_path / "never")
+    assert p.returncode == 2 and "without -i or --vars" in p.stderr
+    assert not (tmp_path / "never").exists()

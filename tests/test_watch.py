@@ -335,7 +335,8 @@ def test_the_role_defaults_make_the_settings_from_the_deploy_plan(production_pla
     assert problems == []
     assert settings == {
         "url": "http://127.0.0.1:30000", "model": "Qwen3.6-27B",
-        "labels": {"profile": "nextn_3step", "release": production_plan["release"], "engine": "sglang"},
+        "labels": {"profile": "nextn_3step", "release": production_plan["release"]["name"],
+                   "engine": "sglang"},
         "api_key_file": None, "textfile": "/var/lib/prometheus/node-exporter/sglang_watch.prom",
         "window_s": 10.0, "timeout_s": 300.0, "interval_s": 900.0,
         "probe": {"case": "coding", "prompts": "coding", "requests": 3, "max_tokens": 192, "thinking": False},
@@ -355,7 +356,7 @@ def test_with_an_api_key_the_settings_name_its_file_not_the_key():
     plan = plan_for({"sglang_api_key": key})
     settings, problems = watch.configure(plan, inputs())
     assert problems == []
-    assert settings["api_key_file"] == plan["secrets_path"] == "/etc/sglang/sglang-secrets.yaml"
+    assert settings["api_key_file"] == plan["server"]["secrets_path"] == "/etc/sglang/sglang-secrets.yaml"
     assert key not in json.dumps(settings)
 
 

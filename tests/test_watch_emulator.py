@@ -85,7 +85,8 @@ def test_an_idle_server_is_probed_at_c1_with_the_gate_cases_prompts(emulator, pr
     p = run(program, path)
     assert p.stdout.startswith("sglang-watch: up 1, idle (source probe); accept length "), p.stdout
     fams = families((tmp_path / "sglang_watch.prom").read_text())
-    labels = frozenset({"profile": "nextn_3step", "release": plan["release"], "engine": "sglang"}.items())
+    labels = frozenset({"profile": "nextn_3step", "release": plan["release"]["name"],
+                        "engine": "sglang"}.items())
     assert fams["sglang_watch_up"] == {labels: 1} and sources(fams)["probe"] == 1
     assert 2.8 < fams["sglang_watch_accept_length"][labels] < 4.0          # the 3-step profile's reach
     assert fams["sglang_watch_decode_tokens_per_second"][labels] > 45      # above the gate's bar
@@ -227,9 +228,10 @@ def vllm_emulator(tmp_path):
 
 def test_vllm_idle_then_busy_under_its_own_names(vllm_emulator, program, tmp_path):
     plan = plan_for({"sglang_profile": "vllm_mtp_3"})
-    assert (plan["problems"], plan["engine"]) == ([], "vllm")
+    assert (plan["problems"], plan["release"]["engine"]) == ([], "vllm")
     path, settings = settings_file(tmp_path, plan, vllm_emulator.url)
-    assert settings["labels"] == {"profile": "vllm_mtp_3", "release": plan["release"], "engine": "vllm"}
+    assert settings["labels"] == {"profile": "vllm_mtp_3", "release": plan["release"]["name"],
+                                  "engine": "vllm"}
     p = run(program, path)
     assert "up 1, idle (source probe); accept length " in p.stdout, p.stdout + p.stderr
     fams = families((tmp_path / "sglang_watch.prom").read_text())
@@ -359,7 +361,8 @@ def test_a_wrong_known_answer_is_written_down_and_named(emulator, program, plan,
     path, _ = settings_file(tmp_path, plan, emu.url)
     p = run(program, path)
     fams = families((tmp_path / "sglang_watch.prom").read_text())
-    labels = frozenset({"profile": "nextn_3step", "release": plan["release"], "engine": "sglang"}.items())
+    labels = frozenset({"profile": "nextn_3step", "release": plan["release"]["name"],
+                        "engine": "sglang"}.items())
     assert fams["sglang_watch_answer_right"] == {labels: 0} and fams["sglang_watch_up"] == {labels: 1}
     assert fams["sglang_watch_decode_tokens_per_second"][labels] > 45
     assert "known answer WRONG" in p.stdout and " WRONG: expected " in p.stdout, p.stdout

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
 
-from bench.planner import plan_host
+from bench.planner import inputs, plan_host, shareable
 from sglang_perf.plan import deploy as deploy_plan
 
 DOCUMENTATION = r"""
@@ -40,6 +40,14 @@ options:
     description: Fail the task when the plan has problems.
     type: bool
     default: true
+  inputs:
+    description:
+      - Return the roles' checked inputs as C(inputs) (secrets replaced - an API key that is set
+        stands as set, never its value) and set no fact; for a command that plans again from this
+        play's inputs without reading the inventory (playbooks/tasks/tune_host.yml, bench tune
+        --inputs).
+    type: bool
+    default: false
   preflight:
     description:
       - This is the deploy's preflight (playbooks/preflight.yml) - the plan stands for the whole run
@@ -61,9 +69,14 @@ EXAMPLES = r"""
 RETURN = r"""
 ansible_facts:
   description:
-    - C(sglang_deploy_plan), the plan (problems, engine, version, release, argv, paths, topology,
-      gate cases).
-  returned: always
+    - C(sglang_deploy_plan), the plan by part (plugins/module_utils/sglang_perf/plan/parts.py) -
+      host, roles, problems, profile, settings, release, model, gpu, server, topology, lock, gate,
+      watch.
+  returned: unless O(inputs)
+  type: dict
+inputs:
+  description: The roles' checked inputs, no secret among them.
+  returned: with O(inputs)
   type: dict
 """
 
@@ -76,6 +89,14 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         args = self._task.args
+        if args.get("inputs", False):
+            values, problems = inputs(self._loader, self._templar, task_vars or {},
+                                      list(args.get("roles") or deploy_plan.ROLES))
+            if problems:
+                result.update(changed=False, failed=True, msg="; ".join(problems))
+                return result
+            result.update(changed=False, inputs=shareable(values))
+            return result
         plan = plan_host(self._loader, self._templar, task_vars or {}, args.get("roles") or deploy_plan.ROLES,
                          bool(args.get("review", False)))
         if plan["problems"] and args.get("fail", True):  # the refusal alone (the play stops here)

@@ -102,7 +102,7 @@ seealso:
 EXAMPLES = r"""
 - name: Benchmark the server with the deploy plan's gate
   sglang_bench:
-    url: "{{ sglang_deploy_plan.local_url }}"
+    url: "{{ sglang_deploy_plan.server.local_url }}"
     api_key: "{{ sglang_api_key | default(omit, true) }}"
     gate: "{{ sglang_deploy_plan.gate }}"
   register: gate

@@ -459,11 +459,13 @@ def configure(plan, inputs):
     if problems:
         return None, problems
     options, lock = case["options"], plan.get("lock") or {}
+    server, release = plan.get("server") or {}, plan.get("release") or {}
     settings = {
-        "url": plan.get("local_url"),
-        "model": plan.get("served_model_name"),
-        "labels": {k: plan.get(k) for k in exposition.RUN_LABELS},
-        "api_key_file": plan.get("secrets_path") if (plan.get("exposure") or {}).get("api_key") else None,
+        "url": server.get("local_url"),
+        "model": (plan.get("model") or {}).get("served_name"),
+        "labels": exposition.run_labels({"profile": plan.get("profile"), "release": release.get("name"),
+                                         "engine": release.get("engine")}),
+        "api_key_file": server.get("secrets_path") if (server.get("exposure") or {}).get("api_key") else None,
         "textfile": textfile,
         "window_s": window,
         "timeout_s": timeout,

@@ -120,7 +120,7 @@ def make(a):
         return out
     out_dir, current = a.get("out_dir") or ".", a.get("current")
     results = "%s/%s" % (out_dir, "results.json" if by_plan else "rows.json")
-    report = (["--plan", results, "--vars", "%s/vars.json" % out_dir]
+    report = (["--plan", results, "--inputs", "%s/inputs.json" % out_dir]
               + (["--current", current] if current in profiles else [])) if by_plan else [results]
     out.update(plan=measured, cases=cases, bench=bench, results_file=results,
                report_args=report + ["--out", out_dir])

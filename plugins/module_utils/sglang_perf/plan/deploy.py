@@ -5,8 +5,10 @@ and the rollout summary read instead of deriving it again - the engine and its v
 release name (from the lock file and the wheels' checksums), the argv, the unit's paths, the
 multi-node topology, the resolved gate cases and thresholds, the exposure verdict.
 
-``make`` is a pure function of its inputs (the plugins/action/sglang_deploy_plan.py action plugin
-gathers them from the play); tests call it directly. Standard library only."""
+``build`` is a pure function of its inputs (bench/planner.py gathers them, for the action plugin
+and every command) and returns a ``parts.Plan``, one small builder per part (``_release``, ``_gpu``,
+``_server``, ``_gate``, ``_watch``); ``make`` hands it on as the host's fact, a dict of parts.
+Standard library only."""
 from __future__ import annotations
 
 import hashlib
@@ -15,7 +17,7 @@ import re
 
 from ..judge import quality
 from ..measure import answers, corpus
-from . import capacity, drafter, fleet, inherit, gate as plan, profile
+from . import capacity, drafter, fleet, gate, inherit, parts, profile
 from .. import engines
 from ..record import exposition, fingerprint
 from ..host import measurelock, watch
@@ -192,23 +194,22 @@ def local_wheels(paths, engine, version):
 
 def make(v, host, groups, hostvars, play_hosts=None, facts=None, read_lock=None, locks_dir="",
          wheel_digest=None, review=False, roles=ROLES):
-    """The plan of ``host``. ``v``: the roles' inputs (every variable of their argument specs,
-    type-checked, plus the role data it names); ``wheel_digest(path)``: the sha256 of a wheel of
-    sglang_pip_local_files on the controller, None when it is missing; ``read_lock(path)``: the
+    """The plan of ``host`` as the host's fact (``build``'s Plan as a dict)."""
+    return build(v, host, groups, hostvars, play_hosts, facts, read_lock, locks_dir, wheel_digest, review,
+                 roles).as_dict()
+
+
+def build(v, host, groups, hostvars, play_hosts=None, facts=None, read_lock=None, locks_dir="",
+          wheel_digest=None, review=False, roles=ROLES):
+    """The plan of ``host`` (parts.Plan). ``v``: the roles' inputs (every variable of their argument
+    specs, type-checked, plus the role data it names); ``wheel_digest(path)``: the sha256 of a wheel
+    of sglang_pip_local_files on the controller, None when it is missing; ``read_lock(path)``: the
     lock file's text, None when there is none; ``locks_dir``: the role's lock files
-    (sglang_pip_constraints ''). Returns a dict; its ``problems`` (every refusal) is [] when the
-    deploy can go on."""
+    (sglang_pip_constraints ''). Its ``problems`` (every refusal) is [] when the deploy can go on."""
     problems = []
-    facts = facts or {}
-    out = {"host": host, "problems": problems, "roles": list(roles)}
+    out = parts.Plan(host=host, roles=list(roles), problems=problems)
     if "nvidia_gpu" in roles:
-        problems.extend(_refusals(_gpu_value_checks(v), v))
-        distros = v.get("_nvidia_gpu_repo_distros") or {}
-        distro = "%s-%s" % (facts.get("distribution"), facts.get("distribution_major_version"))
-        if distro not in distros and not v.get("nvidia_gpu_allow_absent"):
-            problems.append("%s %s on %s is not supported: the role knows NVIDIA's CUDA repository for %s"
-                            % (facts.get("distribution"), facts.get("distribution_version"), host,
-                               ", ".join(distros)))
+        problems.extend(_gpu_stack_problems(v, host, facts or {}))
     if "sglang_rollout_canary" in v or "sglang_rollout_batch" in v:  # the deploy's play inputs
         problems.extend(fleet.sglang_rollout_errors(v.get("sglang_rollout_canary"),
                                                     v.get("sglang_rollout_batch")))
@@ -228,7 +229,6 @@ def make(v, host, groups, hostvars, play_hosts=None, facts=None, read_lock=None,
     problems.extend(inherit_problems)
     chosen = profiles.get(name) if isinstance(profiles, dict) else None
     engine, version = _engine(chosen, v)
-    engine_ok = engines.find(engine) is not None
     hardware = v.get("sglang_hardware") or None
     topo = fleet.sglang_topology(v.get("sglang_multinode_group"), groups, hostvars, host, play_hosts,
                                  port=_int(v.get("sglang_dist_init_port"), 20000))
@@ -244,169 +244,172 @@ def make(v, host, groups, hostvars, play_hosts=None, facts=None, read_lock=None,
         profile_problems = [str(e)]
     if profile_problems:
         problems.append("%s: %s" % (host, "; ".join(profile_problems)))
-    valid_profile = not profile_problems and isinstance(chosen, dict)
-    budget = None
-    if hardware and valid_profile:
-        try:
-            budget = capacity.profile_memory_budget(
-                chosen, v.get("sglang_model_size"), hardware, v.get("sglang_memory_full_context_requests", 1),
-                v.get("sglang_memory_default_fraction", 0.88))
-        except capacity.CapacityError as e:
-            problems.append("%s: sglang_model_size, sglang_hardware: %s" % (host, e))
-        else:
-            if not budget["fits"]:
-                problems.append(
-                    "%s: profile %s does not fit in GPU memory: %s. Estimate per GPU: %s (sglang_model_size, "
-                    "sglang_hardware; raise mem_fraction_static, lower context_length or "
-                    "max_running_requests)"
-                    % (host, name, "; ".join(budget["problems"]), "; ".join(budget["lines"])))
+    settings = chosen if not profile_problems and isinstance(chosen, dict) else None
+    out.profile, out.settings, out.topology = name, settings, topo
+    memory = _memory(v, problems, host, name, settings, hardware)
+    exposure = _exposure(v, problems, host)
+    out.release = _release(v, problems, engine, version, locks_dir, read_lock, wheel_digest, review)
+    out.gpu = _gpu(v, problems, engine, version, hardware, memory, review)
+    snapshot = v.get("sglang_model_snapshot_path") or ""
+    out.model = parts.Model(
+        load_path=snapshot or v.get("sglang_model_path"), served_name=v.get("sglang_served_model_name"),
+        size=v.get("sglang_model_size"),
+        # the profile's drafter, which tasks/model.yml judges beside the model (None: none)
+        drafter=drafter.artifact(settings, profile.accept_ceiling(settings, engine)) if settings else None)
+    lock_path = v.get("sglang_deploy_lock_path")
+    out.lock = parts.Lock(path=lock_path, max_age=_int(v.get("sglang_deploy_lock_max_age")),
+                          measure_path=measurelock.beside(lock_path),
+                          break_lock=bool(v.get("sglang_break_lock")))
+    out.server = _server(v, problems, host, out, exposure)
+    if "sglang_gate" in roles:
+        out.gate = _gate(v, problems, out, profiles, thresholds)
+    if "sglang_watch" in roles:
+        out.watch = _watch(v, problems, out)
+    return out
+
+
+def _gpu_stack_problems(v, host, facts):
+    """The nvidia_gpu role's refusals: its values, and a distribution NVIDIA has no repository for."""
+    problems = _refusals(_gpu_value_checks(v), v)
+    distros = v.get("_nvidia_gpu_repo_distros") or {}
+    distro = "%s-%s" % (facts.get("distribution"), facts.get("distribution_major_version"))
+    if distro not in distros and not v.get("nvidia_gpu_allow_absent"):
+        problems.append("%s %s on %s is not supported: the role knows NVIDIA's CUDA repository for %s"
+                        % (facts.get("distribution"), facts.get("distribution_version"), host,
+                           ", ".join(distros)))
+    return problems
+
+
+def _memory(v, problems, host, name, settings, hardware):
+    """The profile's memory budget, a line per GPU (None: no hardware or no valid profile)."""
+    if not (hardware and settings):
+        return None
+    try:
+        budget = capacity.profile_memory_budget(
+            settings, v.get("sglang_model_size"), hardware, v.get("sglang_memory_full_context_requests", 1),
+            v.get("sglang_memory_default_fraction", 0.88))
+    except capacity.CapacityError as e:
+        problems.append("%s: sglang_model_size, sglang_hardware: %s" % (host, e))
+        return None
+    if not budget["fits"]:
+        problems.append(
+            "%s: profile %s does not fit in GPU memory: %s. Estimate per GPU: %s (sglang_model_size, "
+            "sglang_hardware; raise mem_fraction_static, lower context_length or "
+            "max_running_requests)"
+            % (host, name, "; ".join(budget["problems"]), "; ".join(budget["lines"])))
+    return budget["lines"]
+
+
+def _exposure(v, problems, host):
+    """Whether the bind address, the API key and the allowed networks go together."""
     api_key_set = bool(v.get("sglang_api_key"))
-    exposure = profile.sglang_exposure_errors(v.get("sglang_host"), api_key_set,
-                                              v.get("sglang_allowed_networks") or [],
-                                              bool(v.get("sglang_allow_open_network")))
-    if exposure:
-        problems.append("%s: %s" % (host, "; ".join(exposure)))
-    # the release: its requirements ([]: the engine at its version), its lock file ('': the role's
-    # for the engine and version) and local wheels on the controller
+    found = profile.sglang_exposure_errors(v.get("sglang_host"), api_key_set,
+                                           v.get("sglang_allowed_networks") or [],
+                                           bool(v.get("sglang_allow_open_network")))
+    if found:
+        problems.append("%s: %s" % (host, "; ".join(found)))
+    return {"problems": found, "host": v.get("sglang_host"), "api_key": api_key_set,
+            "allowed_networks": list(v.get("sglang_allowed_networks") or []),
+            "open_network": bool(v.get("sglang_allow_open_network"))}
+
+
+def _release(v, problems, engine, version, locks_dir, read_lock, wheel_digest, review):
+    """The release: its requirements ([]: the engine at its version), its lock file ('': the
+    role's for the engine and version) and the local wheels on the controller."""
     packages = list(v.get("sglang_pip_packages") or ["%s==%s" % (engine, version)])
     lock_path = v.get("sglang_pip_constraints") or "%s/%s-%s.txt" % (locks_dir, engine, version)
     lock_text = read_lock(lock_path) if read_lock else None
-    lock_exists = lock_text is not None
+    locked = lock_text is not None
     wheels = [(path, wheel_digest(path) if wheel_digest else None)
               for path in local_wheels(v.get("sglang_pip_local_files"), engine, version)]
     missing = [path for path, digest in wheels if digest is None]
-    if not lock_exists and not review:
+    if not locked and not review:
         problems.append("sglang_pip_constraints: no lock file at %s for %s %s (write it with: python "
                         "scripts/lock_release.py %s==%s > %s)"
                         % (lock_path, engine, version, engine, version, lock_path))
     elif missing:
         problems.append("sglang_pip_local_files: not on the controller: %s" % ", ".join(missing))
-    # the driver the engine release's CUDA runtime needs (a unit rendered for review: not installed)
-    if engine_ok and not review:
-        cuda = v.get("sglang_cuda_runtime") or engines.get(engine).cuda_runtime.get(version)
+    known = engines.find(engine)
+    name = release_name(engine, version, lock_text, packages, [digest for _, digest in wheels])
+    releases_dir = v.get("sglang_releases_dir")
+    return parts.Release(
+        engine=engine, label=getattr(known, "label", str(engine)), docs=getattr(known, "docs", ""),
+        version=version, name=name, dir="%s/%s" % (releases_dir, name),
+        venv="%s/%s/venv" % (releases_dir, name),
+        inputs={"lock": lock_path if locked else None,
+                "lock_sha256": hashlib.sha256(lock_text.encode()).hexdigest() if locked else None,
+                "packages": packages, "wheels": [{"path": p, "sha256": d} for p, d in wheels]},
+        launch_module=(v.get("sglang_launch_modules") or {}).get(engine) if known else None,
+        releases_dir=releases_dir, keep=_int(v.get("sglang_releases_keep")))
+
+
+def _gpu(v, problems, engine, version, hardware, memory, review):
+    """The GPUs' part: the hardware, the memory budget, and the driver the engine release's CUDA
+    runtime needs (a unit rendered for review: not installed, not checked)."""
+    known = engines.find(engine)
+    cuda = (v.get("sglang_cuda_runtime") or known.cuda_runtime.get(version)) if known else None
+    need = (v.get("_sglang_min_driver_by_cuda") or {}).get(cuda) if cuda else None
+    if known and not review:
         branch = v.get("nvidia_gpu_driver_branch")
         if cuda is None:
             problems.append("%s %s: its CUDA runtime is unknown (engines/%s.py cuda_runtime lists %s): "
                             "read the CUDA runtime of the torch it pins from the wheels and set "
                             "sglang_cuda_runtime, so the driver check can run"
-                            % (engine, version, engine, ", ".join(sorted(engines.get(engine).cuda_runtime))))
-        else:
-            need = (v.get("_sglang_min_driver_by_cuda") or {}).get(cuda, "0")
-            if branch is not None and _version_key("%s.999.99" % branch) < _version_key(need):
-                problems.append("%s %s runs on CUDA %s, which needs NVIDIA driver >= %s; "
-                                "nvidia_gpu_driver_branch is %s: raise the branch or keep %s"
-                                % (engine, version, cuda, need, branch,
-                                   _version_var(engine)))
-    service = v.get("sglang_service_name")
-    config_dir = v.get("sglang_config_dir")
-    release = release_name(engine, version, lock_text if lock_exists else None,
-                           packages, [digest for _, digest in wheels])
-    release_dir = "%s/%s" % (v.get("sglang_releases_dir"), release)
-    snapshot = v.get("sglang_model_snapshot_path") or ""
-    bind = v.get("sglang_host")
-    url = local_url(bind, v.get("sglang_port"))
-    out.update({
-        "engine": engine, "engine_label": getattr(engines.find(engine), "label", str(engine)),
-        "engine_docs": getattr(engines.find(engine), "docs", ""), "version": version,
-        "profile": name, "settings": chosen if valid_profile else None,
-        "release": release, "release_dir": release_dir, "venv": release_dir + "/venv",
-        "release_inputs": {"lock": lock_path if lock_exists else None,
-                           "lock_sha256": hashlib.sha256(lock_text.encode()).hexdigest()
-                           if lock_exists else None,
-                           "packages": packages,
-                           "wheels": [{"path": p, "sha256": d} for p, d in wheels]},
-        "service": service, "user": v.get("sglang_user"), "group": v.get("sglang_group"),
-        "python": v.get("sglang_python"), "state_dir": v.get("sglang_state_dir"),
-        "lock": {"path": v.get("sglang_deploy_lock_path"),
-                 "max_age": _int(v.get("sglang_deploy_lock_max_age")),
-                 "measure_path": measurelock.beside(v.get("sglang_deploy_lock_path")),
-                 "break": bool(v.get("sglang_break_lock"))},
-        "releases_dir": v.get("sglang_releases_dir"), "releases_keep": _int(v.get("sglang_releases_keep")),
-        "adopt_existing": bool(v.get("sglang_adopt_existing")),
-        "adopt_backup_dir": v.get("sglang_adopt_backup_dir"),
-        "served_model_name": v.get("sglang_served_model_name"), "model_size": v.get("sglang_model_size"),
-        "hardware": hardware,
-        "unit_path": "/etc/systemd/system/%s.service" % service,
-        "env_path": "%s/%s.env" % (config_dir, service),
-        "secrets_path": "%s/%s-secrets.yaml" % (config_dir, service),
-        "model_load_path": snapshot or v.get("sglang_model_path"),
-        # the profile's drafter, which tasks/model.yml judges beside the model (None: none)
-        "drafter": drafter.artifact(chosen, profile.accept_ceiling(chosen, engine))
-        if valid_profile else None,
-        "launch_module": (v.get("sglang_launch_modules") or {}).get(engine) if engine_ok else None,
-        "ready_paths": list(getattr(engines.find(engine), "ready_paths", [])),
-        "drift_paths": list(getattr(engines.find(engine), "drift_paths", [])),
-        "drift_answers_secret": bool(getattr(engines.find(engine), "drift_answers_secret", True)),
-        "unit_hidden_paths": list(UNIT_HIDDEN_PATHS),
-        "topology": topo,
-        "local_url": url,
-        "drift_url": v.get("sglang_drift_url") or url,
-        "exposure": {"problems": exposure, "host": bind, "api_key": api_key_set,
-                     "allowed_networks": list(v.get("sglang_allowed_networks") or []),
-                     "open_network": bool(v.get("sglang_allow_open_network"))},
-        "memory": budget["lines"] if budget else None,
-        "argv": None,
-    })
-    if valid_profile and engine_ok and out["launch_module"] and not topo["errors"]:
-        server = {"model_path": out["model_load_path"],
-                  "served_model_name": v.get("sglang_served_model_name"),
-                  "host": bind, "port": v.get("sglang_port"),
-                  "trust_remote_code": v.get("sglang_trust_remote_code"),
-                  "enable_metrics": v.get("sglang_enable_metrics"),
-                  "config": out["secrets_path"] if api_key_set else None,
-                  "nnodes": topo["nnodes"] if topo["enabled"] else None,
-                  "node_rank": topo["node_rank"] if topo["enabled"] else None,
-                  "dist_init_addr": topo["dist_init_addr"] if topo["enabled"] else None}
+                            % (engine, version, engine, ", ".join(sorted(known.cuda_runtime))))
+        elif branch is not None and _version_key("%s.999.99" % branch) < _version_key(need or "0"):
+            problems.append("%s %s runs on CUDA %s, which needs NVIDIA driver >= %s; "
+                            "nvidia_gpu_driver_branch is %s: raise the branch or keep %s"
+                            % (engine, version, cuda, need, branch, _version_var(engine)))
+    return parts.Gpu(hardware=hardware, memory=memory, cuda_runtime=cuda, min_driver=need)
+
+
+def _server(v, problems, host, plan, exposure):
+    """The unit: its paths, its argv (None when the profile, the engine or the topology is not
+    valid) and where the host reaches the server."""
+    service, config_dir = v.get("sglang_service_name"), v.get("sglang_config_dir")
+    known = engines.find(plan.release.engine)
+    url = local_url(v.get("sglang_host"), v.get("sglang_port"))
+    server = parts.Server(
+        service=service, user=v.get("sglang_user"), group=v.get("sglang_group"),
+        python=v.get("sglang_python"), state_dir=v.get("sglang_state_dir"),
+        unit_path="/etc/systemd/system/%s.service" % service,
+        env_path="%s/%s.env" % (config_dir, service),
+        secrets_path="%s/%s-secrets.yaml" % (config_dir, service),
+        hidden_paths=list(UNIT_HIDDEN_PATHS), argv=None, local_url=url,
+        drift_url=v.get("sglang_drift_url") or url,
+        ready_paths=list(getattr(known, "ready_paths", [])),
+        drift_paths=list(getattr(known, "drift_paths", [])),
+        drift_answers_secret=bool(getattr(known, "drift_answers_secret", True)),
+        exposure=exposure, adopt_existing=bool(v.get("sglang_adopt_existing")),
+        adopt_backup_dir=v.get("sglang_adopt_backup_dir"))
+    topo, module = plan.topology, plan.release.launch_module
+    if plan.settings is not None and module and not topo["errors"]:
+        multinode = topo["enabled"]
+        flags = {"model_path": plan.model.load_path, "served_model_name": plan.model.served_name,
+                 "host": v.get("sglang_host"), "port": v.get("sglang_port"),
+                 "trust_remote_code": v.get("sglang_trust_remote_code"),
+                 "enable_metrics": v.get("sglang_enable_metrics"),
+                 "config": server.secrets_path if exposure["api_key"] else None,
+                 "nnodes": topo["nnodes"] if multinode else None,
+                 "node_rank": topo["node_rank"] if multinode else None,
+                 "dist_init_addr": topo["dist_init_addr"] if multinode else None}
         try:
-            out["argv"] = [out["venv"] + "/bin/python", "-m", out["launch_module"]] + \
-                profile.sglang_argv(chosen, version, server, engine=v.get("sglang_engine"))
+            server.argv = [plan.release.venv + "/bin/python", "-m", module] + \
+                profile.sglang_argv(plan.settings, plan.release.version, flags, engine=v.get("sglang_engine"))
         except ValueError as e:
             problems.append("%s: %s" % (host, e))
-    if "sglang_gate" in roles:
-        state = v.get("sglang_state_dir")  # '' paths: under the sglang role's state directory
-        history = v.get("sglang_gate_history_path") or "%s/gate-history.jsonl" % state
-        lkg_dir = v.get("sglang_gate_lkg_dir") or "%s/last-known-good" % state
-        gate_v = dict(v, sglang_gate_thresholds=thresholds, sglang_gate_history_path=history,
-                      sglang_gate_lkg_dir=lkg_dir)
-        out["gate"] = _gate(gate_v, problems, name, profiles, chosen if valid_profile else None, hardware)
-        out["gate"].update(history_path=history, lkg_dir=lkg_dir)
-        # the long-context corpus: AnsiballZ ships the modules' Python only, so the role copies the
-        # file the controller reads (and checked the long-context cases against) to the host, where
-        # the sglang_bench module reads it (measure/corpus.py)
-        out["gate"].update(corpus_source=corpus.path(), corpus_path="%s/corpus.json" % state)
-        # what the host's fingerprint records beside the GPUs (fingerprint.IDENTITY)
-        out["gate"]["identity"] = {"engine": engine, "version": version, "release": release,
-                                   "profile": name, "profile_sha256": fingerprint.settings_sha256(chosen)
-                                   if valid_profile else None,
-                                   # the weights, whose commits the host's fingerprint reads
-                                   "model": {"repo": v.get("sglang_model_repo"),
-                                             "revision": v.get("sglang_model_revision"),
-                                             "path": out["model_load_path"]},
-                                   "drafter": out["drafter"]}
-        out["gate"]["nvidia_smi"] = v.get("sglang_gate_nvidia_smi")
-        # what the sglang_bench module reads besides the cases: the profile, the measurement lock
-        # it holds, and the sizes of the roofline (the GPUs serving the model: all nodes' share
-        # of tensor parallelism for a multi-node deployment)
-        gpus = dict(hardware, gpu_count=(chosen or {}).get("tp_size")) if hardware and topo["enabled"] \
-            else hardware
-        out["gate"].update(profile=name, measure_lock=out["lock"]["measure_path"],
-                           model_size=v.get("sglang_model_size") if hardware else None, hardware=gpus)
-    if "sglang_watch" in roles:
-        out["watch"] = _watch(v, problems, out)
-    return out
+    return server
 
 
-def _watch(v, problems, out):
+def _watch(v, problems, plan):
     """The watch's part of the plan: whether this host gets it (enabled, and the node serving the
     API: rank 0) and, when it does, its settings file (watch.configure, its refusals)."""
-    rank = int((out.get("topology") or {}).get("node_rank") or 0)
-    active = bool(v.get("sglang_watch_enabled")) and rank == 0
-    if not active:
-        return {"active": False, "settings": None}
-    settings, found = watch.configure(out, {k: v.get(k) for k in watch.INPUTS})
+    rank = int((plan.topology or {}).get("node_rank") or 0)
+    if not (v.get("sglang_watch_enabled") and rank == 0):
+        return parts.Watch(active=False)
+    settings, found = watch.configure(plan.as_dict(), {k: v.get(k) for k in watch.INPUTS})
     problems.extend(found)
-    return {"active": True, "settings": settings}
-
+    return parts.Watch(active=True, settings=settings)
 
 
 def gate_answers(path, name="sglang_gate_answers"):
@@ -437,18 +440,25 @@ GATE_OPTIONS = ("api", "warmup", "confidence", "inconclusive", "first_token_time
                 "run_timeout", "max_regression_pct")
 
 
-def _gate(v, problems, name, profiles, chosen, hardware):
-    """The gate's part of the plan: its checks, and the resolved cases."""
-    gate_plan, thresholds = v.get("sglang_gate_plan"), v.get("sglang_gate_thresholds")
+def _gate(v, problems, plan, profiles, thresholds):
+    """The gate's part of the plan: its checks, the resolved cases, and what the sglang_bench
+    module reads besides them. Its '' paths are under the sglang role's state directory."""
+    state = v.get("sglang_state_dir")
+    history = v.get("sglang_gate_history_path") or "%s/gate-history.jsonl" % state
+    lkg_dir = v.get("sglang_gate_lkg_dir") or "%s/last-known-good" % state
+    v = dict(v, sglang_gate_thresholds=thresholds, sglang_gate_history_path=history,
+             sglang_gate_lkg_dir=lkg_dir)
+    name, chosen, hardware = plan.profile, plan.settings, plan.gpu.hardware
+    gate_plan = v.get("sglang_gate_plan")
     calibrated, confidence = v.get("sglang_gate_calibrated") or None, _num(v.get("sglang_gate_confidence"),
                                                                            v.get("sglang_gate_confidence"))
-    plan_problems = plan.problems(gate_plan, thresholds, name, calibrated, confidence=confidence)
+    plan_problems = gate.problems(gate_plan, thresholds, name, calibrated, confidence=confidence)
     problems.extend(plan_problems)
     cases, text = [], ""
     if not plan_problems:
         try:
-            cases = plan.resolve(gate_plan, thresholds, name, calibrated, confidence=confidence)
-        except ConfigError as e:  # plan.problems said nothing: not expected
+            cases = gate.resolve(gate_plan, thresholds, name, calibrated, confidence=confidence)
+        except ConfigError as e:  # gate.problems said nothing: not expected
             problems.append(e.message)
         top = max([c["thresholds"].get("min_accept_len") or 0 for c in cases] or [0])
         if top > 0:
@@ -464,7 +474,7 @@ def _gate(v, problems, name, profiles, chosen, hardware):
                                                           chosen, v.get("sglang_engine"))))
             except capacity.CapacityError as e:
                 problems.append("sglang_model_size, sglang_hardware: %s" % e)
-        text = plan.describe(cases, float(confidence), v.get("sglang_gate_inconclusive"))
+        text = gate.describe(cases, float(confidence), v.get("sglang_gate_inconclusive"))
     problems.extend(_refusals(_gate_value_checks(v), v))
     api = v.get("sglang_gate_api")
     problems.extend("sglang_gate_plan.%s.thinking needs sglang_gate_api: chat (the %s API sends the "
@@ -487,9 +497,28 @@ def _gate(v, problems, name, profiles, chosen, hardware):
     # how every case is measured (the engine's options besides the server's URL, key and model)
     options = {k: v.get("sglang_gate_" + k) for k in GATE_OPTIONS}
     options["confidence"] = confidence
-    # what the sglang_bench module runs: the resolved cases, the promise and the plan's notes
-    return {"cases": cases, "text": text, "promise": promise, "answers": given, "options": options,
-            "notes": plan.plan_notes(gate_plan, thresholds, name) if cases else [],
-            "lkg_import": re.sub(r"(\.service)?$", ".service", v.get("sglang_gate_lkg_import") or "", count=1)
-            if v.get("sglang_gate_lkg_import") else ""}
+    lkg_import = v.get("sglang_gate_lkg_import") or ""
+    release, model = plan.release, plan.model
+    # the sizes of the roofline: the GPUs serving the model (all nodes' share of tensor parallelism
+    # for a multi-node deployment)
+    gpus = dict(hardware, gpu_count=(chosen or {}).get("tp_size")) if hardware and plan.topology["enabled"] \
+        else hardware
+    return parts.Gate(
+        cases=cases, text=text, promise=promise, answers=given, options=options,
+        notes=gate.plan_notes(gate_plan, thresholds, name) if cases else [],
+        lkg_import=re.sub(r"(\.service)?$", ".service", lkg_import, count=1) if lkg_import else "",
+        history_path=history, lkg_dir=lkg_dir,
+        # the long-context corpus: AnsiballZ ships the modules' Python only, so the role copies the
+        # file the controller reads (and checked the long-context cases against) to the host, where
+        # the sglang_bench module reads it (measure/corpus.py)
+        corpus_source=corpus.path(), corpus_path="%s/corpus.json" % state,
+        # what the host's fingerprint records beside the GPUs (fingerprint.IDENTITY)
+        identity={"engine": release.engine, "version": release.version, "release": release.name,
+                  "profile": name, "profile_sha256": fingerprint.settings_sha256(chosen) if chosen else None,
+                  # the weights, whose commits the host's fingerprint reads
+                  "model": {"repo": v.get("sglang_model_repo"), "revision": v.get("sglang_model_revision"),
+                            "path": model.load_path},
+                  "drafter": model.drafter},
+        nvidia_smi=v.get("sglang_gate_nvidia_smi"), profile=name, measure_lock=plan.lock.measure_path,
+        model_size=model.size if hardware else None, hardware=gpus)
 
