@@ -53,7 +53,7 @@ def test_the_plan_holds_what_the_roles_read(good):
     assert good["venv"] == "/opt/sglang/releases/%s/venv" % good["release"]
     assert good["unit_path"] == "/etc/systemd/system/sglang.service"
     assert good["env_path"] == "/etc/sglang/sglang.env"
-    assert good["argv"][:3] == [good["venv"] + "/bin/python", "-m", "bench.emulator"]
+    assert good["argv"][:3] == [good["venv"] + "/bin/python", "-m", "emulator"]
     assert "--speculative-num-steps" in good["argv"]
     assert good["argv"][good["argv"].index("--tp-size") + 1] == "2"
     assert good["local_url"] == "http://127.0.0.1:30000"
@@ -126,7 +126,7 @@ def test_a_vllm_profile_plans_vllm():
     assert plan["problems"] == [], plan["problems"]
     assert plan["engine"] == "vllm" and plan["version"] == "0.33.0"
     assert plan["release"].startswith("vllm-0.33.0-")
-    assert plan["launch_module"] == "bench.emulator.vllm" and plan["ready_paths"] == ["/health", "/v1/models"]
+    assert plan["launch_module"] == "emulator.vllm" and plan["ready_paths"] == ["/health", "/v1/models"]
 
 
 def test_no_secret_enters_the_plan():
