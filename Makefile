@@ -30,22 +30,22 @@ demo: venv local-host dist
 
 # The emulator wheel the local inventory installs into the container's service venv, and a second
 # release of the same code as version 0.5.24 (the release-rollback test bumps to it). The vLLM side
-# (python -m bench.emulator.vllm) is the same package released as vllm-emulator 0.33.0, so an
+# (python -m emulator.vllm) is the same package released as vllm-emulator 0.33.0, so an
 # installed copy reports vLLM's version (server.py reads its own distribution's metadata). Each is
-# built from a temporary directory holding only bench/emulator/ and its own pyproject.toml.
+# built from a temporary directory holding only emulator/ and its own pyproject.toml.
 EMULATOR_VERSION := 0.5.23
 EMULATOR_WHEEL := dist/sglang_emulator-$(EMULATOR_VERSION)-py3-none-any.whl
 EMULATOR_NEXT := 0.5.24
 EMULATOR_WHEEL_NEXT := dist/sglang_emulator-$(EMULATOR_NEXT)-py3-none-any.whl
 VLLM_EMULATOR_VERSION := 0.33.0
 VLLM_EMULATOR_WHEEL := dist/vllm_emulator-$(VLLM_EMULATOR_VERSION)-py3-none-any.whl
-EMULATOR_PYPROJECT := bench/emulator/pyproject.toml
-EMULATOR_SOURCES := $(EMULATOR_PYPROJECT) $(wildcard bench/emulator/*.py bench/emulator/vllm/*.py) $(STAMP)
+EMULATOR_PYPROJECT := emulator/pyproject.toml
+EMULATOR_SOURCES := $(EMULATOR_PYPROJECT) $(wildcard emulator/*.py emulator/vllm/*.py) $(STAMP)
 dist: $(EMULATOR_WHEEL) $(EMULATOR_WHEEL_NEXT) $(VLLM_EMULATOR_WHEEL)
 # $(call emulator_release,NAME,VERSION): the emulator's sources built as that distribution/version.
 define emulator_release
-	d="$$(mktemp -d)" && mkdir -p "$$d/bench/emulator/vllm" && cp bench/__init__.py "$$d/bench/" \
-	  && cp bench/emulator/*.py "$$d/bench/emulator/" && cp bench/emulator/vllm/*.py "$$d/bench/emulator/vllm/" \
+	d="$$(mktemp -d)" && mkdir -p "$$d/emulator/vllm" \
+	  && cp emulator/*.py "$$d/emulator/" && cp emulator/vllm/*.py "$$d/emulator/vllm/" \
 	  && sed -e 's/^version = .*/version = "$(2)"/' -e 's/^name = .*/name = "$(1)"/' $(EMULATOR_PYPROJECT) \
 	    > "$$d/pyproject.toml" \
 	  && $(PY) -m pip wheel --quiet --no-deps --wheel-dir dist "$$d"; rc=$$?; rm -rf "$$d"; exit $$rc

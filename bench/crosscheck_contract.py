@@ -63,7 +63,7 @@ def make(out_dir, texts, vocab_size=2000):
                                    pad_token="<|endoftext|>")
     fast.chat_template = CHAT_TEMPLATE
     fast.save_pretrained(str(out))
-    # The emulator reads "architectures" from <model-path>/config.json (bench/emulator/args.py
+    # The emulator reads "architectures" from <model-path>/config.json (emulator/args.py
     # read_architecture); no model_type: AutoTokenizer goes by tokenizer_class and never maps the
     # directory to a real model's tokenizer class.
     (out / "config.json").write_text(json.dumps({"architectures": [ARCHITECTURE]}, indent=2) + "\n")

@@ -1,4 +1,4 @@
-"""Start `python -m bench.emulator` on a free loopback port and wait until it answers: one
+"""Start `python -m emulator` on a free loopback port and wait until it answers: one
 launcher for the demo, the self-check and the tests."""
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ class EmulatorProcess(object):
     """An emulator subprocess; ``log`` is a file object (never a pipe: a chatty server must not
     block on a full pipe)."""
 
-    def __init__(self, args, log, env=None, port=None, module="bench.emulator"):
+    def __init__(self, args, log, env=None, port=None, module="emulator"):
         self.port = port or free_port()
         self.url = "http://127.0.0.1:%d" % self.port
         full_env = dict(os.environ)

@@ -4,7 +4,7 @@
 
 For each true speed (the bar times 1 + margin %), ``runs`` seeded runs of the production coding
 case (roles/sglang_gate/defaults/main.yml: 6 requests, then one at a time up to 48, 192 tokens)
-drawn from the emulator's own model of the 3-step profile (bench/emulator: acceptance per verify
+drawn from the emulator's own model of the 3-step profile (emulator/: acceptance per verify
 step, GPU clock jitter on step time; Scheduler.simulate_decode), judged by the engine's own
 intervals and verdict.evaluate(); prints the share passed and the mean requests used. The table in
 roles/sglang_gate/README.md is its output at --runs 200; tests/test_verdict.py holds the 5% points.
@@ -18,7 +18,7 @@ from sglang_perf.measure import config, engine
 from sglang_perf.judge import decision, verdict
 
 from bench.cli import default_case
-from bench.emulator.cli import offline_scheduler
+from emulator.cli import offline_scheduler
 from bench.profiles import MODEL_ARGS, PROFILE_ARGS
 
 URL = "http://127.0.0.1:1"

@@ -71,7 +71,7 @@ def ensure_deployed():
                       "sglang.json')).get('profile'))\"", check=False)
     unit = on_host("systemctl show -p ExecStart --value sglang", check=False)
     running = on_host("systemctl is-active sglang", check=False) == "active"
-    if not running or profile != "nextn_3step" or "-m bench.emulator --" not in unit \
+    if not running or profile != "nextn_3step" or "-m emulator --" not in unit \
             or "--speculative-num-steps 3 " not in unit:
         p = play("deploy.yml")
         assert p.returncode == 0, p.stdout[-3000:]

@@ -17,7 +17,7 @@ import yaml
 
 from bench import history as history_table
 from bench import verdict_rates
-from bench.emulator.cli import offline_scheduler
+from emulator.cli import offline_scheduler
 from conftest import MODEL_ARGS, PROFILE_ARGS, ROOT, Emulator
 from sglang_perf.judge import attribution, decision, verdict
 from sglang_perf.measure import config, engine, stats

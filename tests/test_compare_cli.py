@@ -390,14 +390,14 @@ def test_compare_plan_answers_whether_more_steps_pay(emulator, vllm_emus, tmp_pa
     names = ("nextn_1step", "nextn_3step", "nextn_5step")
     emus = {n: emulator(MODEL_ARGS + flt.sglang_argv(defaults["sglang_profiles"][n],
                                                      defaults["sglang_version"]), env=env) for n in names}
-    # the vLLM targets: python -m bench.emulator.vllm serve MODEL ..., as the role renders it
+    # the vLLM targets: python -m emulator.vllm serve MODEL ..., as the role renders it
     server = {"model_path": "/models/Qwen3.6-27B", "served_model_name": "Qwen3.6-27B",
               "trust_remote_code": True}
     for n in ("vllm_mtp_1", "vllm_mtp_3"):
         log = tempfile.TemporaryFile()
         emu = EmulatorProcess(flt.sglang_argv(defaults["sglang_profiles"][n], defaults["sglang_vllm_version"],
                                               server), log, env=dict(env, SGLEMU_SEED="0"),
-                              module="bench.emulator.vllm")
+                              module="emulator.vllm")
         vllm_emus.append((emu, log))
         emus[n] = emu
     for emu, _log in vllm_emus:

@@ -46,5 +46,5 @@ def test_compare_engines_answers_on_the_plan_and_deploys_the_winner_through_the_
     lines = on_host("cat /var/lib/sglang/gate-history.jsonl").splitlines()
     runs = [json.loads(x) for x in lines[before:]]
     assert [(r["profile"], r["engine"], r["passed"]) for r in runs] == [("vllm_mtp_3", "vllm", True)]
-    assert "-m bench.emulator.vllm serve" in on_host("systemctl show -p ExecStart --value sglang")
+    assert "-m emulator.vllm serve" in on_host("systemctl show -p ExecStart --value sglang")
 

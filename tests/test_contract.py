@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bench.emulator.args import build_parser, merge_config
+from emulator.args import build_parser, merge_config
 from bench.profiles import MODEL_ARGS, PROFILE_ARGS
 from conftest import ROOT, raw_role_defaults, role_defaults
 from hostutil import play
@@ -255,9 +255,9 @@ def test_the_emulator_accepts_exactly_what_sglang_accepts(contract, tmp_path):
 
 
 def emulator_start(argv):
-    """The emulator's verdict at start-up: its parser, then its resolve_once (bench/emulator/cli.py
+    """The emulator's verdict at start-up: its parser, then its resolve_once (emulator/cli.py
     main), errors worded as SGLang's."""
-    from bench.emulator.args import resolve
+    from emulator.args import resolve
     parser = build_parser()
     try:
         with contextlib.redirect_stderr(io.StringIO()):
@@ -308,7 +308,7 @@ def test_the_emulator_resolves_adaptive_steps_as_sglang_does(contract, tmp_path)
     """speculative_hook.py _init_adaptive_speculative_params through both resolutions: the steps
     held to the config's candidates (refused in SGLang's words), the middle candidate when unset,
     draft tokens steps + 1 whatever was given; a config file's own candidates."""
-    from bench.emulator.args import resolve as emulator_resolve
+    from emulator.args import resolve as emulator_resolve
     conf = tmp_path / "adaptive.json"
     conf.write_text(json.dumps({"1": {"candidate_steps": [2, 4]}}))
     nextn = MODEL_ARGS + ["--speculative-algorithm", "NEXTN", "--speculative-adaptive"]

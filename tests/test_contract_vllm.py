@@ -17,7 +17,7 @@ import subprocess
 
 import pytest
 
-from bench.emulator.vllm import args as emu
+from emulator.vllm import args as emu
 from conftest import ROOT, role_defaults
 from sglang_perf import engines
 from sglang_perf.plan import profile as flt
@@ -97,7 +97,7 @@ def test_the_units_launch_vllms_cli_with_serve_model_first(rendered):
     for name, unit in rendered.items():
         line = [ln for ln in unit.splitlines() if ln.startswith("ExecStart=")][0]
         module = line.split()[2]
-        assert module == ("bench.emulator.vllm" if name.startswith("local/") else "vllm.entrypoints.cli.main")
+        assert module == ("emulator.vllm" if name.startswith("local/") else "vllm.entrypoints.cli.main")
         assert exec_argv(unit)[:1] == ["serve"], name
 
 

@@ -14,7 +14,7 @@ import subprocess
 import pytest
 
 from bench import crosscheck as cc
-from bench.emulator.args import read_architecture
+from emulator.args import read_architecture
 from conftest import ROOT
 
 OFFLINE = dict(os.environ, **cc.OFFLINE_ENV)

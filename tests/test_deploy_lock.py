@@ -21,7 +21,7 @@ LOCK = "/var/lib/sglang/deploy.lock"
 
 
 def engine_processes():
-    return int(on_host("pgrep -c -f -- '-m bench.emulator'", check=False) or 0)
+    return int(on_host("pgrep -c -f -- '-m emulator'", check=False) or 0)
 
 
 def lock_held():

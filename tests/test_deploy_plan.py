@@ -56,7 +56,7 @@ def test_the_plan_holds_what_the_roles_read(good):
     assert good["release"]["venv"] == "/opt/sglang/releases/%s/venv" % good["release"]["name"]
     assert good["server"]["unit_path"] == "/etc/systemd/system/sglang.service"
     assert good["server"]["env_path"] == "/etc/sglang/sglang.env"
-    assert good["server"]["argv"][:3] == [good["release"]["venv"] + "/bin/python", "-m", "bench.emulator"]
+    assert good["server"]["argv"][:3] == [good["release"]["venv"] + "/bin/python", "-m", "emulator"]
     assert "--speculative-num-steps" in good["server"]["argv"]
     assert good["server"]["argv"][good["server"]["argv"].index("--tp-size") + 1] == "2"
     assert good["server"]["local_url"] == "http://127.0.0.1:30000"
@@ -173,7 +173,7 @@ def test_a_vllm_profile_plans_vllm():
     assert plan["problems"] == [], plan["problems"]
     assert plan["release"]["engine"] == "vllm" and plan["release"]["version"] == "0.33.0"
     assert plan["release"]["name"].startswith("vllm-0.33.0-")
-    assert plan["release"]["launch_module"] == "bench.emulator.vllm"
+    assert plan["release"]["launch_module"] == "emulator.vllm"
     assert plan["server"]["ready_paths"] == ["/health", "/v1/models"]
 
 

@@ -1,4 +1,4 @@
-"""The SGLang 0.5.23 emulator (bench/emulator), over real HTTP on 127.0.0.1."""
+"""The SGLang 0.5.23 emulator (emulator/), over real HTTP on 127.0.0.1."""
 from __future__ import annotations
 
 import http.client
@@ -15,7 +15,7 @@ import urllib.request
 
 import pytest
 
-from bench.emulator.request import is_prose
+from emulator.request import is_prose
 from bench.profiles import HAND_LAUNCH_ARGS
 from sglang_perf.measure import prompts
 from conftest import MODEL_ARGS, ROOT, free_port
@@ -32,7 +32,7 @@ def run_cli(args, env=None, timeout=20):
     """Run the emulator's command line to completion (for the ones that must fail)."""
     full_env = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
     port = free_port()
-    proc = subprocess.run([sys.executable, "-m", "bench.emulator", *args, "--port", str(port)],
+    proc = subprocess.run([sys.executable, "-m", "emulator", *args, "--port", str(port)],
                           cwd=str(ROOT), env=full_env, capture_output=True, text=True,
                           timeout=timeout)
     return proc, port

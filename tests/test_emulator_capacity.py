@@ -1,9 +1,9 @@
-"""The emulator's capacity (SGLang 0.5.23's pool sizing, bench/emulator/memory.py), admission,
+"""The emulator's capacity (SGLang 0.5.23's pool sizing, emulator/memory.py), admission,
 and its context-dependent acceptance and speed, over real HTTP on 127.0.0.1.
 
 The figures below follow from memory.py's defaults (RTX A6000 49140 MiB, the original log's weights,
 Qwen3.6-27B's config, SGLEMU_PRE_POOL_RESERVE_MIB 2530 fitted to the original run's 24-slot mamba pool);
-bench/emulator/README.md "Capacity" derives them step by step."""
+emulator/README.md "Capacity" derives them step by step."""
 from __future__ import annotations
 
 import json
@@ -22,7 +22,7 @@ FAST = {"SGLEMU_SPEED_SCALE": "50", "SGLEMU_WARMUP_REQUESTS": "0"}
 # The original hand launch (bench/profiles.py: no memory settings, the model's own context).
 HAND = HAND_LAUNCH_ARGS
 # The memory held before the pools that leaves the hand launch one running request (the
-# closest 0.5.23's sizing comes to the original 19K-token, one-request server; bench/emulator/README.md).
+# closest 0.5.23's sizing comes to the original 19K-token, one-request server; emulator/README.md).
 ONE_REQUEST = dict(FAST, SGLEMU_PRE_POOL_RESERVE_MIB="7000")
 
 

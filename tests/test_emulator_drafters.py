@@ -1,4 +1,4 @@
-"""The SGLang emulator's drafters and adaptive steps (bench/emulator/args.py, adaptive.py,
+"""The SGLang emulator's drafters and adaptive steps (emulator/args.py, adaptive.py,
 knobs.py, scheduler.py): what SGLang 0.5.23's resolution refuses or overrides at start, the
 gauges of the active speculative config, and the calibration of DFLASH (a table per block size)
 and EAGLE-3 to the published figures. The profiles' drafter checks are in tests/test_drafters.py."""
@@ -9,15 +9,15 @@ import urllib.request
 
 import pytest
 
-from bench.emulator.adaptive import AdaptiveSlot, AdaptiveSteps
-from bench.emulator.knobs import KnobError, Knobs, dflash_block_probs, parse_block_table
+from emulator.adaptive import AdaptiveSlot, AdaptiveSteps
+from emulator.knobs import KnobError, Knobs, dflash_block_probs, parse_block_table
 from test_emulator import FAST, gen_body, post, real_requests, run_cli
 
 pytestmark = pytest.mark.timeout(60)
 
 
 def emulate(argv):
-    from bench.emulator import args as emu
+    from emulator import args as emu
     ns = emu.build_parser().parse_args(["--model-path", "/nonexistent/m", "--tp-size", "2"] + argv)
     return emu.resolve(ns, "Qwen3_5ForConditionalGeneration")
 
@@ -53,7 +53,7 @@ def test_the_emulator_refuses_at_start_what_sglang_refuses(drafter_dir, extra, e
 
 def test_a_drafter_without_its_config_fails_the_load_not_the_arguments(tmp_path, drafter_dir):
     """SGLang 0.5.23's resolution takes both; its draft worker's load fails."""
-    from bench.emulator.args import drafter_load_error
+    from emulator.args import drafter_load_error
     eagle3 = ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3",
               "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
     cfg = emulate(eagle3 + ["--speculative-draft-model-path", str(tmp_path)])
@@ -77,7 +77,7 @@ def test_the_emulator_switches_adaptive_off_where_sglang_does(drafter_dir, caplo
 
 
 def scheduler(argv, env=None):
-    from bench.emulator.cli import offline_scheduler
+    from emulator.cli import offline_scheduler
     return offline_scheduler(["--model-path", "/nonexistent/m", "--tp-size", "2",
                               "--mem-fraction-static", "0.88", "--context-length", "131072",
                               "--max-running-requests", "16"] + argv, dict(env or {}))
@@ -290,14 +290,14 @@ def test_the_verify_state_is_allocated_for_the_largest_candidate_and_the_pools_a
       "--speculative-num-draft-tokens", "6"], 6)])
 def test_eagle_reserves_its_largest_draft_width_in_the_output_slots(argv, reserved):
     """managers/utils.py compute_num_reserved_tokens: max(topk x steps, the largest width)."""
-    from bench.emulator.server import EmulatorServer
+    from emulator.server import EmulatorServer
     server = EmulatorServer.__new__(EmulatorServer)
     server.cfg = emulate(argv)
     assert server.num_reserved_tokens() == reserved
 
 
 def test_dflash_reserves_no_output_slots(drafter_dir):
-    from bench.emulator.server import EmulatorServer
+    from emulator.server import EmulatorServer
     server = EmulatorServer.__new__(EmulatorServer)
     server.cfg = emulate(dflash(drafter_dir, 16))
     assert server.num_reserved_tokens() == 0

@@ -1,5 +1,5 @@
 """The emulator's multi-node start-up and shutdown against SGLang 0.5.23's contract
-(bench/emulator/distributed.py): rendezvous at --dist-init-addr hosted by rank 0, rank 0 serves
+(emulator/distributed.py): rendezvous at --dist-init-addr hosted by rank 0, rank 0 serves
 only once every rank joined, followers serve the dummy health server, a follower waits for rank
 0's shutdown broadcast, a lost peer fails the group. Everything on loopback."""
 from __future__ import annotations

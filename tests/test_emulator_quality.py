@@ -1,4 +1,4 @@
-"""The emulator answers like a model (bench/emulator/answers.py), renders replies as each engine's
+"""The emulator answers like a model (emulator/answers.py), renders replies as each engine's
 parsers do (render.py) and has the quality faults (README "Answering", "Rendering", knobs)."""
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 
 from test_emulator_vllm import sse as stream_events
 
-from bench.emulator import answers as emu_answers
-from bench.emulator.knobs import KnobError, Knobs
-from bench.emulator.render import ChatRenderer
+from emulator import answers as emu_answers
+from emulator.knobs import KnobError, Knobs
+from emulator.render import ChatRenderer
 from bench.launch import EmulatorProcess
 from conftest import MODEL_ARGS, PROFILE_ARGS
 from sglang_perf.measure import answers as truth
@@ -56,7 +56,7 @@ def start():
         else:
             argv = list(VLLM_ARGV) + list(args or [])
             emu = EmulatorProcess(argv, log, env=dict(FAST, **(env or {})),
-                                  module="bench.emulator.vllm")
+                                  module="emulator.vllm")
         started.append((emu, log))
         return emu.wait_ready(timeout=30)
 

@@ -1,4 +1,4 @@
-"""The vLLM 0.33.0 side of the emulator (bench/emulator/vllm), in-process and over real HTTP."""
+"""The vLLM 0.33.0 side of the emulator (emulator/vllm), in-process and over real HTTP."""
 from __future__ import annotations
 
 import json
@@ -35,7 +35,7 @@ def spec(n):
 # ------------------------------------------------------------------------------- helpers ------
 def run_cli(args, env=None, timeout=20):
     full = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
-    return subprocess.run([sys.executable, "-m", "bench.emulator.vllm", *args], cwd=str(ROOT),
+    return subprocess.run([sys.executable, "-m", "emulator.vllm", *args], cwd=str(ROOT),
                           env=full, capture_output=True, text=True, timeout=timeout)
 
 
@@ -45,7 +45,7 @@ class Vllm(EmulatorProcess):
     def __init__(self, args, env=None, engine="vllm"):
         port = free_port()
         self.log = open("/tmp/i15emu-test-%d.log" % port, "w+")
-        module = "bench.emulator.vllm" if engine == "vllm" else "bench.emulator"
+        module = "emulator.vllm" if engine == "vllm" else "emulator"
         # vLLM's arguments after `serve MODEL`, or a whole `serve MODEL ...` argv
         argv = list(args) if engine != "vllm" or list(args[:1]) == ["serve"] else ["serve", MODEL, *args]
         super().__init__(argv, self.log, dict(FAST, **(env or {})), port, module)
@@ -149,7 +149,7 @@ def test_argparse_rejections_exit_2(extra, where, message):
 
 
 def test_accepted_spellings_and_defaults():
-    from bench.emulator.vllm.args import parse, resolve
+    from emulator.vllm.args import parse, resolve
 
     cfg = resolve(parse(["serve", MODEL, "-tp", "2", "--max_num_seqs", "4", "--max-model-len",
                          "128K", "--no-enable-prefix-caching"]), "Qwen3_5ForConditionalGeneration")
@@ -167,7 +167,7 @@ def test_accepted_spellings_and_defaults():
 
 @pytest.mark.parametrize("alias", ["qwen3_next_mtp", "qwen3_5_mtp", "mtp"])
 def test_mtp_aliases_rewritten(alias, caplog):
-    from bench.emulator.vllm.args import parse, resolve
+    from emulator.vllm.args import parse, resolve
 
     cfg = resolve(parse(["serve", MODEL, "--speculative-config",
                          json.dumps({"method": alias, "num_speculative_tokens": 2})]), "x")
@@ -203,7 +203,7 @@ def test_mtp_aliases_rewritten(alias, caplog):
      "(max_position_embeddings=262144"),
 ])
 def test_vllm_validation_refusals(extra, exc, message):
-    from bench.emulator.vllm.args import parse, resolve
+    from emulator.vllm.args import parse, resolve
 
     with pytest.raises(exc) as info:
         resolve(parse(["serve", MODEL, *extra]), "Qwen3_5ForConditionalGeneration")
@@ -213,7 +213,7 @@ def test_vllm_validation_refusals(extra, exc, message):
 
 def test_tool_parser_without_auto_tool_choice_is_accepted():
     """vLLM validates --tool-call-parser only with --enable-auto-tool-choice."""
-    from bench.emulator.vllm.args import parse, resolve
+    from emulator.vllm.args import parse, resolve
 
     assert resolve(parse(["serve", MODEL, "--tool-call-parser", "qwen4"]), "x")["tool_call_parser"] \
         == "qwen4"
@@ -228,9 +228,9 @@ def test_tool_parser_without_auto_tool_choice_is_accepted():
      "To serve at least one request with the model's max seq len (262144), "),
 ])
 def test_capacity_refusals(extra, message):
-    from bench.emulator.vllm import capacity
-    from bench.emulator.vllm.args import parse, resolve
-    from bench.emulator.vllm.cli import vllm_knobs
+    from emulator.vllm import capacity
+    from emulator.vllm.args import parse, resolve
+    from emulator.vllm.cli import vllm_knobs
 
     cfg = resolve(parse(["serve", MODEL, "-tp", "2", "--speculative-config", spec(3), *extra]),
                   "Qwen3_5ForConditionalGeneration")
@@ -248,9 +248,9 @@ def test_refusal_exits_1_before_binding():
 
 # ------------------------------------------------------------------- capacity (as vLLM) ------
 def test_contract_launch_capacity():
-    from bench.emulator.vllm import capacity
-    from bench.emulator.vllm.args import parse, resolve
-    from bench.emulator.vllm.cli import vllm_knobs
+    from emulator.vllm import capacity
+    from emulator.vllm.args import parse, resolve
+    from emulator.vllm.cli import vllm_knobs
 
     cfg = resolve(parse(["serve", MODEL, *CONTRACT_ARGV]), "Qwen3_5ForConditionalGeneration")
     knobs, mem = vllm_knobs({})
@@ -438,7 +438,7 @@ def test_histograms_match_metrics_deltas(vllm):
 # Unconditional per-position acceptance P(>= i drafts accepted), short prompt. vLLM:
 # club-3090#74 at n=3 (0.80 / 0.52 / 0.35), positions 4-5 continuing the repeated-MTP chain.
 # SGLang NEXTN: p = 0.75 (+ the 0..128-token ramp and the context factor: 0.7523 at 4 tokens) x 0.96 x 0.96
-# x 0.40 x 0.35 (bench/emulator/knobs.py).
+# x 0.40 x 0.35 (emulator/knobs.py).
 VLLM_POS = [0.80, 0.52, 0.35, 0.231, 0.150]
 SGL_POS = [0.7523, 0.7220, 0.6929, 0.2771, 0.0970]
 # C=1 decode tok/s (model, SPEED_SCALE 1): cycle 37.45 + 4.0 + 5.2 n ms, AL = 1 + sum(P(i))
@@ -486,8 +486,8 @@ def test_per_position_calibration(vllm, engine, n):
 
 
 def test_one_more_step_stops_paying_at_3_to_4():
-    from bench.emulator.knobs import DEFAULT_ACCEPT_PROBS, parse_probs
-    from bench.emulator.vllm.cli import VLLM_ACCEPT_PROBS
+    from emulator.knobs import DEFAULT_ACCEPT_PROBS, parse_probs
+    from emulator.vllm.cli import VLLM_ACCEPT_PROBS
 
     def tok_s(probs, n, p1=None):
         probs = list(probs[:n])

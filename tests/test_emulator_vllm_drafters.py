@@ -66,8 +66,8 @@ def rendered_vllm_dflash(drafter):
 
 
 def resolve(spec, *extra):
-    from bench.emulator.vllm.args import parse
-    from bench.emulator.vllm.args import resolve as vllm_resolve
+    from emulator.vllm.args import parse
+    from emulator.vllm.args import resolve as vllm_resolve
     return vllm_resolve(parse(["serve", TARGET, "-tp", "2", "--max-model-len", "131072",
                                "--max-num-seqs", "8", *extra,
                                "--speculative-config", json.dumps(spec)]), ARCH)
@@ -75,7 +75,7 @@ def resolve(spec, *extra):
 
 def sglang_scheduler(argv):
     """The SGLang emulator's scheduler for the same drafting (its expected-figure functions)."""
-    from bench.emulator.cli import offline_scheduler
+    from emulator.cli import offline_scheduler
     return offline_scheduler(["--model-path", TARGET, "--tp-size", "2", "--context-length", "131072",
                               "--max-running-requests", "8"] + argv, {})
 
@@ -135,8 +135,8 @@ def delta(after, before, name, labels=LAB):
 
 # ------------------------------------------------------------------ the repo's vllm_dflash ---
 def test_the_rendered_vllm_dflash_argv_is_accepted_and_served(drafters, serve):
-    from bench.emulator.vllm.args import parse
-    from bench.emulator.vllm.args import resolve as vllm_resolve
+    from emulator.vllm.args import parse
+    from emulator.vllm.args import resolve as vllm_resolve
     argv = rendered_vllm_dflash(drafters["dflash"])
     cfg = vllm_resolve(parse(argv), ARCH)
     # vLLM: 15 speculative tokens, the drafter loaded; the block the shared scheduler verifies is
@@ -244,9 +244,9 @@ def test_counters_are_vllms_per_step_accounting(drafters, serve, method, k):
 
 
 def test_eagle3_runs_sglangs_chain(drafters):
-    from bench.emulator.scheduler import Scheduler
-    from bench.emulator.vllm import capacity
-    from bench.emulator.vllm.cli import vllm_knobs
+    from emulator.scheduler import Scheduler
+    from emulator.vllm import capacity
+    from emulator.vllm.cli import vllm_knobs
 
     cfg = resolve({"method": "eagle3", "num_speculative_tokens": 3, "model": drafters["eagle3"]})
     assert (cfg["speculative_algorithm"], cfg["speculative_num_steps"],
@@ -282,8 +282,8 @@ def test_n_predict_in_the_drafters_config_gives_the_tokens(tmp_path):
 
 def test_dflashs_draft_pass_caps_the_running_requests(drafters, caplog):
     """config/vllm.py: max_num_batched_tokens (2048) // (k + 1) requests fit the draft pass."""
-    from bench.emulator.vllm.args import parse
-    from bench.emulator.vllm.args import resolve as vllm_resolve
+    from emulator.vllm.args import parse
+    from emulator.vllm.args import resolve as vllm_resolve
     cfg = vllm_resolve(parse(["serve", TARGET, "--speculative-config", json.dumps(
         {"method": "dflash", "num_speculative_tokens": 15, "model": drafters["dflash"]})]), ARCH)
     assert (cfg["max_num_seqs"], cfg["max_num_active_seqs"]) == (256, 128)
@@ -376,11 +376,11 @@ def test_a_missing_drafter_fails_the_start(tmp_path):
 
 # ---------------------------------------------------------------------- memory / capacity ----
 def test_the_drafters_weights_and_cache_are_the_sglang_emulators(drafters):
-    from bench.emulator import memory
-    from bench.emulator.cli import load_seconds
-    from bench.emulator.knobs import Knobs
-    from bench.emulator.vllm import capacity
-    from bench.emulator.vllm.cli import vllm_knobs
+    from emulator import memory
+    from emulator.cli import load_seconds
+    from emulator.knobs import Knobs
+    from emulator.vllm import capacity
+    from emulator.vllm.cli import vllm_knobs
 
     knobs, mem = vllm_knobs({})
     caps = {}

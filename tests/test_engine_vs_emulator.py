@@ -118,7 +118,7 @@ def test_queueing_beyond_max_running_requests_shows_in_ttft(emulator):
 
 @pytest.fixture
 def vllm_emulator():
-    """Factory: a vLLM emulator (python -m bench.emulator.vllm serve ...) of a defaults profile,
+    """Factory: a vLLM emulator (python -m emulator.vllm serve ...) of a defaults profile,
     with the argv the role renders."""
     import tempfile
 
@@ -135,7 +135,7 @@ def vllm_emulator():
         argv = flt.sglang_argv(defaults["sglang_profiles"][profile], defaults["sglang_vllm_version"],
                                {"model_path": "/models/Qwen3.6-27B", "served_model_name": "Qwen3.6-27B"})
         emu = EmulatorProcess(argv, log, env=dict({"SGLEMU_SEED": "0"}, **(env or {})),
-                              module="bench.emulator.vllm")
+                              module="emulator.vllm")
         started.append((emu, log))
         emu.wait_ready("/health", 60)
         return emu

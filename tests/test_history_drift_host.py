@@ -13,7 +13,7 @@ from hostutil import HOST, ensure_deployed, flat, needs_local_host, on_host, pla
 
 pytestmark = needs_local_host
 
-HAND = ("{python} -m bench.emulator --model-path /srv/models/Qwen3.6-27B "
+HAND = ("{python} -m emulator --model-path /srv/models/Qwen3.6-27B "
         "--served-model-name Qwen3.6-27B --tp-size 2 --port 30001 " + " ".join(HAND_LAUNCH_ARGS))
 
 

@@ -1,9 +1,9 @@
 """House rules of the tree, read from the source (no process runs):
 
-- one way to import: no file under bench/, plugins/, scripts/ or tests/ changes sys.path or loads
-  a Python file by its path (the engine is the installed package sglang_perf; the rest is imported
-  by its path from the root, tests/conftest.py says how). tests/contract/*.py are scripts run by
-  the contract venvs' own Pythons and keep their own mechanism;
+- one way to import: no file under bench/, emulator/, plugins/, scripts/ or tests/ changes sys.path
+  or loads a Python file by its path (the engine is the installed package sglang_perf; the rest is
+  imported by its path from the root, tests/conftest.py says how). tests/contract/*.py are scripts
+  run by the contract venvs' own Pythons and keep their own mechanism;
 - every plugin is used: each filter in roles/, playbooks/, molecule/ or inventories/, each module
   as a task there, each callback enabled, each connection plugin some host's connection;
 - a filter file says what it holds: a file of one filter is named after it (the filter's name
@@ -11,8 +11,11 @@
   DOCUMENTATION (what ansible-doc shows for the file) names every filter it holds and none that
   another file holds;
 - a named constant is defined once: no UPPER_CASE name (module-private ones too) is assigned at
-  module level in two files under plugins/ and bench/. bench/emulator/ is left out: the emulator
-  is independent of the engine by design, with its own copy of the engine's behaviour.
+  module level in two files under plugins/ and bench/. emulator/ is left out: the emulator
+  is independent of the engine by design, with its own copy of the engine's behaviour;
+- the emulator stands alone: nothing under emulator/ imports bench, sglang_perf or plugins (nor
+  anything but the standard library, its own package and its wheels' dependencies, aiohttp and
+  PyYAML), so `make dist` can release it by itself.
 """
 from __future__ import annotations
 
@@ -85,7 +88,8 @@ def path_calls(tree):
 
 def test_no_file_changes_the_import_path_or_loads_a_file_by_its_path():
     bad = []
-    for path in python_files("bench", "plugins", "scripts", "tests", skip=("tests/contract/",)):
+    for path in python_files("bench", "emulator", "plugins", "scripts", "tests",
+                             skip=("tests/contract/",)):
         if rel(path) in PATH_CALLS_ALLOWED:
             continue
         calls = path_calls(ast.parse(path.read_text()))
@@ -189,7 +193,7 @@ def module_constants(tree):
 
 def test_each_named_constant_is_defined_in_one_file():
     where = defaultdict(list)
-    for path in python_files("plugins", "bench", skip=("bench/emulator/",)):
+    for path in python_files("plugins", "bench"):
         for name in module_constants(ast.parse(path.read_text())):
             where[name].append(rel(path))
     twice = {name: files for name, files in sorted(where.items())
@@ -268,6 +272,60 @@ def test_bench_imports_nothing_from_the_ansible_plugins_and_the_action_plans_thr
     imported = {n.module for n in ast.walk(action) if isinstance(n, ast.ImportFrom)}
     assert "bench.planner" in imported
     assert not [n for n in ast.walk(action) if isinstance(n, ast.FunctionDef) and n.name != "run"]
+
+
+# What the emulator may import: the standard library, itself and its wheels' dependencies
+# (emulator/pyproject.toml); never the repository's other code.
+EMULATOR_THIRD_PARTY = {"aiohttp", "yaml"}
+NOT_FOR_THE_EMULATOR = {"bench", "sglang_perf", "plugins", "ansible"}
+
+
+def foreign_imports(tree, depth):
+    """(line, name) for each import of a module that is not the standard library, ``emulator``
+    itself or EMULATOR_THIRD_PARTY, at any level of the code, and each relative import that climbs
+    out of the package (``depth``: the file's folders below emulator/)."""
+    import sys
+    allowed = set(sys.stdlib_module_names) | {"__future__", "emulator"} | EMULATOR_THIRD_PARTY
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level:
+            if node.level > depth + 1:
+                found.append((node.lineno, "." * node.level + (node.module or "")))
+            continue
+        elif isinstance(node, ast.ImportFrom):
+            names = [node.module]
+        else:
+            continue
+        found += [(node.lineno, n) for n in names
+                  if n.split(".")[0] not in allowed or n.split(".")[0] in NOT_FOR_THE_EMULATOR]
+    return found
+
+
+def test_the_emulator_imports_neither_bench_nor_the_engine_nor_the_plugins():
+    """The emulator is its own package (python -m emulator, the sglang-emulator and vllm-emulator
+    wheels): it shares no code with bench, sglang_perf or the plugins, so the wheel holds it alone."""
+    base = ROOT / "emulator"
+    files = list(python_files("emulator"))
+    assert {"emulator/cli.py", "emulator/vllm/cli.py"} <= {rel(p) for p in files}  # it sees the package
+    bad = []
+    for path in files:
+        depth = len(path.relative_to(base).parts) - 1
+        bad += ["%s:%d %s" % (rel(path), line, name)
+                for line, name in foreign_imports(ast.parse(path.read_text(encoding="utf-8")), depth)]
+    assert bad == []
+
+
+def test_the_emulator_rule_sees_what_it_forbids():
+    tree = ast.parse("import os, json\nimport aiohttp\nfrom . import args\nfrom ..knobs import Knobs\n"
+                     "import bench.paths\nfrom sglang_perf.measure import metrics\n"
+                     "def f():\n    from plugins.filter import x\n    import ansible\n    import numpy\n"
+                     "from emulator.vllm import cli\n")
+    assert sorted(foreign_imports(tree, 0)) == [(4, "..knobs"), (5, "bench.paths"),
+                                               (6, "sglang_perf.measure"), (8, "plugins.filter"),
+                                               (9, "ansible"), (10, "numpy")]
+    assert foreign_imports(ast.parse("from ..knobs import Knobs\n"), 1) == []
 
 
 # the package's folders by the flow (docs/layout.md): what each may import besides itself and the

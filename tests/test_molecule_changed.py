@@ -60,7 +60,7 @@ def test_every_ansible_file_is_exercised_or_says_where_it_is_tested():
     (["roles/sglang/templates/sglang.service.j2"], {"sglang"} | DEPLOY),
     (["roles/sglang_gate/tasks/decide.yml"], DEPLOY),
     (["plugins/module_utils/sglang_perf/measure/engine.py"], DEPLOY),
-    (["bench/emulator/server.py"], {"sglang"} | DEPLOY),
+    (["emulator/server.py"], {"sglang"} | DEPLOY),
     (["inventories/local/group_vars/sglang_servers.yml"], {"sglang"} | DEPLOY),
     (["molecule/multinode/converge.yml"], {"multinode"}),
     (["molecule/sglang/side_effect.yml"], {"sglang"}),

@@ -2,7 +2,7 @@
 which scripts/promtool.sh puts at .tools/bin/promtool: `make promtool`) and the Grafana dashboard.
 Every metric name they use is one something here serves: the watch's textfile
 (sglang_perf/host/watch.py), the gate's (sglang_perf/record/exposition.py) or the engine's own /metrics as the
-emulator serves them (bench/emulator/metrics.py, bench/emulator/vllm/metrics.py)."""
+emulator serves them (emulator/metrics.py, emulator/vllm/metrics.py)."""
 from __future__ import annotations
 
 import json
@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bench.emulator.metrics import Metrics
-from bench.emulator.vllm.metrics import VllmMetrics
+from emulator.metrics import Metrics
+from emulator.vllm.metrics import VllmMetrics
 from conftest import ROOT
 from sglang_perf.record import exposition
 from sglang_perf.host import watch

@@ -27,7 +27,7 @@ def test_prune_plan(entries, keep, protect, kept, removed):
 
 @pytest.mark.parametrize("path", ["roles/sglang/files/locks/sglang-0.5.23.txt",
                                   "roles/sglang/files/locks/vllm-0.33.0.txt",
-                                  "bench/emulator/release.lock"])
+                                  "emulator/release.lock"])
 def test_lock_files_pin_every_requirement(path):
     requirements, pins = lock_release.read(ROOT / path)
     assert pins and all(v and v[0].isdigit() for v in pins.values()), pins

@@ -46,14 +46,14 @@ def test_exec_start_joins_continuations_and_reads_drop_ins():
     ("/v/bin/sglang serve --model-path /m", None, "sglang", "--model-path"),
     ("vllm serve /m --speculative-config {}", None, "vllm", "/m"),
     ("python3 -m vllm.entrypoints.openai.api_server --model /m", None, "vllm", "--model"),
-    ("/v/bin/python -m bench.emulator --tp-size 2", {"bench.emulator": "sglang"}, "sglang", "--tp-size"),
-    ("/v/bin/python -m bench.emulator --tp-size 2", None, None, None),
+    ("/v/bin/python -m emulator --tp-size 2", {"emulator": "sglang"}, "sglang", "--tp-size"),
+    ("/v/bin/python -m emulator --tp-size 2", None, None, None),
     ("/usr/bin/python3 -m http.server 8000", {"sglang.launch_server": "sglang"}, None, None),
     ("/v/bin/python -m vllm.entrypoints.cli.main serve /m -tp 2", None, "vllm", "/m"),
-    ("/v/bin/python -m bench.emulator.vllm serve /m -tp 2",
-     {"bench.emulator": "sglang", "bench.emulator.vllm": "vllm"}, "vllm", "/m"),
-    ("/v/bin/python -m bench.emulator --tp-size 2",
-     {"bench.emulator": "sglang", "bench.emulator.vllm": "vllm"}, "sglang", "--tp-size"),
+    ("/v/bin/python -m emulator.vllm serve /m -tp 2",
+     {"emulator": "sglang", "emulator.vllm": "vllm"}, "vllm", "/m"),
+    ("/v/bin/python -m emulator --tp-size 2",
+     {"emulator": "sglang", "emulator.vllm": "vllm"}, "sglang", "--tp-size"),
 ])
 def test_engines_are_recognised_by_their_launchers(cmd, launch_module, engine, first):
     argv = shlex.split(cmd)

@@ -16,8 +16,8 @@ from conftest import ROOT
 from planutil import plan_for
 
 # A fast emulator (4x the modelled speed, no warm-up requests): the family is the emulator's own
-# calibration (bench/emulator/README.md), in which the DFLASH drafter leads NEXTN on coding prompts.
-LAUNCH = "SGLEMU_SPEED_SCALE=4 SGLEMU_WARMUP_REQUESTS=0 exec %s -m bench.emulator {args}" % sys.executable
+# calibration (emulator/README.md), in which the DFLASH drafter leads NEXTN on coding prompts.
+LAUNCH = "SGLEMU_SPEED_SCALE=4 SGLEMU_WARMUP_REQUESTS=0 exec %s -m emulator {args}" % sys.executable
 # The host: 2 x A6000 whose bandwidth is scaled with the emulator's speed, so the roofline the
 # deploy's preflight holds thresholds against is the emulated host's (as tests/test_compare_cli.py).
 HARDWARE = {"gpu_count": 2, "gpu_bandwidth_gbs": 768 * 4, "gpu_memory_gib": 48, "compute_capability": 8.6}
@@ -146,7 +146,7 @@ def test_bad_input_is_refused_before_any_launch(tmp_path):
     bad_space = tmp_path / "bad.yml"
     bad_space.write_text("blocks: [1]\n")
     for args, message in (
-            (["--launch", "python -m bench.emulator"], "has no {args}"),
+            (["--launch", "python -m emulator"], "has no {args}"),
             (["--launch", LAUNCH, "--space", bad_space], "blocks must be at least 2 tokens"),
             (["--launch", LAUNCH, "--objective", "prose"], "--objective prose is not a case"),
             (["--launch", LAUNCH, "--budget-launches", 0], "--budget-launches must be 1 or more"),
@@ -253,7 +253,7 @@ def test_a_port_held_on_the_host_stops_the_search_before_any_launch(tmp_path):
 def test_a_server_ready_on_the_port_that_is_not_the_candidate_is_not_measured(tmp_path):
     """The launch command starts another server than the setting (here: no speculation, whatever
     the arguments say): /server_info, read as the drift check reads it, names the difference."""
-    other = ("SGLEMU_SPEED_SCALE=4 SGLEMU_WARMUP_REQUESTS=0 exec %s -m bench.emulator --model-path /m "
+    other = ("SGLEMU_SPEED_SCALE=4 SGLEMU_WARMUP_REQUESTS=0 exec %s -m emulator --model-path /m "
              "--tp-size 2 --port {port} # {args}" % sys.executable)
     out = tmp_path / "out"
     p = tune("--vars", _vars(tmp_path), "--launch", other, "--budget-launches", 1, "--out", out)

@@ -64,7 +64,7 @@ def test_tune_playbook_launches_transient_units_puts_the_server_back_and_deploys
         for setting in ("User=sglang", "ProtectSystem=strict", "'DeviceAllow=char-nvidia-uvm rw'",
                         "EnvironmentFile=/etc/sglang/sglang.env", "UMask=0077"):
             assert " -p %s " % setting in command, setting
-        assert " %s -m bench.emulator " % release in command
+        assert " %s -m emulator " % release in command
     assert on_host("systemctl is-active sglang-tune", check=False) != "active"
     # the host's own server came back after the tuning (the deploy below found it running) and the
     # winner went through the normal gated deploy: one more history record, its own, passing

@@ -215,7 +215,7 @@ VLLM_ARGS = ["serve", "/models/Qwen3.6-27B", "--served-model-name", "Qwen3.6-27B
 @pytest.fixture
 def vllm_emulator(tmp_path):
     log = open(tmp_path / "vllm.log", "w+")
-    emu = EmulatorProcess(VLLM_ARGS, log, env=dict(FAST, SGLEMU_SEED="0"), module="bench.emulator.vllm")
+    emu = EmulatorProcess(VLLM_ARGS, log, env=dict(FAST, SGLEMU_SEED="0"), module="emulator.vllm")
     try:
         emu.wait_ready("/health", 30)
     except RuntimeError:
@@ -312,7 +312,7 @@ def test_vllm_decode_is_read_as_vllm_counts_it_at_accept_lengths_1_2_3(program, 
     if probs:
         env["SGLEMU_VLLM_ACCEPT_PROBS"] = probs
     log = open(tmp_path / "vllm.log", "w+")
-    emu = EmulatorProcess(args, log, env=env, module="bench.emulator.vllm")
+    emu = EmulatorProcess(args, log, env=env, module="emulator.vllm")
     try:
         emu.wait_ready("/health", 30)
         path, _ = settings_file(tmp_path, plan_for({"sglang_profile": "vllm_mtp_3"}), emu.url, window_s=3)

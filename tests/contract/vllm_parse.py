@@ -78,7 +78,7 @@ import_utils.is_torchvision_v2_available()
 sys.meta_path.insert(0, _Finder())
 '''
 
-# Qwen3.6-27B's text_config (as bench/emulator/memory.py QWEN36_27B); the rest is transformers'
+# Qwen3.6-27B's text_config (as emulator/memory.py QWEN36_27B); the rest is transformers'
 # Qwen3_5Config default (layer_types: full attention every 4th layer).
 STAND_IN_TEXT = {"hidden_size": 5120, "intermediate_size": 17408, "num_hidden_layers": 64,
                  "num_attention_heads": 24, "num_key_value_heads": 4, "head_dim": 256,

@@ -33,7 +33,7 @@ def test_the_vllm_unit_runs_its_release_and_is_the_last_known_good(host):
     # systemd's quoting of the JSON argument is shell-like (plugins/filter systemd_exec_args)
     argv = shlex.split(next(x for x in unit.splitlines() if x.startswith("ExecStart="))[len("ExecStart="):])
     assert argv[0] == runs[2]["venv"] + "/bin/python"
-    assert argv[1:5] == ["-m", "bench.emulator.vllm", "serve", "/srv/models/Qwen3.6-27B"]
+    assert argv[1:5] == ["-m", "emulator.vllm", "serve", "/srv/models/Qwen3.6-27B"]
     assert argv[argv.index("--speculative-config") + 1] == '{"method": "mtp", "num_speculative_tokens": 3}'
     assert "Description=vLLM server for Qwen3.6-27B (profile vllm_mtp_3)" in unit
     meta = json.loads(host.file(LKG_DIR + "/sglang.json").content_string)
@@ -54,7 +54,7 @@ def test_both_engines_releases_stay_installed_side_by_side(host):
 
 
 def test_one_engine_owns_the_host(host):
-    procs = host.check_output("pgrep -a -f -- '-m bench[.]emulator' || true").splitlines()
-    assert len(procs) == 1 and "bench.emulator.vllm serve" in procs[0], procs
+    procs = host.check_output("pgrep -a -f -- '-m [e]mulator' || true").splitlines()
+    assert len(procs) == 1 and "emulator.vllm serve" in procs[0], procs
     assert host.check_output("systemctl list-units --type=service --state=running --no-legend 'sglang*' "
                              "| wc -l").strip() == "1"

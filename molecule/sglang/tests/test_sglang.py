@@ -44,7 +44,7 @@ def test_venv_holds_the_server_and_is_root_owned(host):
     assert host.file(v + "/lib").user == "root"
     out = host.check_output(v + "/bin/python -m pip show sglang-emulator")
     assert "Version: 0.5.23" in out
-    host.check_output(v + "/bin/python -c 'import bench.emulator, aiohttp, yaml'")
+    host.check_output(v + "/bin/python -c 'import emulator, aiohttp, yaml'")
     release = v[:-len("/venv")]
     assert host.file(release + "/wheels/sglang_emulator-0.5.23-py3-none-any.whl").exists
     assert host.file(release + "/constraints.txt").contains("^aiohttp==3.14.5$")
@@ -64,7 +64,7 @@ def test_unit_is_the_rendered_profile(host, rendered_unit):
     rendered = rendered_unit("nextn_3step", *DOWNLOAD_VARS)
     assert installed == rendered
     argv = exec_start(installed)
-    assert argv[:3] == [venv(host) + "/bin/python", "-m", "bench.emulator"]
+    assert argv[:3] == [venv(host) + "/bin/python", "-m", "emulator"]
     assert argv[argv.index("--speculative-num-steps") + 1] == "3"
     # systemd runs exactly that argv
     shown = host.check_output("systemctl show --property ExecStart --value sglang")

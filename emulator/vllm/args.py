@@ -547,7 +547,7 @@ def lookahead_limits(method: str, k: int, max_num_seqs: int) -> int | None:
 
 def shared_speculative_keys(method: str | None, k: int, drafter: str | None) -> Dict[str, Any]:
     """The speculative keys the shared scheduler (and memory model) read, in SGLang's names and as
-    SGLang's resolution sets them for the same drafting (bench/emulator/args.py), so that both
+    SGLang's resolution sets them for the same drafting (emulator/args.py), so that both
     engines run one acceptance and step-time model: MTP -> NEXTN-like chain of k steps; EAGLE-3
     -> a chain of k steps (_handle_eagle_family: k + 1 draft tokens, topk 1); DFlash -> one block
     of k + 1 tokens, the anchor and k drafts (v1/spec_decode/dflash.py num_query_per_req = 1 +

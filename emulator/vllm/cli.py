@@ -1,4 +1,4 @@
-"""`python -m bench.emulator.vllm serve MODEL [flags]`: vLLM 0.33.0's start-up.
+"""`python -m emulator.vllm serve MODEL [flags]`: vLLM 0.33.0's start-up.
 
 entrypoints/cli/main.py parses, configures logging and runs validate_parsed_serve_args;
 entrypoints/launchers/launcher.py setup_server logs the version and the non-default args, runs

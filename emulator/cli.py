@@ -1,4 +1,4 @@
-"""`python -m bench.emulator <argv of python -m sglang.launch_server>`."""
+"""`python -m emulator <argv of python -m sglang.launch_server>`."""
 from __future__ import annotations
 
 import asyncio

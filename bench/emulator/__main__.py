@@ -1,7 +1,0 @@
-"""Entry point: python -m bench.emulator <argv of python -m sglang.launch_server>."""
-import sys
-
-from .cli import main
-
-if __name__ == "__main__":
-    sys.exit(main())
