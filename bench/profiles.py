@@ -9,9 +9,6 @@ is the original hand launch as it was typed (1-step NEXTN, no memory settings, t
 it (its capacity). ``MODEL_ARGS`` is what the unit adds to every profile for this model."""
 from __future__ import annotations
 
-import yaml
-
-from bench.paths import SGLANG_DEFAULTS
 from sglang_perf import engines
 from sglang_perf.plan.inherit import resolve
 from sglang_perf.plan.profile import profile_engine, sglang_argv
@@ -26,12 +23,13 @@ HAND_LAUNCH_ARGS = ["--speculative-algorithm", "NEXTN", "--speculative-num-steps
 
 def role_profiles():
     """{name: argv} of every SGLang profile in the role defaults (bases resolved), for the role's
-    SGLang version."""
-    defaults = yaml.safe_load(SGLANG_DEFAULTS.read_text())
-    version = defaults["sglang_version"]
-    flat = resolve(defaults["sglang_profiles"], model_dir=defaults["sglang_model_dir"])[0]
-    return {name: sglang_argv(profile, version) for name, profile in flat.items()
-            if profile_engine(profile, defaults["sglang_engine"]) == engines.DEFAULT}
+    SGLang version: the inputs of a host of no inventory, as the planner (bench/planner.py) reads
+    and checks every role input."""
+    from bench import planner  # Ansible's: the commands that need no profile run without it
+    v = planner.host_for(None, "emulated", roles=("sglang",)).values()
+    flat = resolve(v["sglang_profiles"], model_dir=v["sglang_model_dir"])[0]
+    return {name: sglang_argv(profile, v["sglang_version"]) for name, profile in flat.items()
+            if profile_engine(profile, v["sglang_engine"]) == engines.DEFAULT}
 
 
 PROFILE_ARGS = role_profiles()

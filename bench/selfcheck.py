@@ -25,8 +25,8 @@ from sglang_perf.measure.stats import percentile
 
 def emulator_args():
     """The 3-step profile with room for 256 running requests (argparse: the last value wins).
-    Imported here: bench.profiles reads the role defaults with PyYAML, which the stdlib-only
-    Python the other commands run under does not have."""
+    Imported here: bench.profiles reads the role defaults through the planner (Ansible's), which
+    the stdlib-only Python the other commands run under does not have."""
     from bench.profiles import MODEL_ARGS, PROFILE_ARGS
     return MODEL_ARGS + PROFILE_ARGS["nextn_3step"] + ["--max-running-requests", "256", "--enable-metrics"]
 

@@ -22,7 +22,7 @@ from sglang_perf.engines import common, settings
 
 # What an engine module answers (the registry's engine object): code outside the package asks
 # these, never an engine's name.
-INTERFACE = ("name", "label", "docs", "compare_profiles", "version_var", "oldest", "release_prefix",
+INTERFACE = ("name", "label", "docs", "version_var", "oldest", "release_prefix",
              "launch_modules", "scripts", "script_args_after", "ready_paths", "drift_paths",
              "drift_answers_secret", "multinode", "native_api", "drafts_one_per_step", "accept_ceiling",
              "flags", "server_flags", "model_flag", "aliases", "implied", "choices", "counters",
@@ -91,9 +91,10 @@ def test_each_engine_module_answers_the_whole_interface(name):
     assert not missing, missing
     assert eng.version_var in ("sglang_version", "sglang_vllm_version") and eng.label and eng.docs
     assert set(eng.flags) == {s.name for s in settings.of(name)}
-    # compare's sweep runs profiles of the role's defaults that this engine serves
-    defaults = role_defaults()
-    for p in eng.compare_profiles:
+    # compare's engine sweep runs profiles of the role's defaults that this engine serves
+    defaults, table = role_defaults(), role_defaults("sglang_gate")["sglang_compare_profiles"]
+    assert table[name]
+    for p in table[name]:
         assert profile.profile_engine(defaults["sglang_profiles"][p], defaults["sglang_engine"]) == name, p
 
 

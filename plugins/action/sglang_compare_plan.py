@@ -17,8 +17,11 @@ description:
     and refuses bad inputs, each naming its variable. Returns the plan; changes nothing.
 options:
   engines: {description: compare_engines ('sglang,vllm' or a list; empty - the concurrency sweep)., type: raw}
-  engine_profiles: {description: compare_engine_profiles (null - comparison.py's table)., type: dict}
-  profiles: {description: compare_profiles (null - from the engines, or the sweep's three)., type: list}
+  engine_profiles:
+    description: Each engine's profiles (compare_engine_profiles, else sglang_compare_profiles).
+    type: dict
+  profiles: {description: compare_profiles (null - from the engines, or O(sweep_profiles))., type: list}
+  sweep_profiles: {description: The concurrency sweep's profiles (compare_sweep_profiles)., type: list}
   known_profiles: {description: The names of sglang_profiles., type: list}
   deploy_best: {description: compare_deploy_best., type: bool}
   gate_plan: {description: sglang_gate_plan (with O(engines))., type: dict}

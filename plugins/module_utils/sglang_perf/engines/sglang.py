@@ -23,10 +23,6 @@ scripts = ("sglang",)
 script_args_after = ()  # words between the module and its first argument
 # What answers 200 once the server can serve (roles/sglang/tasks/ready.yml).
 ready_paths = ["/health_generate"]
-# the profiles compare's engine sweep runs (-e compare_engines=sglang): no speculation, NEXTN 1-5,
-# and the DFLASH drafter beside them
-compare_profiles = ("no_spec", "nextn_1step", "nextn_2step", "nextn_3step", "nextn_4step", "nextn_5step",
-                    "dflash")
 # What the tuner (tune.py) sets for its kinds of speculation, over the profile's own: a chain of
 # the model's MTP head at topk 1 (draft tokens = steps + 1), adaptive steps on top of it, and a
 # drafter's block (the block is the draft tokens; DFLASH runs steps and topk 1).

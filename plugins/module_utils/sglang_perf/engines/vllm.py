@@ -21,10 +21,6 @@ scripts = ("vllm",)
 # `python -m vllm.entrypoints.cli.main serve MODEL`: the arguments follow `serve`
 script_args_after = ("serve",)
 ready_paths = ["/health", "/v1/models"]
-# the profiles compare's engine sweep runs (-e compare_engines=vllm): no speculation, MTP 1-5,
-# and the DFlash drafter beside them
-compare_profiles = ("vllm_no_spec", "vllm_mtp_1", "vllm_mtp_2", "vllm_mtp_3", "vllm_mtp_4", "vllm_mtp_5",
-                    "vllm_dflash")
 # What the tuner (tune.py) sets: the model's MTP head with n speculative tokens (a chain: n
 # steps, n + 1 tokens a verify), a drafter's block of k + 1 tokens; vLLM has no adaptive steps.
 tune_algorithms = {"chain": "MTP", "block": "DFLASH"}

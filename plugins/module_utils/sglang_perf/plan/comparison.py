@@ -9,15 +9,9 @@ Standard library only."""
 from __future__ import annotations
 
 from ..measure import config
-from .. import engines
 from . import gate as plan
 from ..measure.client import ConfigError
 
-# The settings each engine's sweep runs (-e compare_engines=sglang,vllm): each engine module's
-# compare_profiles (no speculation, then one to five MTP steps). compare_engine_profiles replaces it.
-ENGINE_PROFILES = {e.name: list(e.compare_profiles) for e in engines.every()}
-# The concurrency sweep's profiles (without compare_engines).
-SWEEP_PROFILES = ["no_spec", "nextn_1step", "nextn_3step"]
 # What the module gets besides the cases; the sweep takes the engine's defaults and compare_warmup.
 BENCH_OPTIONS = ("api", "confidence", "warmup", "first_token_timeout", "stall_timeout", "run_timeout")
 
@@ -66,19 +60,20 @@ def make(a):
             "profile at a time, which would break the deployment; compare profiles with deploy.yml "
             "-e sglang_profile=... and `python -m bench compare` against rank 0 instead"
             % (host, topo.get("node_rank"), topo.get("group")))
-    table = a.get("engine_profiles") or ENGINE_PROFILES
+    table = a.get("engine_profiles") or {}
     engines = engine_list(a.get("engines"))
     by_plan = bool(engines)
     unknown = [e for e in engines if e not in table]
     if unknown:
-        problems.append("compare_engines (%s) must name engines of compare_engine_profiles (%s)"
-                        % (", ".join(engines), ", ".join(table)))
+        problems.append("compare_engines (%s) must name engines of sglang_compare_profiles (%s)"
+                        % (", ".join(engines), ", ".join(table) or "none"))
     if a.get("deploy_best") and not by_plan:
         problems.append("compare_deploy_best needs compare_engines (the winner comes from the gate "
                         "plan's cases)")
     profiles = a.get("profiles")
     if profiles is None:
-        profiles = [p for e in engines if e in table for p in table[e]] if by_plan else list(SWEEP_PROFILES)
+        profiles = [p for e in engines if e in table for p in table[e]] if by_plan \
+            else list(a.get("sweep_profiles") or [])
     if not isinstance(profiles, list) or not profiles:
         problems.append("compare_profiles (%r) must be a non-empty list of profiles" % (profiles,))
         profiles = []
