@@ -181,7 +181,8 @@ def add_run_args(p):
                         "reply must state (median; docs/quality.md)")
     p.add_argument("--sizes", metavar="FILE", action="append",
                    help="YAML with sglang_model_size / sglang_hardware for the roofline (repeatable, "
-                        "later files win; default: %s)" % ", ".join(str(f) for f in sizes.DEFAULT_SIZE_FILES))
+                        "later files win; default: the -i host's, else the production inventory's "
+                        "server, as its plays see them)")
     p.add_argument("--no-roofline", action="store_true", help="do not compute the roofline")
     p.add_argument("--baseline-history", metavar="FILE",
                    help="a gate history (e.g. history/HOST.jsonl): compare with the newest passing "
@@ -204,18 +205,29 @@ RUN_ONLY = ("validate_certs", "model_size", "hardware", "baseline", "chars_per_t
 
 
 def host_sizes(args):
-    """With -i: the host's variables read by the planner (bench/gate.py host_of; sets args.url
-    and args.api_key when not given) and its (model, hardware) size figures unless --no-roofline or
-    --sizes; without -i: None."""
-    from bench import gate
-    if not args.inventory:
-        if args.host or args.vars or args.vault_password_file:
-            raise ValueError("--host, --vars and --vault-password-file read an inventory: give -i INVENTORY")
+    """(model, hardware) for the roofline: --sizes files, else the -i host's (read by the planner,
+    bench/gate.py host_of, which sets args.url and args.api_key when not given), else the
+    production inventory's server; None with --no-roofline, or under a stdlib-only Python that
+    cannot read an inventory (with a note)."""
+    if not args.inventory and (args.host or args.vars or args.vault_password_file):
+        raise ValueError("--host, --vars and --vault-password-file read an inventory: give -i INVENTORY")
+    host = None
+    if args.inventory:
+        from bench import gate
+        host = gate.host_of(args)
+        gate.flat(host.values())  # its profiles and thresholds resolve
+    if args.no_roofline:
         return None
-    v = gate.vars_of(args)
-    if args.no_roofline or args.sizes:
+    if args.sizes:
+        return sizes.load_sizes(args.sizes)
+    if host is not None:
+        return sizes.of_host(host)
+    try:
+        return sizes.default()
+    except ImportError:  # a stdlib-only Python (the engine runs anywhere): no planner
+        sys.stderr.write("bench: Ansible is not installed (the repository's venv has it): no "
+                         "roofline (--sizes FILE gives one, --no-roofline silences this)\n")
         return None
-    return sizes.from_vars(v, "host %s of %s" % (args.host, args.inventory))
 
 
 def options_from(args):
@@ -236,15 +248,6 @@ def options_from(args):
     opts["validate_certs"] = not args.insecure
     if host:
         opts["model_size"], opts["hardware"] = host
-    elif not args.no_roofline:
-        try:
-            opts["model_size"], opts["hardware"] = sizes.load_sizes(args.sizes or sizes.DEFAULT_SIZE_FILES)
-        except sizes.NoYAML:
-            if args.sizes:
-                raise
-            # a stdlib-only Python (the engine runs anywhere): measure without the roofline
-            sys.stderr.write("bench: PyYAML is not installed: no roofline (--no-roofline silences "
-                             "this)\n")
     if args.baseline_history:
         if not args.profile:
             raise ValueError("--baseline-history needs --profile (whose last passing run is the baseline)")

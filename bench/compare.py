@@ -18,7 +18,8 @@ concurrency is interpolated linearly in log2(C).
 
 The roofline column (unless --no-roofline) is capacity.roofline for the row's speculative steps
 and accept length, with the per-request decode median as the measured figure; the size figures
-come from bench/sizes.py (default: the role defaults and the production group_vars).
+come from bench/sizes.py (--sizes files; else the planned host's, with --plan; else the production
+inventory's server).
 
 Writes OUT/compare.md, compare.csv, compare.json and compare.png. `compare-report` writes the
 same four files from a JSON list of rows as `sweep` returns them (or a compare.json).
@@ -45,7 +46,7 @@ from bench import common
 from bench.common import EXIT_BAD_INPUT, EXIT_OK, progress_printer
 from bench.compare_answer import COMPARED_METRICS
 from bench.paths import ROOT
-from bench.sizes import DEFAULT_SIZE_FILES, load_sizes
+from bench import sizes
 
 COMPARE_OUT = ROOT / "out" / "compare"
 
@@ -424,14 +425,16 @@ def parse_levels(text):
     return levels
 
 
-def _sizes(args):
-    """(model, hardware) or (None, None) with --no-roofline; InputError on unusable figures."""
+def _sizes(args, host=None):
+    """(model, hardware) of --sizes, else of ``host`` (a planner Host), else the production
+    inventory's (sizes.default); (None, None) with --no-roofline; InputError on unusable figures."""
     if args.no_roofline:
         return None, None
     try:
-        model, hardware = load_sizes(args.sizes)
+        model, hardware = (sizes.load_sizes(args.sizes) if args.sizes else
+                           sizes.of_host(host) if host is not None else sizes.default())
         capacity.roofline(model, hardware, 0)  # the figures the roofline needs are there
-    except ValueError as e:  # CapacityError is a ValueError
+    except ValueError as e:  # CapacityError and PlanError are ValueErrors
         raise InputError("size figures: %s (or --no-roofline)" % e)
     return model, hardware
 
@@ -439,8 +442,8 @@ def _sizes(args):
 def _add_sizes_args(p):
     p.add_argument("--sizes", nargs="+", metavar="FILE",
                    help="YAML files with sglang_model_size / sglang_hardware (or model / hardware), "
-                        "later files override earlier ones (default: %s)"
-                        % " then ".join(str(f.relative_to(ROOT)) for f in DEFAULT_SIZE_FILES))
+                        "later files override earlier ones (default: the host's with --plan, else the "
+                        "production inventory's server, as its plays see them)")
     p.add_argument("--no-roofline", action="store_true", help="no roofline column")
 
 

@@ -296,6 +296,12 @@ def with_contexts(gate_plan, spec):
         raise compare.InputError(str(e)) from e
 
 
+def _named(args, host):
+    """``host`` where the command named one (-i INVENTORY --host, or --inputs): the roofline
+    takes its figures; None for the host of no inventory (sizes' default, the production's)."""
+    return host if getattr(args, "inventory", None) or getattr(args, "inputs", None) else None
+
+
 def cmd_compare_plan(args):
     try:
         given = [k for k in SWEEP_ONLY if getattr(args, k) is not None]
@@ -321,7 +327,7 @@ def cmd_compare_plan(args):
             measure_only(v)
         except ConfigError as e:
             raise compare.InputError(e.message)
-        model, hardware = compare._sizes(args)
+        model, hardware = compare._sizes(args, _named(args, host))
         compare._need_matplotlib()
 
         def progress(message):
@@ -369,7 +375,7 @@ def cmd_report_plan(args):
         rows = rows_from_results(args.rows, v)
         if args.current is not None and args.current not in {r["profile"] for r in rows}:
             raise compare.InputError("--current %s is not one of the compared profiles" % args.current)
-        model, hardware = compare._sizes(args)
+        model, hardware = compare._sizes(args, _named(args, host))
         compare._need_matplotlib()
         return _report(rows, args, model, hardware, "bench compare-report", not_run(v))
     except compare.InputError as e:

@@ -346,6 +346,14 @@ def read_inputs(path, name, roles=MEASURED_ROLES, extra=None):
 PLAY_GROUP = "sglang_servers"
 
 
+def hosts_of(inventory, group=PLAY_GROUP):
+    """The names of ``group``'s hosts in ``inventory``, in the inventory's order."""
+    if not Path(inventory).exists():
+        raise PlanError("no inventory %s" % inventory)
+    inv = InventoryManager(loader=loader(), sources=[str(inventory)])
+    return [h.name for h in inv.get_hosts(group)]
+
+
 def host_for(inventory, host, extra_vars=None, vars_files=(), play_vars_files=(), roles=MEASURED_ROLES,
              vault_password_file=None, facts=None, play_hosts=None):
     """The Host ``host`` of ``inventory`` (None: a host of no inventory, named ``host``) with

@@ -1,18 +1,20 @@
-"""The model and hardware size figures for the roofline, read from the inventory's YAML files.
+"""The model and hardware size figures for the roofline: a host's, as the planner reads its
+variables, or the user's own files.
 
-    model, hardware = load_sizes()                 # DEFAULT_SIZE_FILES
+    model, hardware = of_host(host)                # a planner Host (bench/planner.py)
+    model, hardware = default()                    # the production inventory's server
     model, hardware = load_sizes(["a.yml", "b.yml"])
 
-Each file is read as raw YAML (no Jinja, no Ansible variable precedence beyond "later files
-override earlier ones"). A file may hold ``sglang_model_size`` and/or ``sglang_hardware`` (the
-inventory's names) or ``model`` and/or ``hardware`` (a small stand-alone sizes file). A later
-file's dict replaces an earlier one's as a whole, as Ansible's default ``hash_behaviour=replace``
-does, and a later ``null`` unsets it. Every problem raises ValueError naming the file.
+A host's figures are its ``sglang_model_size`` and ``sglang_hardware`` as a play on it sees them
+(role defaults, group_vars, host_vars, templated). Without a host the default is the production
+inventory's server (the first host of its sglang_servers group), read the same way.
 
-PyYAML reads the files when it is installed (the controller's venv). Without it (the stdlib-only
-Python the bench CLI also runs under) a small reader takes the two blocks out of the file: a
-top-level key followed by indented ``name: number`` lines, or ``null`` / ``~`` / ``{}``; anything
-else in those blocks is refused with the file and line named, the rest of the file is not read.
+A size file (``--sizes``) is the user's: read as raw YAML (no Jinja, no Ansible precedence beyond
+"later files override earlier ones"), holding ``sglang_model_size`` and/or ``sglang_hardware``
+(the inventory's names) or ``model`` and/or ``hardware`` (a small stand-alone sizes file). A later
+file's dict replaces an earlier one's as a whole, as Ansible's default ``hash_behaviour=replace``
+does, and a later ``null`` unsets it. Every problem raises ValueError naming the file; a
+stdlib-only Python (no PyYAML) raises NoYAML.
 """
 from __future__ import annotations
 
@@ -25,18 +27,14 @@ except ImportError:  # stdlib-only Python: load_file raises NoYAML
 
 from sglang_perf.plan.capacity import HARDWARE_KEYS, MODEL_KEYS
 
-from bench.paths import ROOT, SGLANG_DEFAULTS
+from bench.paths import PRODUCTION
 
-DEFAULT_SIZE_FILES = [
-    SGLANG_DEFAULTS,
-    ROOT / "inventories" / "production" / "group_vars" / "sglang_servers" / "main.yml",
-]
 
-# what -> (accepted top-level keys, the figures capacity.py knows)
 class NoYAML(ValueError):
     """The sizes cannot be read: PyYAML is missing (a stdlib-only Python)."""
 
 
+# what -> (accepted top-level keys, the figures capacity.py knows)
 SECTIONS = {
     "model": (("sglang_model_size", "model"), MODEL_KEYS),
     "hardware": (("sglang_hardware", "hardware"), HARDWARE_KEYS),
@@ -108,11 +106,26 @@ def from_vars(variables, where):
     return tuple(found)
 
 
-def load_sizes(paths=None):
-    """(model, hardware) from ``paths`` (default DEFAULT_SIZE_FILES), later files overriding
-    earlier ones. Raises ValueError naming the file on a missing file, a templated or
-    non-numeric value, or when no file sets one of the two."""
-    paths = [Path(p) for p in (DEFAULT_SIZE_FILES if paths is None else paths)]
+def of_host(host):
+    """(model, hardware) of a planner Host (its checked inputs); ValueError naming the host."""
+    return from_vars(host.values(), host.where)
+
+
+def default():
+    """(model, hardware) of the production inventory's server, through the planner (Ansible's:
+    ImportError under a stdlib-only Python); ValueError naming what is missing."""
+    from bench import planner
+    hosts = planner.hosts_of(PRODUCTION)
+    if not hosts:
+        raise ValueError("the inventory %s has no host in %s" % (PRODUCTION, planner.PLAY_GROUP))
+    return of_host(planner.host_for(PRODUCTION, hosts[0]))
+
+
+def load_sizes(paths):
+    """(model, hardware) from the files ``paths``, later files overriding earlier ones. Raises
+    ValueError naming the file on a missing file, a templated or non-numeric value, or when no
+    file sets one of the two."""
+    paths = [Path(p) for p in paths]
     if not paths:
         raise ValueError("no size file given")
     merged = {"model": None, "hardware": None}

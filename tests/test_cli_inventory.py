@@ -110,7 +110,7 @@ def test_run_measures_the_host_with_its_own_url_and_size_figures(emulator, tmp_p
     common = ("--requests", "6", "--max-tokens", "32", "--warmup", "1", "--quiet")
     p = bench("run", "-i", inv, "--host", "ct129", "--json", out, *common)
     assert p.returncode == 0, p.stderr
-    p = bench("run", "--url", emu.url, "--json", ref, *common)  # the production group_vars' sizes
+    p = bench("run", "--url", emu.url, "--json", ref, *common)  # the production inventory's server's sizes
     assert p.returncode == 0, p.stderr
     host, prod = (json.loads(f.read_text())["roofline"]["bandwidth_gbs"] for f in (out, ref))
     assert (host, prod) == (2 * 192, 2 * 768)

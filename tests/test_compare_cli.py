@@ -14,7 +14,8 @@ import tempfile
 import pytest
 
 from bench import compare
-from bench.sizes import DEFAULT_SIZE_FILES, load_sizes
+from bench import sizes as bench_sizes
+from bench.sizes import load_sizes
 from bench.launch import EmulatorProcess
 from conftest import ROOT, free_port
 from sglang_perf.plan import capacity
@@ -171,17 +172,22 @@ def test_load_sizes_later_files_override_and_errors_name_the_file(tmp_path):
         load_sizes([base])
 
 
-def test_sizes_without_pyyaml_are_refused_by_name(monkeypatch):
-    import bench.sizes as sizes
-    monkeypatch.setattr(sizes, "yaml", None)
-    with pytest.raises(sizes.NoYAML, match="PyYAML is not installed"):
-        sizes.load_sizes()
+def test_sizes_without_pyyaml_are_refused_by_name(monkeypatch, tmp_path):
+    monkeypatch.setattr(bench_sizes, "yaml", None)
+    with pytest.raises(bench_sizes.NoYAML, match="PyYAML is not installed"):
+        load_sizes([sizes_file(tmp_path)])
+    with pytest.raises(ValueError, match="no size file given"):
+        load_sizes([])
 
 
-def test_default_size_files_are_the_inventory_figures():
-    model, hardware = load_sizes()
-    assert [p.relative_to(ROOT).as_posix() for p in DEFAULT_SIZE_FILES] == [
-        "roles/sglang/defaults/main.yml", "inventories/production/group_vars/sglang_servers/main.yml"]
+def test_the_default_sizes_are_the_production_servers_as_its_plays_see_them():
+    """No host, no --sizes: ct129's figures through the planner (role defaults, then the
+    production group_vars), not a reading of YAML files of its own."""
+    from bench import planner
+    model, hardware = bench_sizes.default()
+    host = planner.host_for(bench_sizes.PRODUCTION, planner.hosts_of(bench_sizes.PRODUCTION)[0])
+    assert (model, hardware) == (host.values()["sglang_model_size"], host.values()["sglang_hardware"])
+    assert hardware["gpu_count"] == 2 and hardware["gpu_memory_gib"] == 48  # 2x RTX A6000
     assert capacity.roofline(model, hardware, 3, 3.0)["ceiling_tok_s"] > 0
 
 
@@ -318,7 +324,7 @@ def test_compare_refuses_templated_sizes_before_measuring(tmp_path):
     bad.write_text("sglang_hardware:\n  gpu_count: '{{ nvidia_gpu_expected_count }}'\n"
                    "  gpu_bandwidth_gbs: 768\n")
     p = bench("compare", "--quiet", "--target", "a=http://127.0.0.1:%d" % free_port(),
-              "--sizes", str(DEFAULT_SIZE_FILES[0]), str(bad))
+              "--sizes", str(sizes_file(tmp_path)), str(bad))
     assert p.returncode == 2
     assert p.stderr.strip().startswith("bench compare: size figures: %s: sglang_hardware.gpu_count "
                                        "is a Jinja template" % bad)

@@ -132,7 +132,7 @@ def test_the_gpu_count_is_said_once_in_sglang_hardware():
     for f in group_vars_files():
         data = load(f)
         count = data["sglang_hardware"]["gpu_count"]
-        assert isinstance(count, int) and count >= 1, f  # plain YAML: bench/sizes.py reads it too
+        assert isinstance(count, int) and count >= 1, f
         assert data["nvidia_gpu_expected_count"] == "{{ sglang_hardware.gpu_count }}", f
         assert [n for n in data if "gpu_count" in n] == [], f
     # Ansible resolves the derived count from the source
