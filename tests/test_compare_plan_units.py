@@ -14,10 +14,10 @@ GATE_PLAN = {"coding": {"prompts": "coding", "concurrency": 1, "requests": 6, "m
              "long": {"prompts": "long_context", "prompt_tokens": 8192, "concurrency": 1, "requests": 6,
                       "max_tokens": 64},
              "concurrent": {"prompts": "coding", "concurrency": 4, "requests": 8, "max_tokens": 128}}
-# what compare.yml passes: the role's sglang_compare_profiles and its own sweep's three
+# what compare.yml passes: the role's sglang_gate_compare_profiles and its own sweep's three
 SWEEP = {"engines": [], "levels": [1, 4, 16], "requests": 4, "warmup": 2, "max_tokens": 512,
          "topology": {"enabled": False}, "out_dir": "/out", "current": "nextn_3step",
-         "engine_profiles": GATE["sglang_compare_profiles"],
+         "engine_profiles": GATE["sglang_gate_compare_profiles"],
          "sweep_profiles": ["no_spec", "nextn_1step", "nextn_3step"]}
 ENGINES = dict(SWEEP, engines="sglang,vllm", gate_plan=GATE_PLAN,
                gate={"api": "chat", "confidence": 0.9, "warmup": 1, "first_token_timeout": 60,
@@ -31,7 +31,7 @@ def make(**kw):
 def test_the_engine_sweep_runs_each_engines_depths_on_the_gate_plan_at_the_context_depths():
     out = make()
     assert out["problems"] == [] and out["by_plan"] is True and out["engines"] == ["sglang", "vllm"]
-    table = GATE["sglang_compare_profiles"]
+    table = GATE["sglang_gate_compare_profiles"]
     assert out["profiles"] == table["sglang"] + table["vllm"]
     assert [c["case"] for c in out["cases"]] == ["coding", "context_1k", "context_8k", "context_32k",
                                                  "concurrent"]
@@ -75,9 +75,9 @@ def test_the_concurrency_sweep_is_one_case_per_level_at_least_two_full_waves(lev
 
 
 @pytest.mark.parametrize("change, words", [
-    ({"engines": "sglang,tgi"}, "compare_engines (sglang, tgi) must name engines of sglang_compare_profiles "
-                                "(sglang, vllm)"),
-    ({"engine_profiles": None}, "must name engines of sglang_compare_profiles (none)"),
+    ({"engines": "sglang,tgi"}, "compare_engines (sglang, tgi) must name engines of "
+                                "sglang_gate_compare_profiles (sglang, vllm)"),
+    ({"engine_profiles": None}, "must name engines of sglang_gate_compare_profiles (none)"),
     ({"engines": [], "deploy_best": True}, "compare_deploy_best needs compare_engines"),
     ({"profiles": []}, "compare_profiles ([]) must be a non-empty list of profiles"),
     ({"known_profiles": ["no_spec"], "engines": "sglang"},

@@ -92,7 +92,7 @@ def test_each_engine_module_answers_the_whole_interface(name):
     assert eng.version_var in ("sglang_version", "sglang_vllm_version") and eng.label and eng.docs
     assert set(eng.flags) == {s.name for s in settings.of(name)}
     # compare's engine sweep runs profiles of the role's defaults that this engine serves
-    defaults, table = role_defaults(), role_defaults("sglang_gate")["sglang_compare_profiles"]
+    defaults, table = role_defaults(), role_defaults("sglang_gate")["sglang_gate_compare_profiles"]
     assert table[name]
     for p in table[name]:
         assert profile.profile_engine(defaults["sglang_profiles"][p], defaults["sglang_engine"]) == name, p

@@ -354,3 +354,14 @@ def test_the_package_is_laid_out_by_the_flow_and_measuring_never_judges_or_recor
     assert crossing == []
     assert not [t for n, ts in _package_imports(base, "sglang_perf").items() if n.startswith("measure.")
                 for t in ts if t.split(".")[0] in ("judge", "record")]
+
+
+# The longest a Python file of the repository may be: past it a module holds two jobs (split it by
+# the flow) or data (a file beside it, as measure/corpus.json).
+MAX_LINES = 800
+
+
+def test_no_python_file_is_longer_than_the_house_allows():
+    long = {rel(p): n for p in python_files("bench", "emulator", "plugins", "scripts", "tests")
+            if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert long == {}

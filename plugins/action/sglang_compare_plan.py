@@ -18,7 +18,7 @@ description:
 options:
   engines: {description: compare_engines ('sglang,vllm' or a list; empty - the concurrency sweep)., type: raw}
   engine_profiles:
-    description: Each engine's profiles (compare_engine_profiles, else sglang_compare_profiles).
+    description: Each engine's profiles (compare_engine_profiles, else sglang_gate_compare_profiles).
     type: dict
   profiles: {description: compare_profiles (null - from the engines, or O(sweep_profiles))., type: list}
   sweep_profiles: {description: The concurrency sweep's profiles (compare_sweep_profiles)., type: list}

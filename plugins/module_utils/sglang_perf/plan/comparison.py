@@ -65,7 +65,7 @@ def make(a):
     by_plan = bool(engines)
     unknown = [e for e in engines if e not in table]
     if unknown:
-        problems.append("compare_engines (%s) must name engines of sglang_compare_profiles (%s)"
+        problems.append("compare_engines (%s) must name engines of sglang_gate_compare_profiles (%s)"
                         % (", ".join(engines), ", ".join(table) or "none"))
     if a.get("deploy_best") and not by_plan:
         problems.append("compare_deploy_best needs compare_engines (the winner comes from the gate "
