@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import math
 import random
-import subprocess
-import sys
 import time
 
 import pytest
@@ -18,7 +16,8 @@ import yaml
 from bench import history as history_table
 from bench import verdict_rates
 from emulator.cli import offline_scheduler
-from conftest import MODEL_ARGS, PROFILE_ARGS, ROOT, Emulator
+from benchrun import bench
+from conftest import MODEL_ARGS, PROFILE_ARGS, Emulator
 from sglang_perf.judge import attribution, decision, verdict
 from sglang_perf.measure import config, engine, stats
 from sglang_perf.record import history
@@ -293,9 +292,7 @@ def test_bench_gate_writes_the_roles_history_and_names_the_cause_against_it(emul
 
     def gate(url, *extra, rc=0):
         out = tmp_path / "r.json"
-        p = subprocess.run([sys.executable, "-m", "bench", "gate", "--url", url, "--vars", str(small),
-                            "--quiet", "--json", str(out), *extra], cwd=str(ROOT), capture_output=True,
-                           text=True, timeout=300)
+        p = bench("gate", "--url", url, "--vars", small, "--quiet", "--json", out, *extra)
         assert p.returncode == rc, p.stderr
         return json.loads(out.read_text())
 

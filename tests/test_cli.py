@@ -10,18 +10,16 @@ import sys
 
 import pytest
 
+import benchrun
 from conftest import ROOT, free_port
 
 FAST = {"SGLEMU_SPEED_SCALE": "4"}
 
 
 def bench(*args, python=sys.executable, env=None):
-    e = dict(os.environ)
-    e.pop("SGLANG_API_KEY", None)
-    e.update(env or {})
-    return subprocess.run([python, "-m", "bench", "run", "--requests", "2", "--warmup", "1",
-                           "--max-tokens", "96", *args], cwd=str(ROOT), env=e,
-                          capture_output=True, text=True, timeout=120)
+    """bench run, short: 2 requests of 96 tokens after one warmup (ARGS may override them)."""
+    return benchrun.bench("run", "--requests", "2", "--warmup", "1", "--max-tokens", "96", *args,
+                          python=python, env=env, timeout=120)
 
 
 def test_exit_0_prints_the_table_and_writes_json(emulator, tmp_path):
@@ -54,9 +52,8 @@ def test_without_sample_flags_it_measures_the_roles_coding_case(emulator, tmp_pa
     case = role_case("coding")
     emu = emulator("nextn_3step", env=FAST)
     out = tmp_path / "r.json"
-    p = subprocess.run([sys.executable, "-m", "bench", "run", "--url", emu.url, "--min-tok-s", "45",
-                        "--min-accept-len", "2.8", "--quiet", "--json", str(out)], cwd=str(ROOT),
-                       capture_output=True, text=True, timeout=300)
+    p = benchrun.bench("run", "--url", emu.url, "--min-tok-s", "45", "--min-accept-len", "2.8", "--quiet",
+                       "--json", out)
     assert p.returncode == 0, p.stderr
     r = json.loads(out.read_text())
     assert (r["concurrency"], r["max_tokens"], r["prompts"]) == (case["concurrency"], case["max_tokens"],
@@ -167,12 +164,8 @@ def test_a_1024_request_load_run_ends_with_its_figures_and_keeps_the_raw_records
     takes seconds here; the statistics are what is tried)."""
     emu = emulator("nextn_3step", env={"SGLEMU_SPEED_SCALE": "40"})
     raw, out = tmp_path / "raw.jsonl", tmp_path / "r.json"
-    e = dict(os.environ)
-    e.pop("SGLANG_API_KEY", None)
-    p = subprocess.run([sys.executable, "-m", "bench", "run", "--url", emu.url, "--concurrency", "512",
-                        "--requests", "1024", "--warmup", "0", "--max-tokens", "16", "--quiet",
-                        "--raw", str(raw), "--json", str(out)], cwd=str(ROOT), env=e,
-                       capture_output=True, text=True, timeout=600)
+    p = benchrun.bench("run", "--url", emu.url, "--concurrency", "512", "--requests", "1024", "--warmup",
+                       "0", "--max-tokens", "16", "--quiet", "--raw", raw, "--json", out, timeout=600)
     assert p.returncode == 0, p.stderr[-2000:]
     r = json.loads(out.read_text())
     assert r["requests"] == 1024 and r["errors"] == 0 and r["decode_tok_s"]["n"] == 1024

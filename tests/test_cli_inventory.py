@@ -15,6 +15,7 @@ import sys
 import pytest
 import yaml
 
+from benchrun import bench
 from conftest import ROOT
 
 pytestmark = pytest.mark.timeout(300)
@@ -29,14 +30,6 @@ SMALL = {"sglang_gate_plan": {
 VAULT = ROOT / "inventories" / "production" / "vault.example.vault"
 VAULT_KEY = "replace-with-a-long-random-key-0123456789"  # what the example vault holds
 SKIPPED = "vaulted, skipped (give --vault-password-file FILE to read it)"
-
-
-def bench(*args, env=None):
-    e = dict(os.environ)
-    e.pop("SGLANG_API_KEY", None)
-    e.update(env or {})
-    return subprocess.run([sys.executable, "-m", "bench", *map(str, args)], cwd=str(ROOT), env=e,
-                          capture_output=True, text=True, timeout=240)
 
 
 def inventory(tmp_path, port=None):

@@ -10,6 +10,7 @@ import pytest
 
 from bench import compare_answer as ca
 from bench import compare_plan
+from benchrun import bench
 from sglang_perf.measure import stats
 
 LEVEL = 0.95
@@ -325,10 +326,6 @@ def test_roofline_shares_are_the_c1_cases():
 def test_compare_report_plan_builds_the_answer_from_a_playbooks_plan_results(tmp_path):
     """playbooks/compare.yml hands `bench compare-report --plan` one sglang_bench plan result per
     profile and the run's variables: the report opens with the answer and names the winner."""
-    import subprocess
-    import sys
-
-    from conftest import ROOT
 
     def case(name, tok_s, accept, positions, aggregate=None):
         return {"case": name, "decode_tok_s": {"median": tok_s, "min": tok_s * 0.98, "max": tok_s * 1.02},
@@ -364,10 +361,8 @@ def test_compare_report_plan_builds_the_answer_from_a_playbooks_plan_results(tmp
     checked = planner.host_for(None, "ct129", {"sglang_profiles": profiles, "sglang_gate_plan": plan,
                                                "sglang_gate_confidence": LEVEL}).values()
     (tmp_path / "inputs.json").write_text(json.dumps(dict(planner.shareable(checked), compare_plan=plan)))
-    report = [sys.executable, "-m", "bench", "compare-report", "--plan", str(tmp_path / "results.json"),
-              "--inputs", str(tmp_path / "inputs.json")]
-    p = subprocess.run(report + ["--current", "nextn_1step", "--no-roofline", "--out", str(tmp_path / "out")],
-                       cwd=str(ROOT), capture_output=True, text=True, timeout=120)
+    report = ["compare-report", "--plan", tmp_path / "results.json", "--inputs", tmp_path / "inputs.json"]
+    p = bench(*report, "--current", "nextn_1step", "--no-roofline", "--out", tmp_path / "out", timeout=120)
     assert p.returncode == 0, p.stderr
     summary = json.loads((tmp_path / "out" / "compare.json").read_text())["summary"]
     assert (summary["winner"]["profile"], summary["winner"]["engine"]) == ("nextn_3step", "sglang")
@@ -377,8 +372,7 @@ def test_compare_report_plan_builds_the_answer_from_a_playbooks_plan_results(tmp
     assert "vllm_mtp_3 in coding not measured: the server never answered" in summary["statements"]
     md = (tmp_path / "out" / "compare.md").read_text()
     assert md.index("## The answer") < md.index("| profile | engine |")
-    bad = subprocess.run(report + ["--current", "no_spec", "--out", str(tmp_path)],
-                         cwd=str(ROOT), capture_output=True, text=True, timeout=120)
+    bad = bench(*report, "--current", "no_spec", "--out", tmp_path, timeout=120)
     assert bad.returncode == 2 and "--current no_spec is not one of the compared profiles" in bad.stderr
 
 

@@ -5,10 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
 import re
-import subprocess
-import sys
 import tempfile
 
 import pytest
@@ -17,7 +14,8 @@ from bench import compare
 from bench import sizes as bench_sizes
 from bench.sizes import load_sizes
 from bench.launch import EmulatorProcess
-from conftest import ROOT, free_port
+from benchrun import bench
+from conftest import free_port
 from sglang_perf.plan import capacity
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -30,14 +28,6 @@ QUICK = ["--requests", "2", "--warmup", "1", "--warmup-max-tokens", "16", "--max
 MODEL = {"params_b": 27.78, "dtype_bytes": 2, "lm_head_params_b": 1.2714,
          "mtp_layer_params_b": 0.425}
 HARDWARE = {"gpu_count": 2, "gpu_bandwidth_gbs": 768, "gpu_memory_gib": 48}
-
-
-def bench(*args, timeout=300):
-    env = dict(os.environ)
-    env.pop("SGLANG_API_KEY", None)
-    env["MPLBACKEND"] = "Agg"
-    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=str(ROOT), env=env,
-                          capture_output=True, text=True, timeout=timeout)
 
 
 def sizes_file(tmp_path):

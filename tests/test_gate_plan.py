@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
-import sys
 
 import pytest
 import yaml
 
 from bench.profiles import HAND_LAUNCH_ARGS
+from benchrun import bench
 from conftest import ROOT, role_defaults
 from sglang_perf.plan import gate as plan
 from sglang_perf.judge import verdict
@@ -151,11 +150,6 @@ SMALL = {"sglang_gate_plan": {
     "coding": {"prompts": "coding", "concurrency": 1, "requests": 6, "max_tokens": 64},
     "concurrent": {"prompts": "coding", "concurrency": 2, "requests": 6, "max_tokens": 64}},
     "sglang_gate_warmup": 1, "sglang_profile": "nextn_3step"}
-
-
-def bench(*args):
-    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=str(ROOT), capture_output=True,
-                          text=True, timeout=300)
 
 
 def test_bench_gate_runs_the_roles_plan_with_exit_codes(emulator, tmp_path):

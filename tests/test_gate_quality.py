@@ -8,13 +8,11 @@ Real HTTP on 127.0.0.1; the plan is the role's quality cases at smaller sizes.""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 import yaml
 
-from conftest import ROOT
+from benchrun import bench
 from sglang_perf.measure import answers
 
 pytestmark = pytest.mark.timeout(300)
@@ -39,9 +37,7 @@ def gate(tmp_path, url, *extra, plan=PLAN):
     v.write_text(yaml.safe_dump({"sglang_gate_plan": plan, "sglang_gate_warmup": 1,
                                  "sglang_profile": "nextn_3step"}))
     out = tmp_path / ("r%d.json" % len(list(tmp_path.glob("r*.json"))))
-    p = subprocess.run([sys.executable, "-m", "bench", "gate", "--url", url, "--vars", str(v),
-                        "--json", str(out), "--quiet", *extra],
-                       cwd=str(ROOT), capture_output=True, text=True, timeout=280)
+    p = bench("gate", "--url", url, "--vars", v, "--json", out, "--quiet", *extra, timeout=280)
     assert p.returncode in (0, 1), p.stdout + p.stderr
     return p, json.loads(out.read_text())
 

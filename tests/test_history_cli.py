@@ -3,12 +3,9 @@ profile, profile-change marks), the PNG, and exit 2 on a missing or empty file."
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 
-from conftest import ROOT
+from benchrun import bench
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -49,10 +46,7 @@ LINES = [
 
 
 def bench_history(*args):
-    env = dict(os.environ)
-    env["MPLBACKEND"] = "Agg"
-    return subprocess.run([sys.executable, "-m", "bench", "history", *args], cwd=str(ROOT),
-                          env=env, capture_output=True, text=True, timeout=120)
+    return bench("history", *args, timeout=120)
 
 
 def table_rows(stdout):

@@ -10,13 +10,12 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from html.parser import HTMLParser
 
 import pytest
 
 from bench import compare_plan, report
-from conftest import ROOT
+from benchrun import bench
 from sglang_perf.judge import decision, verdict
 from sglang_perf.record import history
 from sglang_perf.measure import stats
@@ -137,8 +136,7 @@ def story():
 
 
 def bench_history(*args):
-    return subprocess.run([sys.executable, "-m", "bench", "history", *args], cwd=str(ROOT),
-                          capture_output=True, text=True, timeout=120)
+    return bench("history", *args, timeout=120)
 
 
 def write_lines(path, records):

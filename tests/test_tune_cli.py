@@ -12,6 +12,7 @@ import time
 import yaml
 
 from sglang_perf.judge.tune_launch import STOP_GRACE
+from benchrun import bench
 from conftest import ROOT
 from planutil import plan_for
 
@@ -34,9 +35,7 @@ sglang_gate_thresholds:
 
 
 def tune(*args, timeout=600, env=None):
-    return subprocess.run([sys.executable, "-m", "bench", "tune", "--quiet", *map(str, args)], cwd=str(ROOT),
-                          env=dict(os.environ, **(env or {})), capture_output=True, text=True,
-                          timeout=timeout)
+    return bench("tune", "--quiet", *args, timeout=timeout, env=env)
 
 
 def _vars(tmp_path, drafter=True, block=None, max_tokens=256):
