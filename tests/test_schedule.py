@@ -63,14 +63,13 @@ def test_the_long_tests_run_first_after_the_container_tier():
         def get_closest_marker(self, marker):
             return object() if self._container and marker == "container" else None
 
-    items = [Item("test_a.py", "test_x"),
-             Item("test_playbooks.py", "test_ansible_lint_production_profile_no_skips"),
-             Item("test_secrets.py", "test_secrets_never_leak", True),
-             Item("test_gate_plan.py", "test_the_healthy_3step_server_passes_every_case"),
+    first, second = (t.split("::") for t in LONG_TESTS[:2])
+    items = [Item("test_a.py", "test_x"), Item(*second),
+             Item("test_secrets.py", "test_secrets_never_leak", True), Item(*first),
              Item("test_unlisted_host.py", "test_y", True)]
-    order = [i.path.name for i in sorted(items, key=run_order)]
-    assert order == ["test_secrets.py", "test_unlisted_host.py", "test_playbooks.py", "test_gate_plan.py",
-                     "test_a.py"]
+    order = [(i.path.name, i.name) for i in sorted(items, key=run_order)]
+    assert order == [("test_secrets.py", "test_secrets_never_leak"), ("test_unlisted_host.py", "test_y"),
+                     tuple(first), tuple(second), ("test_a.py", "test_x")]
 
 
 def test_every_container_tier_file_is_on_one_container():
