@@ -375,19 +375,20 @@ def test_capacity_fails_a_vllm_context_shorter_than_promised_naming_its_figures(
     cap = plan.check_capacity(_vllm_server(context_length=16384, max_total_num_tokens=20000), CASES,
                               PROMISE)
     assert not cap["passed"]
-    msg = cap["failures"][0]["message"]
-    assert "it holds a 16,384-token context (max_model_len 16,384, KV cache kv_cache_size_tokens " \
-           "20,000)" in msg
-    assert "the profile promises 131,072" in msg and "case long_context needs" in msg
+    (f,) = cap["failures"]
+    assert (f["measured"]["effective_context"], f["required"]["context"]) == (16384, 131072)
+    # named as vLLM names them
+    assert all(w in f["message"] for w in ("max_model_len 16,384", "kv_cache_size_tokens 20,000"))
     cap = plan.check_capacity(_vllm_server(max_total_num_tokens=30000), CASES, PROMISE)
-    assert "it holds a 30,000-token context" in cap["failures"][0]["message"]
+    assert cap["failures"][0]["measured"]["effective_context"] == 30000
 
 
 def test_capacity_with_dev_mode_max_num_seqs_judges_running_requests():
     cap = plan.check_capacity(_vllm_server(max_running_requests=2, not_exposed={}), CASES, PROMISE)
     assert not cap["passed"] and cap["unverified"] == []
-    assert "it runs at most 2 requests at once (max_num_seqs), case concurrent runs 4" in \
-        cap["failures"][0]["message"]
+    (f,) = cap["failures"]
+    assert (f["measured"]["max_running_requests"], f["required"]["running"]) == (2, 4)
+    assert "(max_num_seqs)" in f["message"]  # vLLM's name for it
 
 
 def test_capacity_without_the_kv_figure_says_so():

@@ -115,12 +115,13 @@ def test_capacity_of_the_hand_launch_names_both_figures():
               "effective_max_running_requests": 1}
     cap = plan.check_capacity(server, CASES, PROMISE)
     assert not cap["passed"]
-    msg = cap["failures"][0]["message"]
-    assert ("it holds a 19,456-token context (context_length 262,144, KV pool max_total_num_tokens "
-            "19,456)") in msg
-    assert "the profile promises 131,072" in msg
-    assert "case long_context needs (32,768 prompt + 128 output) 32,896" in msg
-    assert "it runs at most 1 request at once (effective max_running_requests), case concurrent runs 4" in msg
+    (f,) = cap["failures"]
+    assert f["measured"] == {"effective_context": 19456, "max_running_requests": 1}
+    assert f["required"] == {"context": 131072, "running": 4}  # the promise, the concurrent case
+    assert [(n["what"], n.get("tokens", n.get("requests"))) for n in cap["needs"]] == [
+        ("context", 131072), ("context", 32768 + 128), ("running requests", 4)]
+    # the message states each figure, the server's and what needs more
+    assert all(figure in f["message"] for figure in ("19,456", "262,144", "131,072", "32,896", "at most 1 "))
     assert cap["notes"] == ["the profile asks for 16 running requests; the server runs at most 1 at once "
                             "(its memory pools hold no more)"]
 
