@@ -355,12 +355,13 @@ def hosts_of(inventory, group=PLAY_GROUP):
 
 
 def host_for(inventory, host, extra_vars=None, vars_files=(), play_vars_files=(), roles=MEASURED_ROLES,
-             vault_password_file=None, facts=None, play_hosts=None):
+             vault_password_file=None, facts=None, play_hosts=None, note=None):
     """The Host ``host`` of ``inventory`` (None: a host of no inventory, named ``host``) with
     ``vars_files`` and ``extra_vars`` on top, as a task of a play on ``play_hosts`` (None: of no
-    play) sees it. PlanError names what cannot be read."""
+    play) sees it; ``note(text)`` is told each vaulted file skipped (default: stderr). PlanError
+    names what cannot be read."""
     dl, variables = task_vars(inventory, host, play_vars_files, vars_files, extra_vars,
-                              vault_password_file=vault_password_file)
+                              dl=loader(vault_password_file, note=note))
     if inventory is None:  # what the role defaults template from
         variables.setdefault("inventory_dir", str(ROOT / "out"))
     if facts is not None:

@@ -181,6 +181,19 @@ def test_the_default_sizes_are_the_production_servers_as_its_plays_see_them():
     assert capacity.roofline(model, hardware, 3, 3.0)["ceiling_tok_s"] > 0
 
 
+def test_the_default_sizes_skip_the_production_vault_without_a_word(tmp_path, monkeypatch, capfd):
+    """The operator's vault beside the production group_vars (the README's step 1): `bench run`
+    without -i has no password to give and needs nothing secret; it reads the sizes and says
+    nothing of the vault (its one stderr line stays the verdict)."""
+    import shutil
+    inv = tmp_path / "production"
+    shutil.copytree(bench_sizes.PRODUCTION.parent, inv)
+    shutil.copy(inv / "vault.example.vault", inv / "group_vars" / "sglang_servers" / "vault.yml")
+    monkeypatch.setattr(bench_sizes, "PRODUCTION", inv / "hosts.yml")
+    assert bench_sizes.default()[1]["gpu_count"] == 2
+    assert capfd.readouterr().err == ""
+
+
 # --- the command line against emulators ----------------------------------------------------------
 
 def test_compare_three_profiles_and_compare_report(emulator, tmp_path):
