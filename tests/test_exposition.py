@@ -20,12 +20,12 @@ from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
 from ansiblerun import ansible
+import resultutil
 from planutil import plan_for
 from plugins.modules import sglang_gate_decide as decide_module
 from sglang_perf.judge import decision, verdict
 from sglang_perf.record import exposition, history
 from sglang_perf.plan import gate as plan
-from sglang_perf.measure.stats import latency_summary, summarize
 
 COMMON = ("profile", "release", "engine")
 CONTEXT = {"host": "ct129", "profile": "nextn_3step", "sglang_version": "0.5.23", "engine": "sglang",
@@ -41,21 +41,13 @@ def interval(estimate, lower, upper, n):
 
 def measured(name, decode, accept_len, by_position, ttft, concurrency=1, passed=True, verdict=None,
              intervals=None):
-    """A case result as the engine returns it (engine.measure: the figures from its samples)."""
-    out = {"case": name, "description": name + " case", "prompts": "coding", "concurrency": concurrency,
-           "requests": len(decode), "max_tokens": 512, "decode_tok_s": summarize(decode),
-           "accept_len": accept_len, "accept_by_position": by_position,
-           "aggregate_tok_s": sum(decode) * 0.98 if concurrency > 1 else decode[0] * 0.98,
-           "ttft_s": latency_summary(ttft), "errors": 0, "error_kinds": {},
-           "per_request": [{"rid": "r%d" % i} for i in range(len(decode))],
-           "thresholds": {"min_tok_s": 45, "min_accept_len": 2.8}, "threshold_source": "role",
-           "passed": passed, "failures": [] if passed else [
-               {"threshold": "min_tok_s", "message": "decode tok/s below the threshold"}]}
-    if verdict is not None:
-        out["verdict"] = verdict
-    if intervals is not None:
-        out["intervals"] = intervals
-    return out
+    """A case result of per-request speeds ``decode``, judged on the role's coding bars."""
+    return resultutil.case_result(
+        name, decode, accept_len, by_position, ttft, concurrency,
+        aggregate=sum(decode) * 0.98 if concurrency > 1 else decode[0] * 0.98,
+        thresholds={"min_tok_s": 45, "min_accept_len": 2.8}, passed=passed,
+        failure={"threshold": "min_tok_s", "message": "decode tok/s below the threshold"},
+        verdict=verdict, intervals=intervals, per_request=[{"rid": "r%d" % i} for i in range(len(decode))])
 
 
 def unmeasured(name):

@@ -15,10 +15,10 @@ from html.parser import HTMLParser
 import pytest
 
 from bench import compare_plan, report
+import resultutil
 from benchrun import bench
 from sglang_perf.judge import decision, verdict
 from sglang_perf.record import history
-from sglang_perf.measure import stats
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 SETUP = ("run `make chromium` (scripts/host-packages.sh chromium: Debian's package; make test's and "
@@ -35,25 +35,16 @@ def interval(estimate, lower, upper, n, method):
 
 
 def case_result(name, decode, al, agg, positions, passed=True, intervals=None, verdict=None, share=75.0):
-    """One case of a plan result as engine.measure returns it (the figures the record keeps)."""
-    speeds = [decode * f for f in (0.985, 0.995, 1.0, 1.005, 1.015)]
-    failures = [] if passed else [{"threshold": "min_tok_s", "measured": decode,
-                                   "required": THRESHOLDS[name].get("min_tok_s"),
-                                   "message": "decode tok/s %.2f < required" % decode}]
-    r = {"case": name, "description": "the %s case" % name, "prompts": "coding",
-         "concurrency": CONCURRENCY[name], "requests": 5, "max_tokens": 512,
-         "prompt_tokens": {"target": None, "n": 5, "min": 141, "median": 145.0, "max": 147},
-         "decode_tok_s": stats.summarize(speeds), "accept_len": al, "accept_by_position": positions,
-         "aggregate_tok_s": agg, "ttft_s": stats.latency_summary([0.05, 0.051, 0.052, 0.05, 0.049]),
-         "errors": 0, "error_kinds": {}, "thresholds": dict(THRESHOLDS[name]),
-         "threshold_source": {k: "thresholds" for k in THRESHOLDS[name]},
-         "roofline": {"ceiling_tok_s": decode * 100.0 / share, "share_pct": share},
-         "passed": passed, "failures": failures}
-    if intervals:
-        r["intervals"] = intervals
-    if verdict:
-        r["verdict"] = verdict
-    return r
+    """One case of a plan result (the figures the record keeps): five requests about ``decode``."""
+    return resultutil.case_result(
+        name, [decode * f for f in (0.985, 0.995, 1.0, 1.005, 1.015)], al, positions,
+        [0.05, 0.051, 0.052, 0.05, 0.049], CONCURRENCY[name], aggregate=agg, thresholds=THRESHOLDS[name],
+        passed=passed, failure={"threshold": "min_tok_s", "measured": decode,
+                                "required": THRESHOLDS[name].get("min_tok_s"),
+                                "message": "decode tok/s %.2f < required" % decode},
+        verdict=verdict, intervals=intervals,
+        prompt_tokens={"target": None, "n": 5, "min": 141, "median": 145.0, "max": 147},
+        roofline={"ceiling_tok_s": decode * 100.0 / share, "share_pct": share})
 
 
 def gate_record(hour, profile, release, cases, plan_verdict=None, version="0.5.23"):
