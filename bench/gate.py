@@ -47,9 +47,7 @@ def host_of(args):
     PlanError names what cannot be read or checked."""
     from bench import planner  # Ansible's: `bench run` without -i works on a bare Python
     if getattr(args, "inputs", None):  # the checked inputs a play wrote (compare-report)
-        if getattr(args, "inventory", None) or args.vars:
-            raise PlanError("--inputs holds the host's inputs already: give it without -i or --vars")
-        return planner.read_inputs(args.inputs, args.host or STANDALONE)
+        return inputs_host(args, STANDALONE)
     if getattr(args, "inventory", None):
         if not args.host:
             raise PlanError("-i %s needs --host NAME (the inventory host whose variables to use)"
@@ -68,6 +66,15 @@ def host_of(args):
     h = planner.host_for(None, STANDALONE, vars_files=args.vars or DEFAULT_VARS)
     h.values()
     return h
+
+
+def inputs_host(args, name, extra=None):
+    """The Host of --inputs (the checked inputs a play wrote; ``name`` without --host), with
+    ``extra`` checked inputs on top; PlanError when -i or --vars is given beside it."""
+    from bench import planner
+    if getattr(args, "inventory", None) or args.vars:
+        raise PlanError("--inputs holds the host's inputs already: give it without -i or --vars")
+    return planner.read_inputs(args.inputs, args.host or name, extra=extra)
 
 
 def vars_of(args):

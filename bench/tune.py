@@ -74,9 +74,7 @@ class Host(object):
             extra[planner.SECRET] = args.api_key
         try:
             if args.inputs:
-                if args.inventory or args.vars:
-                    raise TuneError("--inputs holds the host's inputs already: give it without -i or --vars")
-                self.host = planner.read_inputs(args.inputs, args.host or "tune", extra=extra)
+                self.host = gate.inputs_host(args, "tune", extra)
             elif args.inventory:
                 if not args.host:
                     raise TuneError("-i %s needs --host NAME" % args.inventory)

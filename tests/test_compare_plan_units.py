@@ -91,6 +91,7 @@ def test_the_concurrency_sweep_is_one_case_per_level_at_least_two_full_waves(lev
     ({"context_tokens": [512]}, "compare_context_tokens: must be a list of different token counts"),
     ({"context_requests": 0}, "compare_context_requests: must be an integer >= 1, got 0"),
     ({"gate_plan": {}, "context_tokens": []}, "sglang_gate_plan: the comparison has no case to measure"),
+    ({"gate": None}, "the gate's options are not planned"),
     ({"topology": {"enabled": True, "node_rank": 1, "group": "pair"}, "host": "gpu2"},
      "gpu2 is node 1 of multi-node deployment pair: playbooks/compare.yml switches one host's profile at "
      "a time, which would break the deployment"),

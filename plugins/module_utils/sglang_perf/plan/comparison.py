@@ -93,7 +93,11 @@ def make(a):
         if not measured:
             problems.append("sglang_gate_plan: the comparison has no case to measure")
             return out
-        bench = {k: (a.get("gate") or {}).get(k, config.DEFAULTS[k]) for k in BENCH_OPTIONS}
+        if a.get("gate") is None:  # measured as the gate measures, not by a plan that lacks it
+            problems.append("the gate's options are not planned (the sglang_gate role's part of "
+                            "sglang_deploy_plan): compare_engines measures as the gate does")
+            return out
+        bench = {k: a["gate"].get(k, config.DEFAULTS[k]) for k in BENCH_OPTIONS}
     else:
         levels, requests, max_tokens = a.get("levels"), a.get("requests"), a.get("max_tokens")
         if not _int_list(levels) or not levels or any(int(c) < 1 for c in levels):
