@@ -1,8 +1,8 @@
 """``python -m bench tune``: the fastest setting that passes the host's gate, within a launch budget.
 
     python -m bench tune --launch 'COMMAND' (-i INVENTORY --host NAME | --vars FILE ...)
-        [--engines sglang,vllm] [--space FILE] [--budget-launches N] [--budget-minutes M]
-        [--objective CASE] [--out DIR]
+        [--engines sglang,vllm] [--space FILE | --profiles NAME,...] [--budget-launches N]
+        [--budget-minutes M] [--objective CASE] [--out DIR] [--check]
 
 COMMAND starts one candidate server: ``{args}`` becomes the candidate's engine arguments exactly
 as the unit's ExecStart passes them after the launch module (rendered by the deploy plan's own
@@ -14,7 +14,10 @@ readiness paths, the host's sglang_ready_timeout), measured on the host's gate p
 current profile's thresholds (the objective case first: a launch whose upper bound is under the
 leader's lower bound stops there), then stopped (SIGTERM, then SIGKILL; a process left behind is
 an error; then --stop's command, for what the launch started elsewhere). The search and the
-answer are plugins/module_utils/sglang_perf/judge/tune.py's.
+answer are plugins/module_utils/sglang_perf/judge/tune.py's. ``--profiles`` tunes over an explicit
+list of the host's own profiles instead of a space (a comparison judged as the tuner judges): each
+launched once as it stands, the current first; ``--check`` reads and checks everything and
+launches nothing.
 
 Writes DIR/tune.md (the answer first, then every launch), tune.json, tune.png and tuned.yml (the
 winner as a named profile with thresholds from its own figures, and sglang_profile set to it:
@@ -28,8 +31,6 @@ import argparse
 import datetime
 import json
 import os
-import shlex
-import signal
 import subprocess
 import sys
 import socket
@@ -47,12 +48,11 @@ from sglang_perf.measure.client import ConfigError, Endpoint, MeasureError, Requ
 
 from bench import common, gate, tune_report
 from bench.common import EXIT_FAILED, EXIT_PASSED, EXIT_UNMEASURED
+from bench.candidate import CUT, Launch, LaunchError, fill, launch_commands
 from bench.launch import free_port
 from bench.paths import ROOT
 
 DEFAULT_OUT = ROOT / "out" / "tune"
-TAIL = 2000  # characters of a launch's log kept when it did not start
-CUT = "cut by the budget"  # how a launch the budget ended is named
 
 
 class TuneError(ValueError):
@@ -106,17 +106,39 @@ class Host(object):
 
     def current_key(self):
         """The current profile as a setting of the space's shape."""
-        p = self.profiles[self.current]
+        return self.key_of(self.current)
+
+    def key_of(self, name, named=False):
+        """The profile ``name`` as a setting of the space's shape; ``named``: a tune.Named, which
+        the tuner launches as the profile itself (--profiles)."""
+        p = self.profiles[name]
         engine = profile.profile_engine(p, self.v.get("sglang_engine"))
         # a fraction left to the engine: the one the memory preflight assumes
         mem = float(p.get("mem_fraction_static") or self.v["sglang_memory_default_fraction"])
         kind = tune.profile_kind(p, engine)
         if kind == "none":
-            return tune.Setting(engine, kind, 0, False, mem)
-        if kind == "block":
-            return tune.Setting(engine, kind, profile.accept_ceiling(p, engine), False, mem)
-        steps = int(p.get("speculative_num_steps") or 1)
-        return tune.Setting(engine, kind, steps, p.get("speculative_adaptive") is True, mem)
+            key = tune.Setting(engine, kind, 0, False, mem)
+        elif kind == "block":
+            key = tune.Setting(engine, kind, profile.accept_ceiling(p, engine), False, mem)
+        else:
+            key = tune.Setting(engine, kind, int(p.get("speculative_num_steps") or 1),
+                               p.get("speculative_adaptive") is True, mem)
+        return tune.Named(*key, name) if named else key
+
+    def listed(self, names):
+        """The tune.Named keys of --profiles' ``names`` (comma-separated), the current profile
+        first (the figure to beat: measured whether listed or not); TuneError naming a profile the
+        host does not have, or one listed twice."""
+        wanted = [n.strip() for n in names.split(",") if n.strip()]
+        unknown = [n for n in wanted if n not in self.profiles]
+        if unknown or not wanted:
+            raise TuneError("--profiles: %s (the host's profiles: %s)" % (
+                "no profile %s" % ", ".join(unknown) if unknown else "names none",
+                ", ".join(sorted(self.profiles))))
+        twice = sorted({n for n in wanted if wanted.count(n) > 1})
+        if twice:
+            raise TuneError("--profiles names %s more than once" % ", ".join(twice))
+        return [self.key_of(n, named=True) for n in [self.current] + [n for n in wanted if n != self.current]]
 
     def drafter_blocks(self, given=(), root=None):
         """{drafter path: the block it was trained for} of the host's drafter profiles: ``given``
@@ -151,7 +173,9 @@ class Host(object):
 
     def setting(self, key):
         """(name, raw profile entry, flat profile) of a setting; the current key is the current
-        profile itself."""
+        profile itself, a tune.Named the profile it names."""
+        if isinstance(key, tune.Named):
+            return key.profile, self.raw_profiles[key.profile], self.profiles[key.profile]
         if key == self.current_key():
             return self.current, self.raw_profiles[self.current], self.profiles[self.current]
         made = tune.settings_of(key, self.profiles, self.current, self.v.get("sglang_engine"))
@@ -205,120 +229,6 @@ class Host(object):
         except capacity.CapacityError:
             return None
         return b["kv_tokens"], b["effective_running_requests"]
-
-
-# ---------------------------------------------------------------------------- launching ------
-def launch_commands(given, engine_names):
-    """{engine: command template} from --launch (COMMAND for every engine, ENGINE=COMMAND for one)."""
-    out, default = {}, None
-    for text in given or ():
-        head, sep, rest = text.partition("=")
-        if sep and head in engines.names():
-            out[head] = rest
-        else:
-            default = text
-    for e in engine_names:
-        out.setdefault(e, default)
-        if not out[e]:
-            raise TuneError("no --launch command for %s (give --launch 'COMMAND' or --launch %s='COMMAND')"
-                            % (e, e))
-        if "{args}" not in out[e] and "{args_remote}" not in out[e]:
-            raise TuneError("--launch for %s has no {args} (or {args_remote}): %r" % (e, out[e]))
-    return out
-
-
-def fill(template, argv, port):
-    """The command of one launch: ``{args}`` the arguments quoted for the shell that runs the
-    command, ``{args_remote}`` quoted twice (for a command that passes them through a second
-    shell, as ssh does), ``{port}`` the port."""
-    once = " ".join(shlex.quote(a) for a in argv)
-    twice = " ".join(shlex.quote(shlex.quote(a)) for a in argv)
-    return template.replace("{args_remote}", twice).replace("{args}", once).replace("{port}", str(port))
-
-
-class Launch(object):
-    """One candidate server, in a process group of its own; its output to ``log``."""
-
-    def __init__(self, command, log):
-        self.log = log
-        self.fh = open(str(log), "wb")
-        self.proc = subprocess.Popen(command, shell=True, stdout=self.fh, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True, cwd=str(ROOT))
-
-    def wait_ready(self, url, paths, timeout, ends_at=None):
-        """None once every path answers 200, else why not (it exited, the ready timeout passed, or
-        the budget ended at ``ends_at``, seconds since the epoch: then it starts with CUT)."""
-        t0 = time.time()
-        cut = ends_at is not None and ends_at < t0 + timeout
-        end = ends_at if cut else t0 + timeout
-        pending = list(paths)
-        while pending:
-            if self.proc.poll() is not None:
-                return "exited with status %s before it was ready: %s" % (self.proc.returncode, self.tail())
-            if time.time() > end:
-                if cut:
-                    return "%s: not ready %.0f s after its launch (readiness %s)" % (
-                        CUT, time.time() - t0, ", ".join(paths))
-                return "not ready after %.0f s (readiness %s)" % (timeout, ", ".join(paths))
-            try:
-                with urllib.request.urlopen(url + pending[0], timeout=5) as r:
-                    if r.status == 200:
-                        pending.pop(0)
-                        continue
-            except OSError:
-                pass
-            time.sleep(0.2)
-        return None
-
-    def tail(self):
-        self.fh.flush()
-        text = Path(self.log).read_bytes()[-TAIL:].decode("utf-8", "replace").strip()
-        return text.splitlines()[-1] if text else "no output"
-
-    def failure(self):
-        """{"failure": its kind (tune_launch.failure_kind, from the log's end and whether the process
-        exited), "memory": "under"/"over"/None (what the log says of the fraction)}."""
-        self.fh.flush()
-        text = Path(self.log).read_bytes()[-4 * TAIL:].decode("utf-8", "replace").lower()
-        return {"failure": tune_launch.failure_kind(text, self.proc.poll() is not None),
-                "memory": tune_launch.memory_signal(text)}
-
-    def stop(self, grace=tune_launch.STOP_GRACE):
-        """SIGTERM to the group, SIGKILL after ``grace``; the processes left (none expected)."""
-        pgid = self.proc.pid
-        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, tune_launch.KILL_WAIT)):
-            try:
-                os.killpg(pgid, sig)
-            except ProcessLookupError:
-                break
-            end = time.monotonic() + wait
-            while time.monotonic() < end:
-                self.proc.poll()
-                if not _group_alive(pgid):
-                    break
-                time.sleep(0.1)
-            if not _group_alive(pgid):
-                break
-        self.proc.poll()
-        self.fh.close()
-        return _group_members(pgid)
-
-
-def _group_members(pgid):
-    out = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                out.append(int(d.name))
-    return out
-
-
-def _group_alive(pgid):
-    return bool(_group_members(pgid))
 
 
 # ---------------------------------------------------------------------------- measuring ------
@@ -469,6 +379,12 @@ def add_parser(sub):
                                      "else the host's engine)")
     p.add_argument("--space", metavar="FILE", help="YAML narrowing or widening the space (%s)"
                    % ", ".join(tune.SPACE_KEYS))
+    p.add_argument("--profiles", metavar="NAME[,NAME...]",
+                   help="instead of a space: these profiles of the host, each launched once as it stands "
+                        "(the current profile first, listed or not), the answer as for a space")
+    p.add_argument("--check", action="store_true",
+                   help="read and check everything (the host, the space or profiles, every setting's "
+                        "preflight, the launch commands), launch nothing, exit 0")
     p.add_argument("--budget-launches", type=int, default=12, help="launches at most (default 12)")
     p.add_argument("--budget-minutes", type=float, help="wall minutes at most (never exceeded)")
     p.add_argument("--drafter-block", action="append", metavar="[PATH=]N",
@@ -512,7 +428,7 @@ def add_parser(sub):
 def cmd_tune(args):
     try:
         return _tune(args)
-    except (TuneError, tune.SpaceError, ConfigError) as e:
+    except (TuneError, LaunchError, tune.SpaceError, ConfigError) as e:
         sys.stderr.write("bench tune: %s\n" % e)
         return EXIT_UNMEASURED
 
@@ -544,9 +460,23 @@ def _tune(args):
     if args.budget_minutes is not None and args.budget_minutes <= 0:
         raise TuneError("--budget-minutes must be above 0, got %g" % args.budget_minutes)
     host = Host(args)
-    current = host.current_key()
-    space = _space(args, current[0])
-    commands = launch_commands(args.launch, sorted(set(space["engines"]) | {current[0]}))
+    if args.profiles:  # the host's own profiles, each launched as it stands (tune.Named)
+        if args.space or args.engines:
+            raise TuneError("--profiles names the settings: not with --space or --engines")
+        listed = host.listed(args.profiles)
+        current, space = listed[0], {"profiles": [k.profile for k in listed]}
+        engines_run = {k.engine for k in listed}
+    else:
+        listed, current = None, host.current_key()
+        space = _space(args, current[0])
+        engines_run = set(space["engines"]) | {current[0]}
+    try:
+        commands = launch_commands(args.launch, sorted(engines_run))
+    except LaunchError as e:
+        if not listed:
+            raise
+        raise TuneError("%s; --profiles: %s" % (e, ", ".join(
+            "%s runs on %s" % (k.profile, k.engine) for k in listed)))
     try:  # every candidate, the current profile too, measured against the service bars
         cases = plan.resolve(host.v.get("sglang_gate_plan"), {host.current: host.service_bars()},
                              host.current)
@@ -555,7 +485,7 @@ def _tune(args):
     if args.objective not in [c["case"] for c in cases]:
         raise TuneError("--objective %s is not a case of the host's gate plan (%s)"
                         % (args.objective, ", ".join(c["case"] for c in cases)))
-    keys = tune.candidates(space, host.drafter_engines())
+    keys = listed or tune.candidates(space, host.drafter_engines())
     if current not in keys:
         keys.append(current)
     _, problems, _ = host.render(current, 30000)
@@ -572,6 +502,14 @@ def _tune(args):
             path = host.setting(key)[2].get(drafter.SETTING)
             if drafter.block_note(path, blocks.get(path), key.depth):
                 untrained.setdefault((path, blocks[path]), set()).add(key.depth)
+    if listed and refused:  # a profile named to be measured that cannot run: the user's to mend
+        raise TuneError("--profiles: the deploy's preflight refuses %s" % "; ".join(
+            "%s: %s" % (k.profile, why) for k, why in refused.items()))
+    if args.check:  # everything above, nothing launched: the play's check before the service stops
+        print("bench tune: %d settings to search (%d refused by the preflight), launches at most %d; "
+              "engines %s; nothing launched (--check)" % (len(keys) - len(refused), len(refused),
+                                                         args.budget_launches, ", ".join(sorted(commands))))
+        return EXIT_PASSED
     # what the capacity check holds a setting to: the promised context (or a longer case's), the
     # plan's highest concurrency
     needs = (max([host.profiles[host.current].get("context_length") or 0]

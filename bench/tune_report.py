@@ -77,16 +77,19 @@ def thresholds_for(records, key, host):
 def tuned_vars(host, answer, records):
     """The host's host_vars file: sglang_profile set to the winner, the winner under
     sglang_host_profiles (its base one of the inventory's profiles: merged by name over them, the
-    inventory's own kept whole) and its bars under sglang_gate_host_thresholds; sglang_profile
-    alone when the current profile is kept."""
+    inventory's own kept whole) and its bars under sglang_gate_host_thresholds - a winner that is
+    one of the host's profiles (--profiles) is named, not written again; sglang_profile alone when
+    the current profile is kept."""
     winner = answer["winner"]
     if winner is None or not answer["beats_current"]:
         return {"sglang_profile": host.current}, None
     name, entry, _ = host.setting(winner)
-    # the host's own from before (a winner's base may be one of them) beside the new one
-    profiles = dict(host.v.get("sglang_host_profiles") or {}, **{name: entry})
     thresholds = dict(host.v.get("sglang_gate_host_thresholds") or {},
                       **{name: thresholds_for(records, winner, host)})
+    if isinstance(winner, tune.Named):  # one of the host's profiles (--profiles): named, not written again
+        return {"sglang_profile": name, "sglang_gate_host_thresholds": thresholds}, name
+    # the host's own from before (a winner's base may be one of them) beside the new one
+    profiles = dict(host.v.get("sglang_host_profiles") or {}, **{name: entry})
     return {"sglang_profile": name, "sglang_host_profiles": profiles,
             "sglang_gate_host_thresholds": thresholds}, name
 

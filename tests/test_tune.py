@@ -423,3 +423,48 @@ def test_adaptive_steps_are_kept_where_they_win():
          "speculative_eagle_topk": 1, "speculative_num_draft_tokens": answer["winner"][2] + 1,
          "speculative_adaptive": True}
     assert profile.accept_ceiling(p, "sglang") == 8
+
+
+# ------------------------------------------------------------------- listed profiles ------
+# The host's own profiles as settings (bench tune --profiles): two of the same speculation and
+# fraction are two settings, told apart by name.
+LISTED = [tune.Named("sglang", "chain", 3, False, 0.88, "nextn_3step"),
+          tune.Named("sglang", "none", 0, False, 0.88, "no_spec"),
+          tune.Named("sglang", "chain", 1, False, 0.88, "nextn_1step"),
+          tune.Named("sglang", "chain", 3, False, 0.88, "nextn_3step_graphs"),
+          tune.Named("sglang", "block", 16, False, 0.9, "dflash"),
+          tune.Named("sglang", "chain", 6, False, 0.88, "nextn_6step")]
+
+
+def test_a_named_profile_is_a_setting_of_its_own_name():
+    named = LISTED[3]
+    assert tune.as_key(list(named)) == named and tune.as_key(list(named[:5])) == tune.Setting(*named[:5])
+    assert named != LISTED[0] and len({named, LISTED[0]}) == 2  # the same fields, two profiles
+    assert tune.key_name(named) == "nextn_3step_graphs"
+    assert tune.key_label(named) == "nextn_3step_graphs (SGLang NEXTN 3 steps, mem 0.88)"
+    assert tune.cost(named) == tune.cost(named[:5]) and tune.draft_tokens(named) == 4
+
+
+@pytest.mark.parametrize("n", [1, 2, 6])
+def test_listed_profiles_are_each_launched_once_in_order_the_current_first(n):
+    keys = LISTED[1:n] + LISTED[:1]  # the current listed last: launched first all the same
+    tuner, answer = run(DRAFTER_MEMORY, keys, LISTED[0])
+    assert [k for k, _ in tuner.launches] == LISTED[:n] and tuner.next() is None
+    passed = {k for k, o in tuner.launches if o.get("passed")}
+    assert answer["winner"] == DRAFTER_MEMORY.best(passed) and set(answer["reasons"]) == set(keys) - {
+        answer["winner"]}
+
+
+def test_a_listed_profile_that_does_not_start_is_not_tried_at_another_fraction():
+    keys = LISTED[:3] + [tune.Named("sglang", "block", 16, False, 0.9, "dflash")]
+    tuner, answer = run(DRAFTER_OOM, keys, LISTED[0])
+    assert [k for k, _ in tuner.launches] == keys  # once each: a profile is launched as it stands
+    assert answer["reasons"][keys[-1]].startswith("did not start (out of memory)")
+
+
+@pytest.mark.parametrize("budget", [1, 3])
+def test_a_budget_shorter_than_the_list_says_which_were_not_launched(budget):
+    tuner, answer = run(DEEPER, LISTED, LISTED[0], budget=budget)
+    assert [k for k, _ in tuner.launches] == LISTED[:budget]
+    assert [answer["reasons"][k] for k in LISTED[budget:]] == [
+        "not launched: the budget (%d launches) ran out before it" % budget] * (len(LISTED) - budget)

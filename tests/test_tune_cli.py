@@ -144,21 +144,62 @@ def test_bad_input_is_refused_before_any_launch(tmp_path):
     v = _vars(tmp_path)
     bad_space = tmp_path / "bad.yml"
     bad_space.write_text("blocks: [1]\n")
+    bad_profile = tmp_path / "bad_profile.yml"
+    bad_profile.write_text("sglang_host_profiles:\n  bad: {base: nextn_3step, speculative_num_steps: 0}\n")
     for args, message in (
             (["--launch", "python -m emulator"], "has no {args}"),
             (["--launch", LAUNCH, "--space", bad_space], "blocks must be at least 2 tokens"),
             (["--launch", LAUNCH, "--objective", "prose"], "--objective prose is not a case"),
             (["--launch", LAUNCH, "--budget-launches", 0], "--budget-launches must be 1 or more"),
-            ([], "no --launch command for sglang")):
+            ([], "no --launch command for sglang"),
+            (["--launch", LAUNCH, "--profiles", "no_spec,nextn_9step"], "--profiles: no profile nextn_9step"),
+            (["--launch", LAUNCH, "--profiles", "no_spec,no_spec"],
+             "--profiles names no_spec more than once"),
+            (["--launch", LAUNCH, "--profiles", "no_spec", "--space", bad_space], "not with --space"),
+            (["--launch", "sglang=" + LAUNCH, "--profiles", "no_spec,vllm_mtp_3"],
+             "no --launch command for vllm"),
+            (["--vars", bad_profile, "--launch", LAUNCH, "--profiles", "bad"],
+             "--profiles: the deploy's preflight refuses bad: sglang_profiles.bad.speculative_num_steps")):
         p = tune("--vars", v, *args, "--out", tmp_path / "never")
         assert p.returncode == 2 and message in p.stderr, (args, p.stderr)
     assert not (tmp_path / "never").exists()
 
 
+def test_listed_profiles_are_launched_as_they_stand_and_the_winner_named(tmp_path):
+    """--profiles: the host's own profiles, the current first, each launched with the deploy's argv
+    for it; a winner that is one of them is named in tuned.yml, not written again. --check first:
+    everything read and checked, nothing launched."""
+    v = tmp_path / "no_spec.yml"  # the host serves without speculation; its bar is the service's
+    v.write_text("sglang_profile: no_spec\n"
+                 "sglang_gate_thresholds:\n  no_spec:\n    coding: {min_tok_s: 20}\n")
+    host, out = _vars(tmp_path, drafter=False, max_tokens=128), tmp_path / "out"
+    args = ("--vars", host, "--vars", v, "--launch", LAUNCH, "--profiles", "nextn_3step", "--no-confirm",
+            "--out", out)
+    p = tune(*args, "--check")
+    assert p.returncode == 0 and "2 settings to search (0 refused" in p.stdout, p.stderr[-2000:]
+    assert not out.exists()
+    p = tune(*args)
+    assert p.returncode == 0, p.stderr[-3000:]
+    data = json.loads((out / "tune.json").read_text())
+    assert [x["name"] for x in data["launches"]] == ["no_spec", "nextn_3step"]
+    extra = yaml.safe_load(host.read_text())
+    for x in data["launches"]:
+        planned = plan_for(extra=dict(extra, sglang_profile=x["name"], sglang_port=x["port"]), review=True)
+        assert x["argv"] == planned["server"]["argv"][3:], x["name"]
+    assert data["winner"]["name"] == "nextn_3step" and data["winner"]["beats_current"], data["headline"]
+    tuned = yaml.safe_load((out / "tuned.yml").read_text())
+    assert sorted(tuned) == ["sglang_gate_host_thresholds", "sglang_profile"]
+    assert tuned["sglang_profile"] == "nextn_3step"
+    assert tuned["sglang_gate_host_thresholds"]["nextn_3step"]["coding"]["min_tok_s"] >= 20
+    plan = plan_for(extra=dict(extra, **tuned), review=True)
+    assert plan["problems"] == [] and plan["profile"] == "nextn_3step"
+    assert _left_running(data["launches"]) == []
+
+
 def test_args_remote_survive_a_second_shell(tmp_path):
     """{args_remote}: through a command that joins its words and hands them to a shell again (as
     ssh does), each argument arrives whole - vLLM's --speculative-config JSON too."""
-    from bench.tune import fill
+    from bench.candidate import fill
     fake_ssh = tmp_path / "ssh"
     fake_ssh.write_text("#!/bin/sh\nexec sh -c \"$*\"\n")
     fake_ssh.chmod(0o755)

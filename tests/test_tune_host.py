@@ -114,3 +114,18 @@ def test_a_tuning_without_a_budget_is_refused_before_the_service_stops():
     assert "tune_budget_minutes must be the minutes the service of %s may be down" % HOST in out
     assert "Stop the host's server" not in out
     assert on_host("systemctl show -p MainPID --value sglang") == main_pid
+
+
+def test_listed_profiles_the_release_cannot_run_are_refused_before_the_service_stops():
+    """tune_profiles naming a vLLM profile on an SGLang host: the tuner's check (bench tune
+    --check, every setting planned, a launch command for each engine) refuses it, naming the
+    profile and its engine, while the service still runs."""
+    ensure_deployed()
+    main_pid = on_host("systemctl show -p MainPID --value sglang")
+    p = play("playbooks/tune.yml", "-e", "tune_budget_minutes=5",
+             "-e", json.dumps({"tune_profiles": ["no_spec", "vllm_mtp_3"]}))
+    assert p.returncode == 2, p.stdout[-3000:]
+    out = flat(p.stdout)
+    assert "no --launch command for vllm" in out and "vllm_mtp_3 runs on vllm" in out
+    assert "Stop the host's server" not in out and "Check the tuning before the service stops" in out
+    assert on_host("systemctl show -p MainPID --value sglang") == main_pid

@@ -24,6 +24,9 @@ Economy, in the order the search spends launches:
    change between the two fractions - holds the promise and the plan's needs; a setting that
    failed capacity moves up, one that did not start (out of memory) moves down.
 
+A tune over an explicit list of the host's profiles (Named keys: ``bench tune --profiles``) spends
+no launch on the economy above: each profile once, as it stands, in the order given.
+
 Every setting in the answer was measured (finalists are launched, never only predicted); the
 answer is the fastest that passed the whole plan, ties (overlapping intervals) to the cheaper:
 no drafter before a drafter, fewer draft tokens, adaptive off, the lower fraction. When nothing
@@ -105,6 +108,24 @@ class Setting(NamedTuple):
     mem: float
 
 
+class Named(NamedTuple):
+    """One of the host's own profiles as a setting (a tune over an explicit list of profiles,
+    ``bench tune --profiles``): its fields as a Setting's, read off the profile, and its name -
+    the profile is launched as it stands, whatever else it sets (two profiles of the same
+    speculation and fraction are two settings)."""
+    engine: str
+    kind: str
+    depth: int
+    adaptive: bool
+    mem: float
+    profile: str
+
+
+def as_key(key):
+    """A key as the tuner holds it: a Named with a profile's name (six fields), else a Setting."""
+    return Named(*key) if len(key) == 6 else Setting(*key)
+
+
 class Spec(NamedTuple):
     """A setting without its fraction: what speed follows."""
     engine: str
@@ -114,7 +135,10 @@ class Spec(NamedTuple):
 
 
 def key_name(key):
-    """A setting's profile name: tune_<engine>_<kind><depth>[_adaptive]_m<fraction x 100>."""
+    """A setting's profile name: tune_<engine>_<kind><depth>[_adaptive]_m<fraction x 100>; a
+    Named's, the profile's own."""
+    if len(key) == 6:
+        return key[5]
     engine, kind, depth, adaptive, mem = key
     shape = "%s%d" if kind in ("chain", "block") else "%s_%d"  # eagle3_3, not eagle33
     what = "no_spec" if kind == "none" else shape % (kind, depth)
@@ -123,7 +147,10 @@ def key_name(key):
 
 
 def key_label(key):
-    """How a report names a setting: 'SGLang NEXTN 4 steps adaptive, mem 0.86'."""
+    """How a report names a setting: 'SGLang NEXTN 4 steps adaptive, mem 0.86'; a Named's with
+    the profile's name first: 'nextn_3step (SGLang NEXTN 3 steps, mem 0.88)'."""
+    if len(key) == 6:
+        return "%s (%s)" % (key[5], key_label(key[:5]))
     engine, kind, depth, adaptive, mem = key
     eng = engines.get(engine)
     steps = "%d step%s%s" % (depth, "" if depth == 1 else "s", " adaptive" if adaptive else "")
@@ -136,13 +163,13 @@ def key_label(key):
 def draft_tokens(key):
     """Tokens one verify can yield as it starts: the block, 1 without speculation, else steps + 1
     (a chain of the model's head or a drafter's)."""
-    _, kind, depth, _, _ = key
+    kind, depth = key[1], key[2]
     return 1 if kind == "none" else depth if kind == "block" else depth + 1
 
 
 def cost(key):
     """Ties go to the cheaper: no drafter, fewer draft tokens, adaptive off, the lower fraction."""
-    _, kind, _, adaptive, mem = key
+    kind, adaptive, mem = key[1], key[3], key[4]
     return (kind not in ("none", "chain"), draft_tokens(key), bool(adaptive), mem)
 
 
@@ -206,7 +233,7 @@ def settings_of(key, profiles, current, default_engine=engines.DEFAULT):
     """(base profile name, what the setting states over it) for ``key`` on the host whose flat
     profiles are ``profiles`` and whose engine is ``default_engine`` (template_of); None when it has
     no profile to write it over."""
-    engine, kind, depth, adaptive, mem = key
+    engine, kind, depth, adaptive, mem = key[:5]
     base = template_of(profiles, engine, kind, current, default_engine)
     if base is None:
         return None
@@ -339,12 +366,15 @@ class Tuner(object):
     the memory model's (kv tokens, running requests) of a setting, or None; ``needs``: (context
     tokens, running requests) the promise and the plan need. Record each launch with record();
     next() names the next setting to launch (None: done); answer() says what won and why every
-    other setting lost."""
+    other setting lost. Keys that are all Named (the host's own profiles, listed) are launched
+    each once in the order given, the current first: nothing predicted, no fraction searched (a
+    profile is launched as it stands); the answer as for a space."""
 
     def __init__(self, keys, current_key, refused=None, capacity_model=None, needs=(None, None),
                  budget=12):
-        self.keys = [Setting(*k) for k in keys]
-        self.current = Setting(*current_key)
+        self.keys = [as_key(k) for k in keys]
+        self.current = as_key(current_key)
+        self.listed = bool(self.keys) and all(isinstance(k, Named) for k in self.keys)
         self.refused = dict(refused or {})
         self.capacity_model = capacity_model
         self.needs = needs
@@ -392,7 +422,7 @@ class Tuner(object):
         return max(ok, key=lambda k: interval(ok[k])[0])
 
     def record(self, key, outcome):
-        self.launches.append((Setting(*key), dict(outcome)))
+        self.launches.append((as_key(key), dict(outcome)))
 
     def left(self):
         return self.budget - len(self.launches)
@@ -471,6 +501,8 @@ class Tuner(object):
             return None
         if self.outcome(self.current) is None and self.current not in self.refused:
             return self.current
+        if self.listed:
+            return next((k for k in self.keys if k not in self.refused and self.outcome(k) is None), None)
         prefer = self.current.mem
         engines_first = sorted({k.engine for k in self.keys}, key=lambda e: (e != self.current.engine, e))
         for engine in engines_first:
@@ -716,6 +748,8 @@ class Tuner(object):
         o = self.outcome(key)
         if o is not None and o.get("cut"):
             return o.get("error") or "cut by the budget"
+        if o is None and self.listed:
+            return "not launched: the budget (%d launches) ran out before it" % self.budget
         if o is None:
             pred = self.predict(spec_of(key))
             tried = [(k, x) for k, x in self.launches if spec_of(k) == spec_of(key)]
