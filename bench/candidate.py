@@ -43,13 +43,20 @@ def launch_commands(given, engine_names):
     return out
 
 
-def fill(template, argv, port):
+def fill(template, argv, port, release=None):
     """The command of one launch: ``{args}`` the arguments quoted for the shell that runs the
     command, ``{args_remote}`` quoted twice (for a command that passes them through a second
-    shell, as ssh does), ``{port}`` the port."""
+    shell, as ssh does), ``{port}`` the port; ``{python}`` and ``{module}`` the interpreter of the
+    candidate's own release (``release``: its deploy plan's part, venv and launch_module) and the
+    module that starts its server - one command for candidates of several engines, each from its
+    release."""
     once = " ".join(shlex.quote(a) for a in argv)
     twice = " ".join(shlex.quote(shlex.quote(a)) for a in argv)
-    return template.replace("{args_remote}", twice).replace("{args}", once).replace("{port}", str(port))
+    out = template
+    if release:
+        out = out.replace("{python}", "%s/bin/python" % release["venv"]) \
+            .replace("{module}", release.get("launch_module") or "")
+    return out.replace("{args_remote}", twice).replace("{args}", once).replace("{port}", str(port))
 
 
 class Launch(object):

@@ -492,13 +492,17 @@ def _tune(args):
     if problems:
         raise TuneError("the host's own profile %s is refused by the deploy's preflight: %s"
                         % (host.current, "; ".join(problems)))
-    refused, untrained = {}, {}
+    refused, untrained, releases = {}, {}, {}
     blocks = host.drafter_blocks(args.drafter_block, args.drafter_root)
     for key in keys:
-        _, problems, _ = host.render(key, 30000)
+        _, problems, planned = host.render(key, 30000)
         if problems:
             refused[key] = "; ".join(problems)
-        elif key.kind == "block":
+            continue
+        release = planned["release"]
+        releases.setdefault(release["name"], {k: release.get(k) for k in (
+            "name", "engine", "version", "dir", "venv", "launch_module")})
+        if key.kind == "block":
             path = host.setting(key)[2].get(drafter.SETTING)
             if drafter.block_note(path, blocks.get(path), key.depth):
                 untrained.setdefault((path, blocks[path]), set()).add(key.depth)
@@ -506,9 +510,13 @@ def _tune(args):
         raise TuneError("--profiles: the deploy's preflight refuses %s" % "; ".join(
             "%s: %s" % (k.profile, why) for k, why in refused.items()))
     if args.check:  # everything above, nothing launched: the play's check before the service stops
-        print("bench tune: %d settings to search (%d refused by the preflight), launches at most %d; "
-              "engines %s; nothing launched (--check)" % (len(keys) - len(refused), len(refused),
-                                                         args.budget_launches, ", ".join(sorted(commands))))
+        sys.stderr.write("bench tune: %d settings to search (%d refused by the preflight), launches at most "
+                         "%d; releases %s; nothing launched (--check)\n" % (
+                             len(keys) - len(refused), len(refused), args.budget_launches,
+                             ", ".join(sorted(releases))))
+        # what the play reads: the releases the candidates run from (each must be on the host)
+        print(json.dumps({"settings": len(keys), "refused": len(refused),
+                          "releases": sorted(releases.values(), key=lambda r: r["name"])}))
         return EXIT_PASSED
     # what the capacity check holds a setting to: the promised context (or a longer case's), the
     # plan's highest concurrency
@@ -628,7 +636,7 @@ def run_one(host, args, key, template, cases, bar, ready_timeout, ends_at, log, 
     if taken:  # on the host the candidates run on (the URL's), before anything is launched
         record["outcome"] = {"started": False, "failure": "port", "memory": None, "error": taken}
         return record
-    command = fill(template, argv, port)
+    command = fill(template, argv, port, planned.get("release"))
     record["command"] = command
     log.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
@@ -675,8 +683,9 @@ def run_one(host, args, key, template, cases, bar, ready_timeout, ends_at, log, 
         if stray:
             record["stray"] = stray
         if args.stop:  # what stops the candidate where the launch command cannot (a remote host)
-            done = subprocess.run(fill(args.stop, argv, port), shell=True, cwd=str(ROOT), capture_output=True,
-                                  text=True, timeout=tune_launch.STOP_COMMAND_SECONDS)
+            done = subprocess.run(fill(args.stop, argv, port, planned.get("release")), shell=True,
+                                  cwd=str(ROOT), capture_output=True, text=True,
+                                  timeout=tune_launch.STOP_COMMAND_SECONDS)
             if done.returncode != 0:
                 record["stray"] = "--stop exited %d: %s" % (done.returncode,
                                                             (done.stdout + done.stderr).strip()[-300:])

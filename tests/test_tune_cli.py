@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -176,7 +177,14 @@ def test_listed_profiles_are_launched_as_they_stand_and_the_winner_named(tmp_pat
     args = ("--vars", host, "--vars", v, "--launch", LAUNCH, "--profiles", "nextn_3step", "--no-confirm",
             "--out", out)
     p = tune(*args, "--check")
-    assert p.returncode == 0 and "2 settings to search (0 refused" in p.stdout, p.stderr[-2000:]
+    assert p.returncode == 0, p.stderr[-2000:]
+    check = json.loads(p.stdout)  # what playbooks/tune.yml reads: the releases the candidates run from
+    assert (check["settings"], check["refused"]) == (2, 0)
+    [release] = check["releases"]  # both profiles run on the role's one SGLang release
+    assert (release["engine"], release["version"], release["launch_module"]) == (
+        "sglang", "0.5.23", "sglang.launch_server")
+    assert release["dir"] == "/opt/sglang/releases/" + release["name"]
+    assert release["venv"] == release["dir"] + "/venv"
     assert not out.exists()
     p = tune(*args)
     assert p.returncode == 0, p.stderr[-3000:]
@@ -213,6 +221,15 @@ def test_args_remote_survive_a_second_shell(tmp_path):
     once = subprocess.run(fill("%s %s {args}" % (sys.executable, script), argv, 1), shell=True,
                           capture_output=True, text=True, timeout=30)
     assert json.loads(once.stdout) == argv
+    # {python} and {module}: each candidate's own release, inside words quoted for both shells (as
+    # playbooks/tune.yml quotes its systemd-run command)
+    release = {"venv": str(tmp_path / "rel" / "venv"), "launch_module": "vllm.entrypoints.cli.main"}
+    (tmp_path / "rel" / "venv" / "bin").mkdir(parents=True)
+    (tmp_path / "rel" / "venv" / "bin" / "python").symlink_to(sys.executable)
+    words = " ".join(shlex.quote(shlex.quote(w)) for w in ("{python}", str(script), "{module}"))
+    done = subprocess.run(fill("%s %s {args_remote}" % (fake_ssh, words), argv, 1, release), shell=True,
+                          capture_output=True, text=True, timeout=30)
+    assert json.loads(done.stdout) == ["vllm.entrypoints.cli.main"] + argv, done.stderr
 
 
 def test_blocks_the_drafter_was_not_trained_for_are_searched_and_noted(tmp_path):

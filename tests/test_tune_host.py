@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import subprocess
 
 import yaml
@@ -64,7 +66,9 @@ def test_tune_playbook_launches_transient_units_puts_the_server_back_and_deploys
         for setting in ("User=sglang", "ProtectSystem=strict", "'DeviceAllow=char-nvidia-uvm rw'",
                         "EnvironmentFile=/etc/sglang/sglang.env", "UMask=0077"):
             assert " -p %s " % setting in command, setting
-        assert " %s -m emulator " % release in command
+        words = shlex.split(command)  # from the release its plan names ({python} -m {module})
+        at = words.index("-m", words.index("--pipe"))
+        assert words[at - 1:at + 2] == [release, "-m", "emulator"], command
     assert on_host("systemctl is-active sglang-tune", check=False) != "active"
     # the host's own server came back after the tuning (the deploy below found it running) and the
     # winner went through the normal gated deploy: one more history record, its own, passing
@@ -116,16 +120,18 @@ def test_a_tuning_without_a_budget_is_refused_before_the_service_stops():
     assert on_host("systemctl show -p MainPID --value sglang") == main_pid
 
 
-def test_listed_profiles_the_release_cannot_run_are_refused_before_the_service_stops():
-    """tune_profiles naming a vLLM profile on an SGLang host: the tuner's check (bench tune
-    --check, every setting planned, a launch command for each engine) refuses it, naming the
-    profile and its engine, while the service still runs."""
+def test_listed_profiles_of_a_release_the_host_lacks_are_refused_before_the_service_stops():
+    """tune_profiles naming a vLLM profile on a host with only its SGLang release: the tuner's
+    check (bench tune --check: every setting planned, the releases they run from) names the vLLM
+    release, and the play refuses it as not installed while the service still runs."""
     ensure_deployed()
     main_pid = on_host("systemctl show -p MainPID --value sglang")
     p = play("playbooks/tune.yml", "-e", "tune_budget_minutes=5",
-             "-e", json.dumps({"tune_profiles": ["no_spec", "vllm_mtp_3"]}))
+             "-e", json.dumps({"tune_profiles": ["nextn_1step", "vllm_mtp_3"]}))
     assert p.returncode == 2, p.stdout[-3000:]
     out = flat(p.stdout)
-    assert "no --launch command for vllm" in out and "vllm_mtp_3 runs on vllm" in out
+    assert re.search(r"release vllm-0\.33\.0-\w+ \(vllm 0\.33\.0\) is not installed \(/opt/sglang/releases/"
+                     r"vllm-0\.33\.0-\w+/release\.json", out), out[-3000:]
+    assert "(a release of another engine: deploy one of its profiles, -e sglang_profile=NAME)" in out
     assert "Stop the host's server" not in out and "Check the tuning before the service stops" in out
     assert on_host("systemctl show -p MainPID --value sglang") == main_pid
