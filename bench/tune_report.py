@@ -113,10 +113,12 @@ def write(out_dir, host, tuner, records, cases, args, seconds, identity=None):
             "; the best other, %s, %s tok/s (%s)" % (tune.key_label(best), _fmt_iv(outcomes[best]),
                                                      _gain_text(gain(outcomes[best], co))) if best else "")
     else:
-        name = host.setting(winner)[0]
-        headline = "the winner is %s (`%s`): %s tok/s on %s at C=1, accept length %s; against the current " \
+        # a setting's label and the profile name tuned.yml gives it; one of the host's profiles
+        # (--profiles) is named in its label already
+        named = "" if isinstance(winner, tune.Named) else " (`%s`)" % host.setting(winner)[0]
+        headline = "the winner is %s%s: %s tok/s on %s at C=1, accept length %s; against the current " \
                    "profile %s (%s tok/s): %s" % (
-                       tune.key_label(winner), name, _fmt_iv(wo), args.objective,
+                       tune.key_label(winner), named, _fmt_iv(wo), args.objective,
                        "%.2f" % wo["accept_len"] if wo.get("accept_len") else "-", host.current, _fmt_iv(co),
                        _gain_text(gain(wo, co)))
     lines.append(headline + ".")

@@ -195,6 +195,7 @@ def test_listed_profiles_are_launched_as_they_stand_and_the_winner_named(tmp_pat
         planned = plan_for(extra=dict(extra, sglang_profile=x["name"], sglang_port=x["port"]), review=True)
         assert x["argv"] == planned["server"]["argv"][3:], x["name"]
     assert data["winner"]["name"] == "nextn_3step" and data["winner"]["beats_current"], data["headline"]
+    assert data["headline"].startswith("the winner is nextn_3step (SGLang NEXTN 3 steps, mem 0.88): ")
     tuned = yaml.safe_load((out / "tuned.yml").read_text())
     assert sorted(tuned) == ["sglang_gate_host_thresholds", "sglang_profile"]
     assert tuned["sglang_profile"] == "nextn_3step"
