@@ -143,6 +143,7 @@ LONG_TESTS = (
     "test_compare_cli.py::test_compare_plan_answers_whether_more_steps_pay",
     "test_compare_cli.py::test_compare_plan_sets_the_drafter_beside_mtp_per_context_and_with_thinking",
     "test_tune_cli.py::test_nothing_beats_the_current_profile_and_it_is_kept",
+    "test_tune_cli.py::test_listed_profiles_are_launched_as_they_stand_and_the_winner_named",
     "test_gate_faults.py::test_fault_fails_the_gate_with_a_reason",
     "test_tune_cli.py::test_an_interrupted_run_resumes_without_relaunching_what_it_measured",
     "test_watch_emulator.py::test_the_probe_sends_the_thinking_case_after_the_watched_one",

@@ -157,6 +157,7 @@ def test_bad_input_is_refused_before_any_launch(tmp_path):
             (["--launch", LAUNCH, "--profiles", "no_spec,no_spec"],
              "--profiles names no_spec more than once"),
             (["--launch", LAUNCH, "--profiles", "no_spec", "--space", bad_space], "not with --space"),
+            (["--launch", LAUNCH, "--profiles", " , "], "--profiles: names none (the host's profiles: dflash,"),
             (["--launch", "sglang=" + LAUNCH, "--profiles", "no_spec,vllm_mtp_3"],
              "no --launch command for vllm"),
             (["--vars", bad_profile, "--launch", LAUNCH, "--profiles", "bad"],
