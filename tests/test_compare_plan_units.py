@@ -8,6 +8,7 @@ import pytest
 from conftest import role_defaults
 from plugins.action.sglang_compare_plan import inputs
 from sglang_perf.plan import comparison, gate as plan
+from resultutil import case_result
 
 GATE = role_defaults("sglang_gate")
 GATE_PLAN = {"coding": {"prompts": "coding", "concurrency": 1, "requests": 6, "max_tokens": 128},
@@ -115,20 +116,14 @@ def test_the_gate_defaults_plan_compares():
     assert out["problems"] == [] and out["cases"]
 
 
-def case_result(name, tok_s, **kw):
-    decode = {"median": tok_s, "min": tok_s - 1, "max": tok_s + 1}
-    return dict({"case": name, "requests": 8, "decode_tok_s": decode,
-                 "aggregate_tok_s": tok_s * 2, "accept_len": 3.1, "accept_by_position": [0.9, 0.8],
-                 "ttft_s": {"p50": 0.05}, "errors": 0}, **kw)
-
-
 def test_the_sweeps_rows_one_per_profile_and_level_errors_named():
     cases = comparison.make(dict(SWEEP, levels=[1, 4, 16]))["cases"]
     server = {"speculative_algorithm": "EAGLE", "speculative_num_steps": 3}
     results = [
         {"profile": "nextn_3step", "url": "u", "error": None,
-         "result": {"server": server, "cases": [case_result("c1", 55.0),
-                                                case_result("c4", 0, unmeasured="cannot connect")]}},
+         "result": {"server": server, "cases": [
+            case_result("c1", [54.0, 55.0, 56.0], 3.1, [0.9, 0.8], [0.05] * 3, aggregate=110.0),
+            case_result("c4", [], None, None, [], unmeasured="cannot connect")]}},
         {"profile": "no_spec", "url": "u", "result": None, "error": "could not measure u: refused"},
     ]
     rows = comparison.sweep_rows(results, cases)
@@ -137,7 +132,7 @@ def test_the_sweeps_rows_one_per_profile_and_level_errors_named():
         ("no_spec", 1), ("no_spec", 4), ("no_spec", 16)]
     ok = rows[0]
     assert (ok["decode_tok_s_median"], ok["decode_tok_s_min"], ok["aggregate_tok_s"], ok["ttft_p50_s"],
-            ok["spec_steps"], ok["error"], ok["requests"]) == (55.0, 54.0, 110.0, 0.05, 3, None, 8)
+            ok["spec_steps"], ok["error"], ok["requests"]) == (55.0, 54.0, 110.0, 0.05, 3, None, 3)
     assert rows[1]["error"] == "cannot connect" and rows[1]["decode_tok_s_median"] is None
     assert rows[2]["error"] == "no result"
     assert {r["error"] for r in rows[3:]} == {"could not measure u: refused"}
