@@ -91,9 +91,10 @@ def test_drift_names_the_hand_launchs_differences_and_the_unmanaged_process():
     assert "no difference; no unmanaged SGLang process" in flat(p.stdout)
 
 
-def test_compare_playbook_runs_each_profile_writes_the_report_and_restores_the_unit(tmp_path):
+def test_compare_playbook_runs_each_profile_as_a_transient_unit_and_writes_the_report(tmp_path):
     ensure_deployed()
     unit = on_host("sha256sum /etc/systemd/system/sglang.service")
+    written = on_host("stat -c %Y /etc/systemd/system/sglang.service")
     # two profiles at two levels: the sweep's rows, report and restore (the answer's and the
     # crossing's decisions over any rows are tests/test_compare_cli.py's, in Python)
     p = play("playbooks/compare.yml", "-e", "compare_out_dir=%s" % tmp_path, "-e", "compare_max_tokens=128",
@@ -115,8 +116,11 @@ def test_compare_playbook_runs_each_profile_writes_the_report_and_restores_the_u
     assert "nextn_3step beats nextn_1step at C=1 by" in md
     assert "crossing" in md  # where the lines cross, or that they do not
     assert "roofline ceiling" in md
-    # the host's own profile is back: same unit, running, no drift
+    # the host's own profile is back: the same unit, never rewritten (each profile ran as a
+    # transient unit), running, no drift
     assert on_host("sha256sum /etc/systemd/system/sglang.service") == unit
+    assert on_host("stat -c %Y /etc/systemd/system/sglang.service") == written
+    assert on_host("systemctl is-active sglang-compare", check=False) != "active"
     assert on_host("systemctl is-active sglang") == "active"
     d = play("playbooks/drift.yml", "-e", "sglang_drift_fail=true")
     assert d.returncode == 0 and "no difference" in flat(d.stdout)

@@ -354,6 +354,7 @@ def lock_steps(path):
     ("roles/sglang_gate/tasks/decide.yml", "Decide what the gate does"),
     ("roles/sglang_gate/tasks/restore.yml", "Restore the last-known-good unit and environment"),
     ("playbooks/tasks/compare_profile.yml", "Install the profile's release"),
+    ("playbooks/tasks/compare_profiles.yml", "Stop the host's server"),
     ("playbooks/tasks/measure_run.yml", "Keep the run's figures"),
     ("playbooks/tasks/deploy_host.yml", "Gate"),
     ("playbooks/tasks/deploy_host.yml", "Watch on the running server"),
