@@ -322,10 +322,11 @@ def tasks_of(node):
     return found
 
 
-# each playbook that changes or measures a server, and its host's work (tasks/locked.yml's body)
+# each playbook that changes or measures a server, and its host's work (tasks/locked.yml's body;
+# compare's and the tuner's with the server stopped, tasks/stopped.yml's body)
 LOCKED = {"deploy.yml": "deploy_host.yml", "rollback.yml": "rollback_host.yml",
-          "compare.yml": "compare_profiles.yml", "calibrate.yml": "measure.yml", "bench.yml": "measure.yml",
-          "tune.yml": "tune_host.yml"}
+          "compare.yml": "stopped.yml:compare_profiles.yml", "calibrate.yml": "measure.yml",
+          "bench.yml": "measure.yml", "tune.yml": "stopped.yml:tune_host.yml"}
 # playbooks that neither change nor measure a server (preflight, render: no change; drift: reads)
 UNLOCKED = {"drift.yml", "preflight.yml", "render.yml"}
 
@@ -335,7 +336,8 @@ def test_every_playbook_that_changes_or_measures_a_server_holds_the_lock():
     for playbook, body in LOCKED.items():
         locked = [t for t in tasks_of(load("playbooks/" + playbook))
                   if t.get("ansible.builtin.include_tasks") == "tasks/locked.yml"]
-        assert [t["vars"]["_locked_tasks"] for t in locked] == [body], playbook
+        assert [":".join(filter(None, (t["vars"]["_locked_tasks"], t["vars"].get("_stopped_tasks"))))
+                for t in locked] == [body], playbook
     for playbook in UNLOCKED:
         assert "locked.yml" not in (ROOT / "playbooks" / playbook).read_text()
     take = [t for t in tasks_of(load("playbooks/tasks/locked.yml")) if "sglang_deploy_lock" in t]
@@ -354,11 +356,12 @@ def lock_steps(path):
     ("roles/sglang_gate/tasks/decide.yml", "Decide what the gate does"),
     ("roles/sglang_gate/tasks/restore.yml", "Restore the last-known-good unit and environment"),
     ("playbooks/tasks/compare_profile.yml", "Install the profile's release"),
-    ("playbooks/tasks/compare_profiles.yml", "Stop the host's server"),
+    ("playbooks/tasks/stopped.yml", "Stop the host's server"),
+    ("playbooks/tasks/stopped.yml", "Start the host's own server again"),
     ("playbooks/tasks/measure_run.yml", "Keep the run's figures"),
     ("playbooks/tasks/deploy_host.yml", "Gate"),
     ("playbooks/tasks/deploy_host.yml", "Watch on the running server"),
-    ("playbooks/tasks/tune_host.yml", "Stop the host's server"),
+    ("playbooks/tasks/tune_host.yml", "Tune, launches at most"),
 ])
 def test_a_lock_check_comes_before_each_step_that_changes_the_server(path, change):
     steps = lock_steps(path)
@@ -375,3 +378,14 @@ def test_a_rescue_restores_nothing_when_the_lock_is_another_runs():
     assert len(guarded) == 1 and guarded[0]["when"] == "not %s.lost | default(false)" % check[0]["register"]
     inside = {t.get("ansible.builtin.include_tasks") for t in guarded[0]["block"]}
     assert {"restore.yml", "stop.yml", "import_lkg.yml"} <= inside
+
+
+def test_the_server_is_started_again_only_while_this_run_holds_the_lock():
+    """tasks/stopped.yml (compare's and the tuner's): the always: checks the lock before it stops
+    a transient unit or starts the service - a run whose lock another took over leaves the host
+    to that run."""
+    [outer] = load("playbooks/tasks/stopped.yml")
+    steps = [(t.get("name", ""), t.get("sglang_deploy_lock", {}).get("state")) for t in outer["always"]]
+    assert steps[0][1] == "check"
+    assert [n for n, _ in steps[1:] if n.startswith(("Stop a transient unit", "Start the host's own"))] == [
+        "Stop a transient unit left behind ({{ _stopped_unit }})", "Start the host's own server again"]

@@ -125,6 +125,8 @@ def test_listed_profiles_of_a_release_the_host_lacks_are_refused_before_the_serv
     check (bench tune --check: every setting planned, the releases they run from) names the vLLM
     release, and the play refuses it as not installed while the service still runs."""
     ensure_deployed()
+    # the host with its SGLang release only (a comparison before this test installs vLLM's)
+    on_host("sh -c 'rm -rf /opt/sglang/releases/vllm-*'")
     main_pid = on_host("systemctl show -p MainPID --value sglang")
     p = play("playbooks/tune.yml", "-e", "tune_budget_minutes=5",
              "-e", json.dumps({"tune_profiles": ["nextn_1step", "vllm_mtp_3"]}))
