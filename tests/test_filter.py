@@ -9,6 +9,8 @@ from sglang_perf import engines
 from sglang_perf.plan import profile as f
 from plugins.filter.systemd_exec_args import systemd_exec_args
 
+from conftest import ROOT
+
 GOOD = {
     "nextn_3step": {"speculative_algorithm": "NEXTN", "speculative_num_steps": 3,
                     "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4, "tp_size": 2,
@@ -202,3 +204,20 @@ def test_systemd_run_properties_carry_the_units_service_settings():
         "-p", "User=sglang", "-p", "CapabilityBoundingSet=", "-p", "DeviceAllow=char-nvidia-frontend rw",
         "-p", "DeviceAllow=char-nvidia-uvm rw", "-p", "RestrictAddressFamilies=AF_UNIX AF_INET"]
     assert systemd_run_properties("") == [] and systemd_run_properties(None) == []
+
+
+@pytest.mark.parametrize("profile", ["nextn_3step", "vllm_mtp_3", "tune_sglang_block16_m88"])
+def test_the_profile_a_rendered_unit_runs(profile):
+    """systemd_unit_profile reads what the role's template writes (its [Unit] Description), so
+    compare and the tuner start the profile the host's unit runs again and await its engine's
+    readiness paths; a unit that names none, none."""
+    import jinja2
+    from plugins.filter.systemd_run_properties import systemd_unit_profile
+    template = (ROOT / "roles" / "sglang" / "templates" / "sglang.service.j2").read_text()
+    unit_section = template[template.index("[Unit]"):template.index("[Service]")]
+    text = jinja2.Template(unit_section).render(
+        sglang_deploy_plan={"release": {"label": "vLLM", "docs": "https://docs.vllm.ai"}},
+        sglang_served_model_name="Qwen3.6-27B (local)", sglang_profile=profile)
+    assert systemd_unit_profile(text + "[Service]\nUser=sglang\n") == profile
+    assert systemd_unit_profile("[Unit]\nDescription=a hand-made server\n") is None
+    assert systemd_unit_profile("") is None and systemd_unit_profile(None) is None

@@ -1,8 +1,9 @@
 # -*- coding: utf-8 -*-
-"""Filter: ``unit_text | systemd_run_properties`` - the ``-p KEY=VALUE`` words that give a
+"""Filters: ``unit_text | systemd_run_properties`` - the ``-p KEY=VALUE`` words that give a
 ``systemd-run`` transient service the [Service] settings of an installed unit (its user, groups,
-environment file, limits and hardening), so a candidate of playbooks/tune.yml runs as the
-service would."""
+environment file, limits and hardening), so a candidate of playbooks/tune.yml or a profile of
+playbooks/compare.yml runs as the service would; ``unit_text | systemd_unit_profile`` - the
+profile the role's unit runs (its Description's "(profile NAME)"), which they start again."""
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -14,6 +15,8 @@ description:
     settings - every one but how the service is started and restarted (C(Type), C(ExecStart*),
     C(ExecStop*), C(ExecReload), C(Restart), C(RestartSec)), which the transient run sets itself.
   - Continuation lines (a trailing backslash) are joined; comments and other sections are skipped.
+  - C(systemd_unit_profile) returns the profile the sglang role's unit runs, from its
+    C(Description=) (C(... (profile NAME))), or none for a unit that names none.
 """
 
 # What the transient run decides itself: how it starts, stops and (never) restarts.
@@ -53,6 +56,21 @@ def systemd_run_properties(unit_text):
     return out
 
 
+def systemd_unit_profile(unit_text):
+    """The profile the role's unit runs (roles/sglang/templates/sglang.service.j2: its [Unit]
+    Description ends "(profile NAME)"), or None."""
+    section = None
+    for line in _logical_lines(unit_text or ""):
+        if line.startswith("[") and line.endswith("]"):
+            section = line[1:-1]
+        elif section == "Unit" and line.startswith("Description="):
+            text = line.split("=", 1)[1].strip()
+            head, sep, name = text.rpartition("(profile ")
+            return name[:-1].strip() or None if sep and name.endswith(")") else None
+    return None
+
+
 class FilterModule(object):
     def filters(self):
-        return {"systemd_run_properties": systemd_run_properties}
+        return {"systemd_run_properties": systemd_run_properties,
+                "systemd_unit_profile": systemd_unit_profile}
