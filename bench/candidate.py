@@ -1,6 +1,7 @@
 """One candidate server of ``python -m bench tune``: its command from ``--launch`` (``{args}``,
-``{args_remote}``, ``{port}``), its process group, its readiness wait, what its log says of a
-failed start, and its stop (SIGTERM, then SIGKILL; the processes left)."""
+``{args_remote}``, ``{port}``, and ``{python}``/``{module}`` of its own release), its process
+group, its readiness wait, what its log says of a failed start, and its stop (SIGTERM, then
+SIGKILL; the processes left)."""
 from __future__ import annotations
 
 import os
@@ -37,7 +38,7 @@ def launch_commands(given, engine_names):
         out.setdefault(e, default)
         if not out[e]:
             raise LaunchError("no --launch command for %s (give --launch 'COMMAND' or --launch %s='COMMAND')"
-                            % (e, e))
+                              % (e, e))
         if "{args}" not in out[e] and "{args_remote}" not in out[e]:
             raise LaunchError("--launch for %s has no {args} (or {args_remote}): %r" % (e, out[e]))
     return out

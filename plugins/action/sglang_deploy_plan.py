@@ -3,6 +3,7 @@
 the planner's (bench/planner.py, the one every caller plans with) for the task's variables."""
 from __future__ import annotations
 
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
 from bench.planner import inputs, plan_host, shareable
@@ -89,7 +90,7 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         args = self._task.args
-        if args.get("inputs", False):
+        if boolean(args.get("inputs", False), strict=False):
             values, problems = inputs(self._loader, self._templar, task_vars or {},
                                       list(args.get("roles") or deploy_plan.ROLES))
             if problems:
@@ -98,8 +99,9 @@ class ActionModule(ActionBase):
             result.update(changed=False, inputs=shareable(values))
             return result
         plan = plan_host(self._loader, self._templar, task_vars or {}, args.get("roles") or deploy_plan.ROLES,
-                         bool(args.get("review", False)))
-        if plan["problems"] and args.get("fail", True):  # the refusal alone (the play stops here)
+                         boolean(args.get("review", False), strict=False))
+        # the refusal alone (the play stops here)
+        if plan["problems"] and boolean(args.get("fail", True), strict=False):
             result.update(changed=False, failed=True, msg="; ".join(plan["problems"]))
             return result
         plan["preflight"] = bool(args.get("preflight", False))

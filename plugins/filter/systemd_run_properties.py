@@ -64,9 +64,10 @@ def systemd_unit_profile(unit_text):
         if line.startswith("[") and line.endswith("]"):
             section = line[1:-1]
         elif section == "Unit" and line.startswith("Description="):
-            text = line.split("=", 1)[1].strip()
-            head, sep, name = text.rpartition("(profile ")
-            return name[:-1].strip() or None if sep and name.endswith(")") else None
+            _, sep, name = line.split("=", 1)[1].strip().rpartition("(profile ")
+            if sep and name.endswith(")"):
+                return name[:-1].strip() or None
+            return None
     return None
 
 
