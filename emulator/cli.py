@@ -19,6 +19,10 @@ from .scheduler import Scheduler
 log = logging.getLogger("sglang.srt.entrypoints.http_server")
 sched_log = logging.getLogger("sglang.srt.managers.scheduler")
 uvicorn_log = logging.getLogger("uvicorn.error")
+# The listen backlog SGLang 0.5.23 opens with (entrypoints/http_server.py runs uvicorn.run() without
+# one: uvicorn's Config default, 2048; read in both sources), for both engines here. aiohttp's own
+# default is 128: 512 clients connecting at once overflowed it on a loaded CI machine.
+BACKLOG = 2048
 
 
 def configure_logging(level: str, tp_size: int) -> None:
@@ -132,7 +136,7 @@ async def serve(cfg, knobs: Knobs, launch_command: str) -> int:
     app = server.build_app()
     runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
     await runner.setup()
-    site = web.TCPSite(runner, cfg["host"], cfg["port"])
+    site = web.TCPSite(runner, cfg["host"], cfg["port"], backlog=BACKLOG)
     await site.start()
     uvicorn_log.info("Started server process [%d]", os.getpid())
     uvicorn_log.info("Waiting for application startup.")
@@ -200,7 +204,7 @@ async def serve_follower(cfg, knobs: Knobs, group: Group, stop: asyncio.Event) -
         app.router.add_get(path, ok)
     runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
     await runner.setup()
-    await web.TCPSite(runner, cfg["host"], cfg["port"]).start()
+    await web.TCPSite(runner, cfg["host"], cfg["port"], backlog=BACKLOG).start()
     uvicorn_log.info("Uvicorn running on http://%s:%d (dummy health check server of node_rank %d)",
                      cfg["host"], cfg["port"], cfg["node_rank"])
 
