@@ -4,8 +4,9 @@
 A row has: profile, engine, spec_steps, case, concurrency, requests, decode_tok_s_median / _min /
 _max, aggregate_tok_s, accept_len, accept_by_position (P(i) = share of verify steps that accepted
 at least i drafts), errors, prompt_tokens, context_tokens, thinking, drafter (DFLASH, EAGLE3: the
-profile loads a drafter of its own; spec_steps is then the tokens it drafts per verify), report_only,
-error; what the gate makes
+profile loads a drafter of its own; spec_steps is then the tokens it drafts per verify), setting
+(the profile as judge/setting.py reads it: what it costs in a tie), report_only, error; what the
+gate makes
 of it (bench/compare_plan.py): intervals (the case result's, engine._intervals: the gate's own
 intervals at its confidence), judged (the gate judges the case: a case of the gate plan, not
 report_only, as plan.resolve resolves it), thresholds (the profile's resolved thresholds in a
@@ -20,9 +21,10 @@ intervals do not overlap; overlapping intervals are a tie; a row whose interval 
 The winner (docs/compare.md, "Who wins") is decided on the judged cases only. A setting can win
 when it has an interval in every judged case and fails none of its thresholds there (judged on
 those intervals by the gate's own code, verdict.verdict_entries); of those, the winner is behind
-no other in any judged case. Several such (tied in every judged case) go to the cheaper: no
-drafter before a drafter, then fewer draft steps, then the host's profile, then the first
-measured; none (a trade-off between cases): no winner.
+no other in any judged case. Several such (tied in every judged case) go to the host's profile,
+else the cheaper (judge/selection.py cost, the tuner's order: no drafter before a drafter, fewer
+draft tokens, adaptive off, the lower memory fraction), then the first measured; none (a
+trade-off between cases): no winner.
 Context depths and report-only cases inform - their best setting, where one more step stops
 paying - and cast no vote. A drafter setting is set beside the best MTP depth of its engine in
 every case (drafter_answers): whether it beats MTP there, and by how much, on the intervals - per
@@ -33,7 +35,7 @@ from __future__ import annotations
 import itertools
 
 from sglang_perf.measure import config
-from sglang_perf.judge import decision, selection
+from sglang_perf.judge import decision, selection, setting
 from sglang_perf import engines
 from sglang_perf.judge import verdict as gate
 from sglang_perf.measure.stats import min_sample
@@ -541,8 +543,10 @@ def winner(rows, current=None):
     engines = {r["profile"]: _engine(r) for r in rows}
     steps = {r["profile"]: int(r.get("spec_steps") or 0) for r in rows}
     drafters = {r["profile"]: r.get("drafter") for r in rows}
+    # each profile as a setting (compare_plan.profile_facts): the tuner's cost order
+    settings = {r["profile"]: setting.as_key(r["setting"]) for r in rows}
 
-    def cost(p):
+    def shape(p):
         """'3 steps', or 'DFLASH, 15 drafts' for a drafter's."""
         if drafters[p]:
             return "%s, %d drafts" % (drafters[p], steps[p])
@@ -571,10 +575,10 @@ def winner(rows, current=None):
         return out
     beaten = {p: [(q, c) for q in eligible if q != p for c in judged if relation(by[c][q], by[c][p]) == AHEAD]
               for p in eligible}
-    # the one rule (judge/selection.py): behind no other; the current profile, else the cheaper (no
-    # drafter before a drafter, then fewer drafts), then the first measured
+    # the one rule (judge/selection.py): behind no other; the current profile, else the cheaper
+    # (selection.cost, the tuner's order), then the first measured
     ranked = selection.ranked(eligible, lambda a, b: any(q == a for q, _ in beaten[b]),
-                              lambda p: (bool(drafters[p]), steps[p]), current)
+                              lambda p: selection.cost(settings[p]), current)
     if not ranked:
         out["reason"] = ("every setting that clears the gate is behind another in a judged case (%s): a "
                          "trade-off, no winner; deploy by the case that matters: %s" % (
@@ -590,9 +594,8 @@ def winner(rows, current=None):
     out.update(profile=w, engine=engines[w], tied=ranked[1:])
     if len(ranked) > 1:
         nxt = ranked[1]
-        out["decided_by"] = "tie: the current profile" if w == current else \
-            "tie: no drafter" if drafters[nxt] and not drafters[w] else \
-            "tie: fewer draft steps" if steps[w] < steps[nxt] else "tie: the first measured"
+        why = "the current profile" if w == current else selection.tie_break(settings[w], settings[nxt])
+        out["decided_by"] = "tie: " + (why or "the first measured")
     elif gaps:
         out["decided_by"] = max(gaps, key=gaps.get)[1]
     elif others:
@@ -606,7 +609,7 @@ def winner(rows, current=None):
             reason += "; the others cannot win: %s" % ", ".join(out["excluded"])
     else:
         reason = "%s (%s) is behind no other setting in the judged cases (%s) at %g%% intervals" % (
-            w, cost(w), ", ".join(judged), 100 * level)
+            w, shape(w), ", ".join(judged), 100 * level)
         said = []
         for q in others:
             if ahead[q]:
@@ -617,7 +620,7 @@ def winner(rows, current=None):
         level_with = [q for q in others if not ahead[q]]
         if level_with:
             reason += "; tied with %s in every judged case" % ", ".join(
-                "%s (%s)" % (q, cost(q)) for q in level_with)
+                "%s (%s)" % (q, shape(q)) for q in level_with)
         if len(ranked) > 1:
             reason += ": the tie goes to %s" % out["decided_by"][len("tie: "):]
     if w in out["straddled"]:

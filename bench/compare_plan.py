@@ -23,44 +23,56 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import NamedTuple
 
 from bench import compare, compare_answer, gate
 from bench.common import PlanError
 from sglang_perf.plan import comparison, deploy as deploy_plan, inherit, gate as plan, profile
 from sglang_perf import engines
 from sglang_perf.record import fingerprint
-from sglang_perf.judge import quality
+from sglang_perf.judge import quality, setting
 from sglang_perf.measure.client import ConfigError, MeasureError
 
 PLAN_ROW_KEYS = ("profile", "engine", "spec_steps", "case", "url", "concurrency", "requests",
                  "max_tokens", "prompt_tokens", "decode_tok_s_median", "decode_tok_s_min",
                  "decode_tok_s_max", "aggregate_tok_s", "accept_len", "accept_by_position",
                  "ttft_p50_s", "errors", "error", "context_tokens", "thinking", "drafter", "report_only",
-                 "judged", "gate_problem", "thresholds", "intervals",
+                 "judged", "gate_problem", "thresholds", "intervals", "setting",
                  # a quality check's row (docs/quality.md): the check, its line, what it found
                  "check", "quality", "accuracy", "quality_failures")
 # the CSV's columns: the flat ones (the intervals and thresholds are in compare.json)
-CSV_KEYS = tuple(k for k in PLAN_ROW_KEYS if k not in ("thresholds", "intervals"))
+CSV_KEYS = tuple(k for k in PLAN_ROW_KEYS if k not in ("thresholds", "intervals", "setting"))
 SWEEP_ONLY = ("concurrency", "requests", "max_tokens", "warmup", "warmup_max_tokens", "api")
 
 
+class Facts(NamedTuple):
+    """What a compared profile is: its engine, its speculative steps (a drafter's: the tokens it
+    drafts per verify), its drafter's algorithm (None for MTP or none) and its setting
+    (judge/setting.py: what it costs in a tie, the tuner's order)."""
+    engine: str
+    steps: int
+    drafter: str | None
+    setting: tuple
+
+
 def profile_facts(v, name):
-    """(engine, speculative steps, drafter) of profile ``name`` in the vars ``v`` (its bases
-    resolved); InputError if unknown. A profile that loads a drafter of its own (draft_model:
-    DFLASH, EAGLE3) has the drafter's algorithm as ``drafter`` and, as its steps, the tokens it
-    drafts per verify (its accept ceiling less one: a block of 16 drafts 15); MTP depths have
-    their steps and no drafter."""
-    profiles = inherit.with_host(v.get("sglang_profiles") or {}, None, v.get("sglang_host_profiles"))[0]
+    """The Facts of profile ``name`` in the vars ``v`` (its bases resolved, the host's own profiles
+    over the inventory's); InputError if unknown. A profile that loads a drafter of its own
+    (draft_model: DFLASH, EAGLE3) has the drafter's algorithm as ``drafter`` and, as its steps, the
+    tokens it drafts per verify (its accept ceiling less one: a block of 16 drafts 15); MTP depths
+    have their steps and no drafter."""
+    profiles, _, problems = inherit.of_vars(v, model_dir=False)
     if name not in profiles:
-        raise compare.InputError("--target %s: no such profile in sglang_profiles (known: %s)"
-                                 % (name, ", ".join(profiles)))
-    p = profiles[name] or {}
-    engine = p.get("engine") or v.get("sglang_engine") or engines.DEFAULT
+        raise compare.InputError("--target %s: %s" % (name, "; ".join(problems) if problems else
+                                                       "no such profile in sglang_profiles (known: %s)"
+                                                       % ", ".join(profiles)))
+    p = profiles[name]
+    key = setting.of_profile(p, v.get("sglang_engine"), v.get("sglang_memory_default_fraction"))
     if p.get("speculative_algorithm") and isinstance(p.get("draft_model"), dict):
-        drafter = str(p["speculative_algorithm"]).upper()
-        return engine, profile.accept_ceiling(p, engine) - 1, drafter
+        return Facts(key.engine, profile.accept_ceiling(p, key.engine) - 1,
+                     str(p["speculative_algorithm"]).upper(), key)
     steps = int(p.get("speculative_num_steps") or 0) if p.get("speculative_algorithm") else 0
-    return engine, steps, None
+    return Facts(key.engine, steps, None, key)
 
 
 def measured_plan(v):
@@ -105,9 +117,9 @@ def _plan_row(name, facts, url, case, result=None, error=None, gate=({}, None)):
     level, reqs = case.get("concurrency"), case.get("requests")
     row = compare._row(name, url, level, reqs, result, error)
     judged, problem = gate
-    engine, steps, drafter = facts
-    row.update(engine=engine, spec_steps=steps, drafter=drafter, thinking=case.get("thinking") is True,
-               case=case["case"], max_tokens=case.get("max_tokens"),
+    row.update(engine=facts.engine, spec_steps=facts.steps, drafter=facts.drafter,
+               setting=list(facts.setting), thinking=case.get("thinking") is True, case=case["case"],
+               max_tokens=case.get("max_tokens"),
                prompt_tokens=((result or {}).get("prompt_tokens") or {}).get("median"),
                # the context depth a long-context case stands for (the answer's by-context line)
                context_tokens=case.get("prompt_tokens") if case.get("prompts") == "long_context" else None,
@@ -159,7 +171,7 @@ def sweep_plan(targets, v, gate_part, api_key=None, model=None, quiet=False, pro
     rows = []
     for name, url in targets:
         facts = profile_facts(v, name)
-        engine, steps, drafter = facts
+        engine, steps, drafter, _ = facts
         if progress:
             progress("%s (%s, %s) at %s: plan %s ..." % (
                 name, engine, "%s, %d drafts" % (drafter, steps) if drafter else "%d steps" % steps, url,

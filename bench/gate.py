@@ -122,32 +122,59 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def host_nvidia_smi(args):
-    """The nvidia-smi of the machine the server runs on, (path, why none): this one's when the
-    URL is on loopback (--nvidia-smi auto) or --nvidia-smi names one; none for a server elsewhere."""
+    """The nvidia-smi of the machine the server runs on, as (run, program, why none): ``run(argv)``
+    asks it (fingerprint.run_argv's shape) and ``program`` is its path there. This machine's when
+    the URL is on loopback (--nvidia-smi auto) or --nvidia-smi names one program; a command of
+    several words runs its last word, the program, through the words before it on another
+    machine (e.g. ``ssh -o BatchMode=yes root@ct129 nvidia-smi``, ``podman exec NAME nvidia-smi``:
+    playbooks/tune.yml's tune_exec); program None for a server elsewhere, or when the command's
+    first word is not found here."""
+    import shlex
     import shutil
     name = getattr(args, "nvidia_smi", "auto")
     if name == "auto":
         if urlsplit(args.url).hostname not in LOOPBACK:
-            return None, "the server is not on this machine: no GPU figures (--nvidia-smi CMD asks one)"
+            return fingerprint.run_argv, None, \
+                "the server is not on this machine: no GPU figures (--nvidia-smi CMD asks one)"
         name = "nvidia-smi"
+    words = shlex.split(name) if name else []
+    if len(words) > 1:  # the program on another machine, asked through the words before it
+        if not shutil.which(words[0]):
+            return fingerprint.run_argv, None, "%s: not found (no GPU figures)" % words[0]
+        return _through(words[:-1]), words[-1], None
     path = shutil.which(name) if name else None
-    return path, "%s: not found (no GPU figures)" % name if name else None
+    return fingerprint.run_argv, path, "%s: not found (no GPU figures)" % name if name else None
+
+
+def _through(prefix):
+    """fingerprint.run_argv with ``prefix`` before the argv. nvidia-smi's arguments here are words
+    a shell leaves as they are, so they pass alike through a remote shell (ssh) and none (podman
+    exec); OSError for one that is not. A terminal's line ends (ssh -tt) parse as plain ones."""
+    import shlex
+
+    def run(argv):
+        odd = [a for a in argv if shlex.quote(a) != a]
+        if odd:
+            raise OSError("cannot pass %s through %s unchanged" % (odd, " ".join(prefix)))
+        return fingerprint.run_argv(list(prefix) + list(argv))
+    return run
 
 
 def add_nvidia_smi_arg(p, what):
     """--nvidia-smi CMD, read by host_nvidia_smi: what its answers make (``what``)."""
     p.add_argument("--nvidia-smi", default="auto", metavar="CMD",
                    help="the nvidia-smi of the server's GPUs, for %s (auto: this machine's when the URL is "
-                        "on loopback, else none; '' none)" % what)
+                        "on loopback, else none; a command of several words asks the program, its last "
+                        "word, through the others: 'ssh HOST nvidia-smi'; '' none)" % what)
 
 
 def host_fingerprint(args, identity):
     """The fingerprint of the machine the server runs on (host_nvidia_smi's) with ``identity``
     ({profile, profile_sha256}), and a watch on its clocks started with it (fingerprint.watch;
     run_cases stops it)."""
-    path, missing = host_nvidia_smi(args)
-    fp = fingerprint.take(fingerprint.run_argv, path, identity, missing=missing)
-    return fp, fingerprint.watch(fingerprint.run_argv, path)
+    run, path, missing = host_nvidia_smi(args)
+    fp = fingerprint.take(run, path, identity, missing=missing)
+    return fp, fingerprint.watch(run, path)
 
 
 def given_answers(args, gate):

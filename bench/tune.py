@@ -42,7 +42,7 @@ from pathlib import Path
 from sglang_perf.plan import capacity, drafter, inherit, gate as plan, profile
 from sglang_perf import engines
 from sglang_perf.record import fingerprint
-from sglang_perf.judge import tune, verdict
+from sglang_perf.judge import setting, tune, verdict
 from sglang_perf.judge import tune_launch
 from sglang_perf.measure.client import ConfigError, Endpoint, MeasureError, RequestError
 
@@ -109,24 +109,14 @@ class Host(object):
         return self.key_of(self.current)
 
     def key_of(self, name, named=False):
-        """The profile ``name`` as a setting of the space's shape; ``named``: a tune.Named, which
+        """The profile ``name`` as a setting of the space's shape; ``named``: a setting.Named, which
         the tuner launches as the profile itself (--profiles)."""
-        p = self.profiles[name]
-        engine = profile.profile_engine(p, self.v.get("sglang_engine"))
         # a fraction left to the engine: the one the memory preflight assumes
-        mem = float(p.get("mem_fraction_static") or self.v["sglang_memory_default_fraction"])
-        kind = tune.profile_kind(p, engine)
-        if kind == "none":
-            key = tune.Setting(engine, kind, 0, False, mem)
-        elif kind == "block":
-            key = tune.Setting(engine, kind, profile.accept_ceiling(p, engine), False, mem)
-        else:
-            key = tune.Setting(engine, kind, int(p.get("speculative_num_steps") or 1),
-                               p.get("speculative_adaptive") is True, mem)
-        return tune.Named(*key, name) if named else key
+        return setting.of_profile(self.profiles[name], self.v.get("sglang_engine"),
+                                  self.v["sglang_memory_default_fraction"], name if named else None)
 
     def listed(self, names):
-        """The tune.Named keys of --profiles' ``names`` (comma-separated), the current profile
+        """The setting.Named keys of --profiles' ``names`` (comma-separated), the current profile
         first (the figure to beat: measured whether listed or not); TuneError naming a profile the
         host does not have, or one listed twice."""
         wanted = [n.strip() for n in names.split(",") if n.strip()]
@@ -173,8 +163,8 @@ class Host(object):
 
     def setting(self, key):
         """(name, raw profile entry, flat profile) of a setting; the current key is the current
-        profile itself, a tune.Named the profile it names."""
-        if isinstance(key, tune.Named):
+        profile itself, a setting.Named the profile it names."""
+        if isinstance(key, setting.Named):
             return key.profile, self.raw_profiles[key.profile], self.profiles[key.profile]
         if key == self.current_key():
             return self.current, self.raw_profiles[self.current], self.profiles[self.current]
@@ -183,7 +173,7 @@ class Host(object):
             return None
         base, diff = made
         entry = dict({"base": base}, **diff)
-        return tune.key_name(key), entry, tune.flat(base, self.profiles[base], diff)
+        return setting.key_name(key), entry, tune.flat(base, self.profiles[base], diff)
 
     def render(self, key, port):
         """(argv after the launch module, problems, the deploy plan) of a setting, by the deploy
@@ -293,8 +283,8 @@ def run_identity(host, args, space, cases):
     the same identity."""
     release = (host.planned(host.current_key(), 30000) or {}).get("release") or {}
     url = args.url or "http://%s:%d" % (args.address, args.port or 30000)
-    smi, _ = gate.host_nvidia_smi(argparse.Namespace(url=url, nvidia_smi=args.nvidia_smi))
-    gpus = fingerprint.take(fingerprint.run_argv, smi, {}).get("gpus") if smi else None
+    run, smi, _ = gate.host_nvidia_smi(argparse.Namespace(url=url, nvidia_smi=args.nvidia_smi))
+    gpus = fingerprint.take(run, smi, {}).get("gpus") if smi else None
     static = [f[1] for f in fingerprint.GPU_FIELDS]
     return json.loads(json.dumps({
         "gpus": [{k: g.get(k) for k in static} for g in gpus] if gpus else None,
@@ -460,7 +450,7 @@ def _tune(args):
     if args.budget_minutes is not None and args.budget_minutes <= 0:
         raise TuneError("--budget-minutes must be above 0, got %g" % args.budget_minutes)
     host = Host(args)
-    if args.profiles:  # the host's own profiles, each launched as it stands (tune.Named)
+    if args.profiles:  # the host's own profiles, each launched as it stands (setting.Named)
         if args.space or args.engines:
             raise TuneError("--profiles names the settings: not with --space or --engines")
         listed = host.listed(args.profiles)
@@ -567,7 +557,7 @@ def _tune(args):
             break
         t0 = time.monotonic()
         final = phase == "finalists"
-        log = out_dir / "launches" / ("%02d-%s.log" % (len(records) + 1, tune.key_name(key)))
+        log = out_dir / "launches" / ("%02d-%s.log" % (len(records) + 1, setting.key_name(key)))
         bar = 0.0 if final else tuner.bar()  # a finalist runs every case, never stopped as slower
         record = run_one(host, args, key, commands[key.engine], cases, bar, ready_timeout, ends_at, log,
                          final=final)
@@ -581,8 +571,8 @@ def _tune(args):
         lead = tuner.leader()
         say("[%s] %2d/%d %-44s %s | best %s | %d launch%s left"
             % (_bar(len(records), args.budget_launches), len(records), args.budget_launches,
-               tune.key_label(key), _short(record["outcome"]),
-               "%s %.1f tok/s" % (tune.key_label(lead), tune.interval(tuner.passed()[lead])[0])
+               setting.key_label(key), _short(record["outcome"]),
+               "%s %.1f tok/s" % (setting.key_label(lead), tune.interval(tuner.passed()[lead])[0])
                if lead else "-",
                tuner.left(), "" if tuner.left() == 1 else "es"))
         if record["outcome"].get("failure") == "port":  # every launch would meet it: stop here
@@ -590,7 +580,7 @@ def _tune(args):
             break
         if record.get("stray"):  # a candidate that would hold the GPUs under the next: stop here
             tuner.notes.append("stopped: launch %s was not stopped cleanly (%s)"
-                               % (tune.key_name(key), record["stray"]))
+                               % (setting.key_name(key), record["stray"]))
             break
     report = tune_report.write(out_dir, host, tuner, records, cases, args, time.time() - started,
                                identity=identity)
@@ -627,7 +617,7 @@ def run_one(host, args, key, template, cases, bar, ready_timeout, ends_at, log, 
     port = args.port or free_port()
     argv, problems, planned = host.render(key, port)
     name = host.setting(key)[0]
-    record = {"key": list(key), "name": name, "label": tune.key_label(key), "argv": argv, "port": port}
+    record = {"key": list(key), "name": name, "label": setting.key_label(key), "argv": argv, "port": port}
     if problems:
         record["outcome"] = {"started": False, "error": "; ".join(problems)}
         return record
@@ -657,8 +647,8 @@ def run_one(host, args, key, template, cases, bar, ready_timeout, ends_at, log, 
             # the GPUs' clocks watched from the first request to the last (the counters at both
             # ends, or the active reasons sampled): a slowdown that held them is named
             where = argparse.Namespace(url=url, nvidia_smi=args.nvidia_smi)
-            smi, record["clocks_why"] = gate.host_nvidia_smi(where)
-            watch = fingerprint.watch(fingerprint.run_argv, smi)
+            run, smi, record["clocks_why"] = gate.host_nvidia_smi(where)
+            watch = fingerprint.watch(run, smi)
             try:
                 outcome, results = measure(planned["gate"], args, url, name, cases, args.objective, bar,
                                            ends_at, report_only=final)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime
 import json
 
-from sglang_perf.judge import calibration, tune
+from sglang_perf.judge import calibration, selection, setting, tune
 
 # Thresholds of the winner: this far beyond its own figures' interval bounds (calibration.propose's
 # margin). More than bench calibrate's 0.1 under the lowest of 3 runs' medians: one launch's
@@ -86,7 +86,7 @@ def tuned_vars(host, answer, records):
     name, entry, _ = host.setting(winner)
     thresholds = dict(host.v.get("sglang_gate_host_thresholds") or {},
                       **{name: thresholds_for(records, winner, host)})
-    if isinstance(winner, tune.Named):  # one of the host's profiles (--profiles): named, not written again
+    if isinstance(winner, setting.Named):  # one of the host's profiles (--profiles): named, not written again
         return {"sglang_profile": name, "sglang_gate_host_thresholds": thresholds}, name
     # the host's own from before (a winner's base may be one of them) beside the new one
     profiles = dict(host.v.get("sglang_host_profiles") or {}, **{name: entry})
@@ -110,22 +110,22 @@ def write(out_dir, host, tuner, records, cases, args, seconds, identity=None):
         best = answer["runner_up"]  # the fastest other that passed
         headline = "nothing beats the current profile %s (%s tok/s) beyond the intervals: it is kept%s" % (
             host.current, _fmt_iv(co),
-            "; the best other, %s, %s tok/s (%s)" % (tune.key_label(best), _fmt_iv(outcomes[best]),
+            "; the best other, %s, %s tok/s (%s)" % (setting.key_label(best), _fmt_iv(outcomes[best]),
                                                      _gain_text(gain(outcomes[best], co))) if best else "")
     else:
         # a setting's label and the profile name tuned.yml gives it; one of the host's profiles
         # (--profiles) is named in its label already
-        named = "" if isinstance(winner, tune.Named) else " (`%s`)" % host.setting(winner)[0]
+        named = "" if isinstance(winner, setting.Named) else " (`%s`)" % host.setting(winner)[0]
         headline = "the winner is %s%s: %s tok/s on %s at C=1, accept length %s; against the current " \
                    "profile %s (%s tok/s): %s" % (
-                       tune.key_label(winner), named, _fmt_iv(wo), args.objective,
+                       setting.key_label(winner), named, _fmt_iv(wo), args.objective,
                        "%.2f" % wo["accept_len"] if wo.get("accept_len") else "-", host.current, _fmt_iv(co),
                        _gain_text(gain(wo, co)))
     lines.append(headline + ".")
     if answer["runner_up"] is not None and winner is not None:
         ru = answer["runner_up"]
         lines += ["", "Runner-up: %s, %s tok/s; the winner against it: %s." % (
-            tune.key_label(ru), _fmt_iv(outcomes[ru]), _gain_text(gain(wo, outcomes[ru])))]
+            setting.key_label(ru), _fmt_iv(outcomes[ru]), _gain_text(gain(wo, outcomes[ru])))]
     grid = len(tuner.keys) - len(tuner.refused)
     mean = sum(r.get("seconds", 0) for r in records) / float(len(records)) if records else 0.0
     lines += ["", "%d launches of a budget of %d in %.1f min (%s); the %d settings the preflight accepts "
@@ -137,9 +137,10 @@ def write(out_dir, host, tuner, records, cases, args, seconds, identity=None):
     lines += ["", "Intervals at the gate's level; ties (overlapping intervals) go to the cheaper setting: no "
               "drafter before a drafter, fewer draft tokens, adaptive off, the lower memory fraction.", "",
               "## Why each other setting lost", "", "| setting | why |", "|---|---|"]
-    order = sorted(answer["reasons"], key=lambda k: (k not in outcomes, k in tuner.refused, tune.cost(k)))
+    order = sorted(answer["reasons"],
+                   key=lambda k: (k not in outcomes, k in tuner.refused, selection.cost(k)))
     for k in order:
-        lines.append("| %s | %s |" % (tune.key_label(k), answer["reasons"][k].replace("|", "\\|")))
+        lines.append("| %s | %s |" % (setting.key_label(k), answer["reasons"][k].replace("|", "\\|")))
     lines += finalists_section(records, args.objective)
     held = [(i, r) for i, r in enumerate(records, 1) if r.get("slowdowns")]
     if held:
@@ -171,16 +172,18 @@ def write(out_dir, host, tuner, records, cases, args, seconds, identity=None):
     data = {"complete": True, "identity": identity,
             "host": host_name, "profile": host.current, "time": when, "seconds": round(seconds, 1),
             "objective": args.objective, "budget_launches": tuner.budget, "cases": [c["case"] for c in cases],
-            "settings": len(tuner.keys), "refused": {tune.key_name(k): v for k, v in tuner.refused.items()},
+            "settings": len(tuner.keys),
+            "refused": {setting.key_name(k): v for k, v in tuner.refused.items()},
             "launches": records, "notes": tuner.notes, "observations": tuner.observations,
             "headline": headline,
-            "winner": {"key": list(winner), "name": host.setting(winner)[0], "label": tune.key_label(winner),
+            "winner": {"key": list(winner), "name": host.setting(winner)[0],
+                       "label": setting.key_label(winner),
                        "argv": next((r["argv"] for r in reversed(records) if tuple(r["key"]) == winner),
                                     None),
                        "tok_s": (wo or {}).get("tok_s"), "beats_current": answer["beats_current"],
                        "profile": tuned_name} if winner else None,
-            "runner_up": tune.key_name(answer["runner_up"]) if answer["runner_up"] else None,
-            "reasons": {tune.key_name(k): v for k, v in answer["reasons"].items()}}
+            "runner_up": setting.key_name(answer["runner_up"]) if answer["runner_up"] else None,
+            "reasons": {setting.key_name(k): v for k, v in answer["reasons"].items()}}
     (out_dir / "tune.json").write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
     chart(out_dir / "tune.png", records, winner, args.objective)
     return {"answer": answer, "headline": headline}

@@ -51,7 +51,8 @@ def row(profile, case, decode, steps=3, engine="sglang", n=6, width=0.02, values
             "report_only": case in ("prose", "thinking"), "judged": judged,
             "thinking": case == "thinking", "drafter": drafter,
             "thresholds": (thresholds or {}) if judged else None, "gate_problem": None,
-            "intervals": iv}
+            "intervals": iv, "setting": [engine, "block" if drafter else "chain" if steps else "none",
+                                         steps + 1 if drafter else steps, False, 0.88]}
 
 
 def setting(profile, steps, figures, engine="sglang", **kw):
@@ -95,7 +96,7 @@ def test_overlapping_intervals_are_a_tie_and_the_cheaper_setting_wins_it():
         + setting("nextn_4step", 4, {"coding": 59.0, "concurrent": (50.0, 224.0)}) \
         + setting("nextn_3step", 3, {"coding": 58.0, "concurrent": (50.0, 220.0)})
     w = ca.answer(rows)["winner"]
-    assert (w["profile"], w["decided_by"]) == ("nextn_3step", "tie: fewer draft steps")
+    assert (w["profile"], w["decided_by"]) == ("nextn_3step", "tie: fewer draft tokens")
     assert "tied with nextn_4step (4 steps) in every judged case" in w["reason"]
     assert "ahead of nextn_1step in coding, concurrent" in w["reason"]
     # the same steps on both engines: the tie goes to the host's profile (no change), else the first
@@ -104,6 +105,25 @@ def test_overlapping_intervals_are_a_tie_and_the_cheaper_setting_wins_it():
     assert ca.answer(rows)["winner"]["profile"] == "nextn_3step"
     w = ca.answer(rows, current="vllm_mtp_3")["winner"]
     assert (w["profile"], w["decided_by"]) == ("vllm_mtp_3", "tie: the current profile")
+
+
+def test_a_tie_goes_by_the_tuners_cost_order_to_adaptive_off_then_the_lower_fraction():
+    def at(rows, adaptive=False, mem=0.88):
+        for r in rows:  # the profile as profile_facts reads it
+            r["setting"] = ["sglang", "chain", 3, adaptive, mem]
+        return rows
+    rows = at(setting("nextn_3step_adaptive", 3, {"coding": 58.3}), adaptive=True) \
+        + at(setting("nextn_3step", 3, {"coding": 58.0}))
+    w = ca.answer(rows)["winner"]
+    assert (w["profile"], w["decided_by"]) == ("nextn_3step", "tie: adaptive off")
+    rows = at(setting("nextn_3step_m92", 3, {"coding": 58.3}), mem=0.92) \
+        + at(setting("nextn_3step_m84", 3, {"coding": 58.0}), mem=0.84)
+    w = ca.answer(rows)["winner"]
+    assert (w["profile"], w["decided_by"]) == ("nextn_3step_m84", "tie: the lower memory fraction")
+    # the same setting twice: the first measured
+    rows = at(setting("a", 3, {"coding": 58.3})) + at(setting("b", 3, {"coding": 58.0}))
+    assert (ca.answer(rows)["winner"]["profile"], ca.answer(rows)["winner"]["decided_by"]) == (
+        "a", "tie: the first measured")
 
 
 def test_a_setting_that_fails_a_judged_threshold_never_wins():
@@ -445,15 +465,20 @@ def test_the_plan_rows_carry_the_drafter_and_its_drafts_per_verify():
                              "nextn_3step": {"speculative_algorithm": "NEXTN", "speculative_num_steps": 3,
                                              "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4},
                              "no_spec": {}}}
-    assert compare_plan.profile_facts(v, "dflash") == ("sglang", 15, "DFLASH")
-    assert compare_plan.profile_facts(v, "vllm_dflash") == ("vllm", 15, "DFLASH")
-    assert compare_plan.profile_facts(v, "nextn_3step") == ("sglang", 3, None)
-    assert compare_plan.profile_facts(v, "no_spec") == ("sglang", 0, None)
+    facts = {name: compare_plan.profile_facts(v, name) for name in v["sglang_profiles"]}
+    assert {n: f[:3] for n, f in facts.items()} == {
+        "dflash": ("sglang", 15, "DFLASH"), "vllm_dflash": ("vllm", 15, "DFLASH"),
+        "nextn_3step": ("sglang", 3, None), "no_spec": ("sglang", 0, None)}
+    # each as the tuner's setting: a block of its accept ceiling, a chain of its steps, the
+    # fraction the memory preflight assumes (none set here)
+    assert {n: tuple(f.setting[1:3]) for n, f in facts.items()} == {
+        "dflash": ("block", 16), "vllm_dflash": ("block", 16), "nextn_3step": ("chain", 3),
+        "no_spec": ("none", 0)}
     case = {"case": "thinking", "prompts": "coding", "concurrency": 1, "requests": 6, "thinking": True,
             "report_only": True}
-    (r,) = compare_plan.plan_rows("dflash", ("sglang", 15, "DFLASH"), "http://127.0.0.1:1", [case], None,
-                                  "down")
+    (r,) = compare_plan.plan_rows("dflash", facts["dflash"], "http://127.0.0.1:1", [case], None, "down")
     assert (r["drafter"], r["spec_steps"], r["thinking"], r["report_only"]) == ("DFLASH", 15, True, True)
+    assert r["setting"] == list(facts["dflash"].setting)
 
 
 # ------------------------------------------------------------------ what the server says ----
@@ -461,6 +486,7 @@ def check_row(profile, case, check, failures=(), accuracy=None, min_accuracy=Non
     """A quality check's row as compare_plan builds it (measured without thresholds)."""
     return {"profile": profile, "engine": "sglang", "spec_steps": 3, "case": case, "concurrency": 8,
             "requests": 8, "errors": 0, "error": None, "judged": True, "report_only": False,
+            "setting": ["sglang", "chain", 3, False, 0.88],
             "thresholds": {"min_accuracy": min_accuracy} if min_accuracy is not None else {},
             "check": check, "quality": "%s: 8 of 8" % case, "accuracy": accuracy,
             "quality_failures": list(failures), "intervals": None}

@@ -472,7 +472,7 @@ def test_compare_plan_answers_whether_more_steps_pay(emulator, vllm_emus, tmp_pa
     w = s["winner"]
     assert (w["profile"], w["engine"]) == ("nextn_3step", "sglang"), w["reason"]
     assert w["voted"] == ["coding", "long_context", "concurrent"] and w["informed"] == []
-    assert w["decided_by"] in ("coding", "long_context", "concurrent", "tie: fewer draft steps")
+    assert w["decided_by"] in ("coding", "long_context", "concurrent", "tie: fewer draft tokens")
     assert [e["profile"] for e in s["roofline"]] == list(names)
     assert all(0 < share < 150 for e in s["roofline"] for share in e["shares"].values())
     with open(str(out / "compare.csv"), newline="") as f:

@@ -134,6 +134,31 @@ def test_the_fingerprint_says_why_it_has_no_gpus(tmp_path):
         fingerprint.run_argv([str(hanging)], timeout=0.3)
 
 
+def test_an_nvidia_smi_of_several_words_is_the_program_asked_through_the_others(tmp_path):
+    """--nvidia-smi 'ssh HOST nvidia-smi' (playbooks/tune.yml's tune_exec): the last word runs
+    through the words before it; a terminal's line ends (ssh -tt) are read as plain ones."""
+    import argparse
+    from bench import gate
+    tty = tmp_path / "as-a-tty"  # runs its arguments, each line ended as a terminal ends it
+    tty.write_text("#!/bin/sh\n\"$@\" | sed 's/$/\\r/'\n")
+    tty.chmod(tty.stat().st_mode | stat.S_IXUSR)
+    args = argparse.Namespace(url="http://10.0.0.9:30000", nvidia_smi="%s %s" % (tty, STANDIN))
+    run, program, why = gate.host_nvidia_smi(args)
+    assert (program, why) == (STANDIN, None)
+    fp = fingerprint.take(run, program, {})
+    assert fp["nvidia_smi"] == "ok" and [g["name"] for g in fp["gpus"]] == ["NVIDIA RTX A6000"] * 2
+    assert fp["gpus"][1]["power_limit_w"] == 300 and fp["topology"] == {"GPU0-GPU1": "NV4"}
+    # an argument a remote shell would change is refused, not sent
+    with pytest.raises(OSError, match="cannot pass"):
+        run([STANDIN, "a b"])
+    # the way to the host not found here: no GPU figures, and why
+    args.nvidia_smi = "%s %s" % (tmp_path / "no-ssh", STANDIN)
+    assert gate.host_nvidia_smi(args)[1:] == (None, "%s: not found (no GPU figures)" % (tmp_path / "no-ssh"))
+    # auto: this machine's only for a server on loopback
+    args.nvidia_smi = "auto"
+    assert gate.host_nvidia_smi(args)[1] is None
+
+
 def test_the_standin_answers_what_the_fingerprint_asks_and_can_vary(tmp_path, monkeypatch):
     state = tmp_path / "smi.json"
     monkeypatch.setenv("NVIDIA_SMI_STANDIN_STATE", str(state))

@@ -143,14 +143,16 @@ def comparison(tmp_path):
     rows = []
     for profile, steps, decode, agg, al in (("nextn_3step", 3, 58.0, 225.0, 3.32),
                                             ("vllm_mtp_3", 3, 52.0, 228.0, 3.1)):
+        engine = "vllm" if profile.startswith("vllm") else "sglang"
         for case, c in CONCURRENCY.items():
-            rows.append({"profile": profile, "engine": "vllm" if profile.startswith("vllm") else "sglang",
+            rows.append({"profile": profile, "engine": engine,
                          "spec_steps": steps, "case": case, "url": None, "concurrency": c, "requests": 4,
                          "max_tokens": 512, "prompt_tokens": 145.0, "decode_tok_s_median": decode,
                          "decode_tok_s_min": decode * 0.99, "decode_tok_s_max": decode * 1.01,
                          "aggregate_tok_s": agg if c > 1 else decode, "accept_len": al,
                          "accept_by_position": [0.8, 0.7, 0.6], "ttft_p50_s": 0.05, "errors": 0,
                          "error": None, "judged": True, "thresholds": {},  # the gate judges them
+                         "setting": [engine, "chain", steps, False, 0.88],
                          "intervals": {"level": 0.95, "decode_tok_s": ci(decode),
                                        "aggregate_tok_s": ci(agg)}})
     summary = compare_plan.analyse_plan(rows, current="nextn_3step")

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from sglang_perf.judge import selection
+from sglang_perf.judge import selection, setting
 
 
 def by_interval(ivs):
@@ -49,3 +49,36 @@ def test_the_winner_is_never_behind_another_and_the_current_wins_when_it_can(n):
     assert w is not None and not any(ahead(q, w) for q in names)
     best = max(names, key=lambda c: ivs[c][1])  # the highest upper bound is behind no other
     assert selection.winner(names, ahead, lambda c: 0, current=best) == best
+
+
+def S(kind, depth, adaptive=False, mem=0.88, engine="sglang"):
+    return setting.Setting(engine, kind, depth, adaptive, mem)
+
+
+def test_the_cost_order_is_no_drafter_fewer_draft_tokens_adaptive_off_then_the_lower_fraction():
+    # cheapest first; each neighbour differs from the next in exactly one place of the order
+    order = [S("none", 0), S("chain", 1), S("chain", 3), S("chain", 3, True), S("chain", 3, True, 0.92),
+             S("block", 4), S("eagle3", 4), S("block", 16, mem=0.80)]
+    assert sorted(reversed(order), key=selection.cost) == order
+    assert [selection.tie_break(a, b) for a, b in zip(order, order[1:])] == [
+        "fewer draft tokens", "fewer draft tokens", "adaptive off", "the lower memory fraction",
+        "no drafter", "fewer draft tokens", "fewer draft tokens"]
+    # not cheaper: the dearer, or the same cost (another engine, another profile's name)
+    assert selection.tie_break(order[1], order[0]) is None
+    assert selection.tie_break(S("chain", 3), S("chain", 3, engine="vllm")) is None
+    named = setting.Named(*S("chain", 3), "nextn_3step")
+    assert selection.cost(named) == selection.cost(S("chain", 3))
+    assert selection.cost(list(named)) == selection.cost(named)  # as tune.json keeps it
+
+
+def test_a_profile_as_a_setting():
+    assert setting.of_profile({}, "sglang", 0.88) == S("none", 0)
+    p = {"speculative_algorithm": "NEXTN", "speculative_num_steps": 4, "speculative_eagle_topk": 1,
+         "speculative_num_draft_tokens": 5, "speculative_adaptive": True, "mem_fraction_static": 0.84}
+    assert setting.of_profile(p, "sglang", 0.88) == S("chain", 4, True, 0.84)
+    assert setting.of_profile(p, None, 0.88, name="deep") == setting.Named(*S("chain", 4, True, 0.84), "deep")
+    block = {"speculative_algorithm": "DFLASH", "speculative_num_draft_tokens": 16,
+             "draft_model": {"repo": "z-lab/Qwen3.6-27B-DFlash"}}
+    assert setting.of_profile(block, "sglang", 0.9) == S("block", 16, mem=0.9)
+    assert setting.of_profile(dict(block, engine="vllm", speculative_num_steps=7), "sglang", 0.9)[:3] == (
+        "vllm", "block", 8)

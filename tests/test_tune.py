@@ -7,7 +7,7 @@ import random
 
 import pytest
 from sglang_perf.plan import drafter, profile
-from sglang_perf.judge import tune
+from sglang_perf.judge import selection, setting, tune
 from sglang_perf.judge import tune_launch
 
 from conftest import role_defaults
@@ -82,7 +82,7 @@ def test_a_setting_is_written_over_the_hosts_own_profile_keeping_its_promises():
     for key in (("sglang", "chain", 5, True, 0.9), ("sglang", "block", 16, False, 0.92),
                 ("vllm", "chain", 3, False, 0.9), ("vllm", "block", 16, False, 0.9)):
         base, diff = tune.settings_of(key, profiles, "nextn_3step")
-        name = tune.key_name(key)
+        name = setting.key_name(key)
         flat = tune.flat(base, profiles[base], diff)
         assert profile.sglang_profile_errors({name: flat}, name, 2, version="0.5.23" if key[0] == "sglang"
                                              else "0.33.0", engine=key[0]) == [], key
@@ -105,12 +105,12 @@ def test_a_profile_without_an_engine_runs_on_the_hosts():
 
 def test_names_labels_and_cost():
     key = ("sglang", "chain", 4, True, 0.86)
-    assert tune.key_name(key) == "tune_sglang_chain4_adaptive_m86"
-    assert tune.key_label(key) == "SGLang NEXTN 4 steps adaptive, mem 0.86"
-    assert tune.key_label(("vllm", "block", 16, False, 0.9)) == "vLLM DFLASH block 16, mem 0.90"
+    assert setting.key_name(key) == "tune_sglang_chain4_adaptive_m86"
+    assert setting.key_label(key) == "SGLang NEXTN 4 steps adaptive, mem 0.86"
+    assert setting.key_label(("vllm", "block", 16, False, 0.9)) == "vLLM DFLASH block 16, mem 0.90"
     ordered = sorted([("sglang", "block", 4, False, 0.8), ("sglang", "chain", 3, True, 0.8),
                       ("sglang", "chain", 3, False, 0.9), ("sglang", "chain", 3, False, 0.8),
-                      ("sglang", "none", 0, False, 0.92)], key=tune.cost)
+                      ("sglang", "none", 0, False, 0.92)], key=selection.cost)
     assert ordered == [("sglang", "none", 0, False, 0.92), ("sglang", "chain", 3, False, 0.8),
                        ("sglang", "chain", 3, False, 0.9), ("sglang", "chain", 3, True, 0.8),
                        ("sglang", "block", 4, False, 0.8)]
@@ -121,17 +121,17 @@ def test_a_candidates_kind_comes_from_its_algorithm():
     drafter_p = {"repo": "x/y", "revision": "main", "params_b": 1, "kv_bytes_per_token": 1}
     eagle3 = {"speculative_algorithm": "EAGLE3", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
               "speculative_num_draft_tokens": 4, "draft_model": drafter_p}
-    assert tune.profile_kind(eagle3, "sglang") == "eagle3"
-    assert tune.profile_kind(dict(eagle3, speculative_algorithm="dflash"), "sglang") == "block"
-    assert tune.profile_kind({"speculative_algorithm": "NEXTN"}, "sglang") == "chain"
-    assert tune.profile_kind({"engine": "vllm", "speculative_algorithm": "mtp"}) == "chain"
+    assert setting.profile_kind(eagle3, "sglang") == "eagle3"
+    assert setting.profile_kind(dict(eagle3, speculative_algorithm="dflash"), "sglang") == "block"
+    assert setting.profile_kind({"speculative_algorithm": "NEXTN"}, "sglang") == "chain"
+    assert setting.profile_kind({"engine": "vllm", "speculative_algorithm": "mtp"}) == "chain"
     vllm_eagle3 = {"engine": "vllm", "speculative_algorithm": "eagle3", "draft_model": drafter_p}
-    assert tune.profile_kind(vllm_eagle3) == "eagle3"
-    assert tune.profile_kind({}, "sglang") == "none"
+    assert setting.profile_kind(vllm_eagle3) == "eagle3"
+    assert setting.profile_kind({}, "sglang") == "none"
     key = ("sglang", "eagle3", 3, False, 0.88)
-    assert tune.key_label(key) == "SGLang EAGLE3 3 steps, mem 0.88"
-    assert tune.key_name(key) == "tune_sglang_eagle3_3_m88"
-    assert tune.draft_tokens(key) == 4 and tune.cost(key)[0] is True  # a drafter
+    assert setting.key_label(key) == "SGLang EAGLE3 3 steps, mem 0.88"
+    assert setting.key_name(key) == "tune_sglang_eagle3_3_m88"
+    assert setting.draft_tokens(key) == 4 and selection.cost(key)[0] is True  # a drafter
 
 
 # -------------------------------------------------------------------------------- model ------
@@ -290,7 +290,7 @@ def test_held_out_families():
         launches.append(len(tuner.launches))
         best = fam.best(KEYS)
         if fam.truth(answer["winner"])["tok_s"] < 0.97 * fam.truth(best)["tok_s"]:
-            misses.append((i, tune.key_name(best), tune.key_name(answer["winner"])))
+            misses.append((i, setting.key_name(best), setting.key_name(answer["winner"])))
     assert len(launches) >= 30 and max(launches) <= 12
     assert misses == []
 
@@ -428,21 +428,22 @@ def test_adaptive_steps_are_kept_where_they_win():
 # ------------------------------------------------------------------- listed profiles ------
 # The host's own profiles as settings (bench tune --profiles): two of the same speculation and
 # fraction are two settings, told apart by name.
-LISTED = [tune.Named("sglang", "chain", 3, False, 0.88, "nextn_3step"),
-          tune.Named("sglang", "none", 0, False, 0.88, "no_spec"),
-          tune.Named("sglang", "chain", 1, False, 0.88, "nextn_1step"),
-          tune.Named("sglang", "chain", 3, False, 0.88, "nextn_3step_graphs"),
-          tune.Named("sglang", "block", 16, False, 0.9, "dflash"),
-          tune.Named("sglang", "chain", 6, False, 0.88, "nextn_6step")]
+LISTED = [setting.Named("sglang", "chain", 3, False, 0.88, "nextn_3step"),
+          setting.Named("sglang", "none", 0, False, 0.88, "no_spec"),
+          setting.Named("sglang", "chain", 1, False, 0.88, "nextn_1step"),
+          setting.Named("sglang", "chain", 3, False, 0.88, "nextn_3step_graphs"),
+          setting.Named("sglang", "block", 16, False, 0.9, "dflash"),
+          setting.Named("sglang", "chain", 6, False, 0.88, "nextn_6step")]
 
 
 def test_a_named_profile_is_a_setting_of_its_own_name():
     named = LISTED[3]
-    assert tune.as_key(list(named)) == named and tune.as_key(list(named[:5])) == tune.Setting(*named[:5])
+    assert setting.as_key(list(named)) == named
+    assert setting.as_key(list(named[:5])) == setting.Setting(*named[:5])
     assert named != LISTED[0] and len({named, LISTED[0]}) == 2  # the same fields, two profiles
-    assert tune.key_name(named) == "nextn_3step_graphs"
-    assert tune.key_label(named) == "nextn_3step_graphs (SGLang NEXTN 3 steps, mem 0.88)"
-    assert tune.cost(named) == tune.cost(named[:5]) and tune.draft_tokens(named) == 4
+    assert setting.key_name(named) == "nextn_3step_graphs"
+    assert setting.key_label(named) == "nextn_3step_graphs (SGLang NEXTN 3 steps, mem 0.88)"
+    assert selection.cost(named) == selection.cost(named[:5]) and setting.draft_tokens(named) == 4
 
 
 @pytest.mark.parametrize("n", [1, 2, 6])
@@ -456,7 +457,7 @@ def test_listed_profiles_are_each_launched_once_in_order_the_current_first(n):
 
 
 def test_a_listed_profile_that_does_not_start_is_not_tried_at_another_fraction():
-    keys = LISTED[:3] + [tune.Named("sglang", "block", 16, False, 0.9, "dflash")]
+    keys = LISTED[:3] + [setting.Named("sglang", "block", 16, False, 0.9, "dflash")]
     tuner, answer = run(DRAFTER_OOM, keys, LISTED[0])
     assert [k for k, _ in tuner.launches] == keys  # once each: a profile is launched as it stands
     assert answer["reasons"][keys[-1]].startswith("did not start (out of memory)")

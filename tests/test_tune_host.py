@@ -1,7 +1,8 @@
 """On the local container: playbooks/tune.yml stops the service, runs each candidate as a
 transient unit with the service's user and hardening from the host's release, measures it from
-the controller, and starts the host's own server again; the report and tuned.yml come back, and
--e tune_deploy_best=true deploys the winner through the gate."""
+the controller (the host's GPUs read on the host, through tune_exec), and starts the host's own
+server again; the report and tuned.yml come back, and -e tune_deploy_best=true deploys the winner
+through the gate."""
 from __future__ import annotations
 
 import json
@@ -55,6 +56,10 @@ def test_tune_playbook_launches_transient_units_puts_the_server_back_and_deploys
     assert data["observations"] == [] and data["refused"] == {}
     assert all(x["outcome"]["started"] and x["outcome"].get("tok_s") for x in launches)
     assert all(x["argv"][x["argv"].index("--port") + 1] == "30000" for x in launches)
+    # the host's GPUs read through tune_exec (the gate's nvidia-smi there, the stand-in's 2 x A6000):
+    # the run's identity, and each launch's clocks at its start and end
+    assert [g["name"] for g in data["identity"]["gpus"]] == ["NVIDIA RTX A6000"] * 2
+    assert all(x["clocks"]["how"] == "counters" and x["clocks_why"] is None for x in launches), launches
     assert data["winner"]["name"] == "tune_sglang_block16_m88" and data["winner"]["beats_current"]
     assert yaml.safe_load((out / "tuned.yml").read_text())["sglang_profile"] == "tune_sglang_block16_m88"
     # each candidate ran as the service does: a transient unit with the installed unit's [Service]

@@ -57,7 +57,7 @@ class Family(object):
 
     def truth(self, key):
         """What the setting really does: {starts, capacity_ok, tok_s, accept_len, by_position, passes}."""
-        engine, kind, depth, adaptive, mem = key[:5]  # a tune.Named: its profile name beside
+        engine, kind, depth, adaptive, mem = key[:5]  # a setting.Named: its profile name beside
         if adaptive:  # settles on the best of SGLang's bs1 candidate steps up to its own range
             steps = [s for s in (1, 3, 5, 7)]
             tok_s, al, pos = max((self.fixed("chain", s) for s in steps), key=lambda r: r[0])

@@ -1,8 +1,30 @@
 """The one rule that picks a winner among measured settings, for the comparison
 (bench/compare_answer.py) and the tuner (judge/tune.py): among the settings that passed the gate,
 those behind no other beyond the intervals; of them the current profile (a change needs evidence),
-else the cheapest, then the first given."""
+else the cheapest (``cost``: no drafter before a drafter, fewer draft tokens, adaptive off, the
+lower memory fraction), then the first given."""
 from __future__ import annotations
+
+from . import setting
+
+# what each place of cost() prefers, in its order (tie_break's words)
+COST_ORDER = ("no drafter", "fewer draft tokens", "adaptive off", "the lower memory fraction")
+
+
+def cost(key):
+    """The tie order of a setting (setting.Setting or Named): the cheaper first - no drafter
+    before a drafter, fewer draft tokens, adaptive off, the lower memory fraction."""
+    key = setting.as_key(key)
+    return (setting.drafter(key), setting.draft_tokens(key), bool(key.adaptive), key.mem)
+
+
+def tie_break(a, b):
+    """Which of COST_ORDER's places puts setting ``a`` before ``b`` (the first that differs), or
+    None when ``a`` is not cheaper."""
+    for why, x, y in zip(COST_ORDER, cost(a), cost(b)):
+        if x != y:
+            return why if x < y else None
+    return None
 
 
 def ranked(candidates, ahead, cost, current=None):

@@ -4,8 +4,7 @@ launch's figures predict for the settings not launched, which launch comes next 
 budget, and the answer. No I/O: bench/tune.py launches, measures and writes; this decides
 (what a failed launch was, and the outage: tune_launch.py). Standard library only.
 
-A setting is one engine, one kind of speculation (none; a chain of the model's MTP head at
-``depth`` steps, adaptive or not; a drafter's block of ``depth`` tokens) and one
+A setting (judge/setting.py) is one engine, one kind of speculation and one
 mem_fraction_static. The host's context length and max running requests are kept: they are
 promises to its users.
 
@@ -28,16 +27,15 @@ A tune over an explicit list of the host's profiles (Named keys: ``bench tune --
 no launch on the economy above: each profile once, as it stands, in the order given.
 
 Every setting in the answer was measured (finalists are launched, never only predicted); the
-answer is the fastest that passed the whole plan, ties (overlapping intervals) to the cheaper:
-no drafter before a drafter, fewer draft tokens, adaptive off, the lower fraction. When nothing
+answer is the fastest that passed the whole plan, ties (overlapping intervals) to the cheaper
+(selection.cost, the comparison's order too). When nothing
 beats the current profile beyond the intervals, the current profile is the answer."""
 from __future__ import annotations
-
-from typing import NamedTuple
 
 from .. import engines
 from ..plan import inherit, profile
 from . import selection
+from .setting import Named, Setting, as_key, draft_tokens, key_label, profile_kind, spec_of
 from .tune_launch import FAILURES, NOT_RETRIED
 
 # The default space (issue 34): chains of 1-6 steps with and without adaptive, drafter blocks
@@ -96,88 +94,6 @@ def space_of(data, engines_given=None):
     return space
 
 
-# ---------------------------------------------------------------------------- settings ------
-class Setting(NamedTuple):
-    """One setting of the space: an engine, a kind of speculation (none, chain, block, or another
-    algorithm's own), its depth (chain steps, block tokens; 0 without), adaptive steps, and the
-    mem_fraction_static. Equal to the plain tuple of its fields (tune.json stores it as a list)."""
-    engine: str
-    kind: str
-    depth: int
-    adaptive: bool
-    mem: float
-
-
-class Named(NamedTuple):
-    """One of the host's own profiles as a setting (a tune over an explicit list of profiles,
-    ``bench tune --profiles``): its fields as a Setting's, read off the profile, and its name -
-    the profile is launched as it stands, whatever else it sets (two profiles of the same
-    speculation and fraction are two settings)."""
-    engine: str
-    kind: str
-    depth: int
-    adaptive: bool
-    mem: float
-    profile: str
-
-
-def as_key(key):
-    """A key as the tuner holds it: a Named with a profile's name (six fields), else a Setting."""
-    return Named(*key) if len(key) == 6 else Setting(*key)
-
-
-class Spec(NamedTuple):
-    """A setting without its fraction: what speed follows."""
-    engine: str
-    kind: str
-    depth: int
-    adaptive: bool
-
-
-def key_name(key):
-    """A setting's profile name: tune_<engine>_<kind><depth>[_adaptive]_m<fraction x 100>; a
-    Named's, the profile's own."""
-    if len(key) == 6:
-        return key[5]
-    engine, kind, depth, adaptive, mem = key
-    shape = "%s%d" if kind in ("chain", "block") else "%s_%d"  # eagle3_3, not eagle33
-    what = "no_spec" if kind == "none" else shape % (kind, depth)
-    return "tune_%s_%s%s_m%s" % (engine, what, "_adaptive" if adaptive else "",
-                                 ("%g" % (mem * 100)).replace(".", "p"))
-
-
-def key_label(key):
-    """How a report names a setting: 'SGLang NEXTN 4 steps adaptive, mem 0.86'; a Named's with
-    the profile's name first: 'nextn_3step (SGLang NEXTN 3 steps, mem 0.88)'."""
-    if len(key) == 6:
-        return "%s (%s)" % (key[5], key_label(key[:5]))
-    engine, kind, depth, adaptive, mem = key
-    eng = engines.get(engine)
-    steps = "%d step%s%s" % (depth, "" if depth == 1 else "s", " adaptive" if adaptive else "")
-    what = "no speculation" if kind == "none" else \
-        "%s block %d" % (eng.tune_algorithms["block"], depth) if kind == "block" else \
-        "%s %s" % (eng.tune_algorithms["chain"] if kind == "chain" else kind.upper(), steps)
-    return "%s %s, mem %.2f" % (eng.label, what, mem)
-
-
-def draft_tokens(key):
-    """Tokens one verify can yield as it starts: the block, 1 without speculation, else steps + 1
-    (a chain of the model's head or a drafter's)."""
-    kind, depth = key[1], key[2]
-    return 1 if kind == "none" else depth if kind == "block" else depth + 1
-
-
-def cost(key):
-    """Ties go to the cheaper: no drafter, fewer draft tokens, adaptive off, the lower fraction."""
-    kind, adaptive, mem = key[1], key[3], key[4]
-    return (kind not in ("none", "chain"), draft_tokens(key), bool(adaptive), mem)
-
-
-def spec_of(key):
-    """The setting without its fraction: what speed follows."""
-    return Spec(*key[:4])
-
-
 def candidates(space, drafter_engines):
     """Every setting of ``space``: (engine, kind, depth, adaptive, mem). ``drafter_engines``: the
     engines the host has a drafter profile on (blocks only there)."""
@@ -195,19 +111,6 @@ def candidates(space, drafter_engines):
         out += [Setting(engine, kind, depth, adaptive, mem) for kind, depth, adaptive in specs
                 for mem in space["mem_fractions"]]
     return out
-
-
-def profile_kind(p, engine=None):
-    """A flat profile's kind of speculation, from its algorithm: none; a block (the engine's block
-    algorithm, DFLASH); a chain (the model's own head: no drafter); else the algorithm's own name,
-    lower case (a drafter's chain, EAGLE3: a kind of its own, never one of the space's)."""
-    algo = profile.normalised("speculative_algorithm", p.get("speculative_algorithm"))
-    if not algo:
-        return "none"
-    eng = engines.get(profile.profile_engine(p, engine))
-    if algo == eng.tune_algorithms["block"].upper():
-        return "block"
-    return str(algo).lower() if p.get("draft_model") else "chain"
 
 
 def template_of(profiles, engine, kind, current, default_engine=engines.DEFAULT):
@@ -727,8 +630,8 @@ class Tuner(object):
                "ties": [], "reasons": {}}
         # the one rule (selection.py): behind no other on the objective beyond the intervals; the
         # current profile among those, else the cheapest
-        order = selection.ranked(list(ok), lambda a, b: interval(ok[a])[1] > interval(ok[b])[2], cost,
-                                 self.current)
+        order = selection.ranked(list(ok), lambda a, b: interval(ok[a])[1] > interval(ok[b])[2],
+                                 selection.cost, self.current)
         if order:
             winner = order[0]
             out["winner"] = winner
