@@ -3,6 +3,7 @@
     python -m bench tune --launch 'COMMAND' (-i INVENTORY --host NAME | --vars FILE ...)
         [--engines sglang,vllm] [--space FILE | --profiles NAME,...] [--budget-launches N]
         [--budget-minutes M] [--objective CASE] [--out DIR] [--check]
+        [--profiles NAME,... --cases FILE [--results FILE]]
 
 COMMAND starts one candidate server: ``{args}`` becomes the candidate's engine arguments exactly
 as the unit's ExecStart passes them after the launch module (rendered by the deploy plan's own
@@ -16,7 +17,9 @@ leader's lower bound stops there), then stopped (SIGTERM, then SIGKILL; a proces
 an error; then --stop's command, for what the launch started elsewhere). The search and the
 answer are plugins/module_utils/sglang_perf/judge/tune.py's. ``--profiles`` tunes over an explicit
 list of the host's own profiles instead of a space (a comparison judged as the tuner judges): each
-launched once as it stands, the current first; ``--check`` reads and checks everything and
+launched once as it stands, the current first; with ``--cases FILE`` the list is measured, not
+searched (playbooks/compare.yml: only the listed, every case of the file without thresholds, the
+plan results to --results for compare-report); ``--check`` reads and checks everything and
 launches nothing.
 
 Writes DIR/tune.md (the answer first, then every launch), tune.json, tune.png and tuned.yml (the
@@ -31,25 +34,19 @@ import argparse
 import datetime
 import json
 import os
-import subprocess
 import sys
-import socket
 import time
-import urllib.parse
-import urllib.request
 from pathlib import Path
 
-from sglang_perf.plan import capacity, drafter, inherit, gate as plan, profile
+from sglang_perf.plan import capacity, drafter, inherit, gate as plan
 from sglang_perf import engines
 from sglang_perf.record import fingerprint
 from sglang_perf.judge import setting, tune, verdict
-from sglang_perf.judge import tune_launch
-from sglang_perf.measure.client import ConfigError, Endpoint, MeasureError, RequestError
+from sglang_perf.measure.client import ConfigError
 
 from bench import common, gate, tune_report
 from bench.common import EXIT_FAILED, EXIT_PASSED, EXIT_UNMEASURED
-from bench.candidate import CUT, Launch, LaunchError, fill, launch_commands
-from bench.launch import free_port
+from bench.candidate import CUT, LaunchError, launch_commands, past, run_one
 from bench.paths import ROOT
 
 DEFAULT_OUT = ROOT / "out" / "tune"
@@ -115,10 +112,11 @@ class Host(object):
         return setting.of_profile(self.profiles[name], self.v.get("sglang_engine"),
                                   self.v["sglang_memory_default_fraction"], name if named else None)
 
-    def listed(self, names):
+    def listed(self, names, current_first=True):
         """The setting.Named keys of --profiles' ``names`` (comma-separated), the current profile
-        first (the figure to beat: measured whether listed or not); TuneError naming a profile the
-        host does not have, or one listed twice."""
+        first (the figure to beat: measured whether listed or not) unless not ``current_first`` (a
+        comparison's: these and no other); TuneError naming a profile the host does not have, or
+        one listed twice."""
         wanted = [n.strip() for n in names.split(",") if n.strip()]
         unknown = [n for n in wanted if n not in self.profiles]
         if unknown or not wanted:
@@ -128,7 +126,9 @@ class Host(object):
         twice = sorted({n for n in wanted if wanted.count(n) > 1})
         if twice:
             raise TuneError("--profiles names %s more than once" % ", ".join(twice))
-        return [self.key_of(n, named=True) for n in [self.current] + [n for n in wanted if n != self.current]]
+        if current_first:
+            wanted = [self.current] + [n for n in wanted if n != self.current]
+        return [self.key_of(n, named=True) for n in wanted]
 
     def drafter_blocks(self, given=(), root=None):
         """{drafter path: the block it was trained for} of the host's drafter profiles: ``given``
@@ -249,7 +249,7 @@ def measure(gate_part, args, url, name, cases, objective, bar, ends_at, report_o
     # inside reasoning), shown in tune.md, never judged
     rest = [c for c in cases if c["case"] != objective and (report_only or not c.get("report_only"))]
     results = [plan.run_cases(common, first, name, promise=promise)]
-    if _past(ends_at) and not results[0].get("passed"):
+    if past(ends_at) and not results[0].get("passed"):
         return {"started": True, "cut": "budget", "error": "%s during case %s" % (CUT, objective)}, results
     out = dict(objective_figures(results[0], objective), started=True)
     out["capacity"] = results[0]["capacity"]["figures"]
@@ -258,9 +258,9 @@ def measure(gate_part, args, url, name, cases, objective, bar, ends_at, report_o
         out.update(stopped="slower", passed=False, failed_cases=[])
         return out, results
     if rest:
-        if not _past(ends_at):
+        if not past(ends_at):
             results.append(plan.run_cases(common, rest, name, promise=promise))
-        if _past(ends_at) and (len(results) == 1 or not results[-1].get("passed")):  # not run, or cut
+        if past(ends_at) and (len(results) == 1 or not results[-1].get("passed")):  # not run, or cut
             return dict(out, cut="budget", error="%s in cases %s" % (
                 CUT, ", ".join(c["case"] for c in rest))), results
     failed = []
@@ -308,49 +308,6 @@ def resumed(path, identity):
             if isinstance(r, dict) and isinstance(r.get("outcome"), dict) and not r["outcome"].get("cut")]
 
 
-def port_taken(url):
-    """Why the URL's port is taken on the host the candidates run on (something accepts a
-    connection there before the launch), else None."""
-    parts = urllib.parse.urlsplit(url)
-    try:
-        with socket.create_connection((parts.hostname, parts.port or 80), timeout=3):
-            return "port %s on %s answers before the launch: another server holds it there" % (
-                parts.port, parts.hostname)
-    except OSError:
-        return None
-
-
-def server_mismatch(planned, engine_name, url, port, api_key):
-    """What the server ready at ``url`` reports that differs from the deploy plan ``planned`` of
-    the setting launched (the engine's drift paths, SGLang /server_info, read as the role's drift
-    check reads them; '; '-joined), or None: the server ready on the port must be the candidate,
-    not one left behind."""
-    ep = Endpoint(url, api_key)
-    answers = []
-    for path in engines.get(engine_name).drift_paths:
-        try:
-            status, raw = ep.get(path)
-        except RequestError as e:
-            return "%s did not answer: %s" % (path, e)
-        if status != 200:
-            return "%s answered HTTP %s" % (path, status)
-        body = raw.decode("utf-8", "replace")
-        try:
-            answers.append({"json": json.loads(body), "content": body, "status": status})
-        except ValueError:
-            answers.append({"content": body, "status": status})
-    try:
-        drift = profile.engine_drift(answers, engine_name, planned.get("settings") or {},
-                                     (planned.get("release") or {}).get("version"), {"port": port})
-    except (ValueError, KeyError, TypeError) as e:
-        return "its report could not be read: %s" % e
-    return "; ".join(drift.get("lines") or []) or None
-
-
-def _past(ends_at):
-    return ends_at is not None and time.time() >= ends_at - 0.5
-
-
 # ------------------------------------------------------------------------------- output ------
 def add_parser(sub):
     p = sub.add_parser("tune", help="find the fastest setting that passes the gate within a launch budget",
@@ -372,6 +329,14 @@ def add_parser(sub):
     p.add_argument("--profiles", metavar="NAME[,NAME...]",
                    help="instead of a space: these profiles of the host, each launched once as it stands "
                         "(the current profile first, listed or not), the answer as for a space")
+    p.add_argument("--cases", metavar="FILE",
+                   help="with --profiles: measure each listed profile once, in the order given (and no "
+                        "other), on these cases without thresholds - JSON {\"cases\": [resolved cases], "
+                        "\"options\": {engine options}}, playbooks/compare.yml's - and write each plan "
+                        "result to --results for compare-report: no search, no answer")
+    p.add_argument("--results", metavar="FILE",
+                   help="with --cases: the results, [{profile, url, result, error}] "
+                        "(default OUT/results.json)")
     p.add_argument("--check", action="store_true",
                    help="read and check everything (the host, the space or profiles, every setting's "
                         "preflight, the launch commands), launch nothing, exit 0")
@@ -439,6 +404,77 @@ def _space(args, engine):
     return tune.space_of(data, wanted)
 
 
+def _out_dir(args):
+    """--out, else out/tune/<UTC time>; made."""
+    stamp = datetime.datetime.utcnow().strftime("%Y%m%dT%H%M%SZ")
+    out_dir = Path(args.out) if args.out else DEFAULT_OUT / stamp
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return out_dir
+
+
+def _say(args):
+    """A line of progress on stderr, none with --quiet."""
+    return (lambda text: None) if args.quiet else (lambda text: sys.stderr.write(text + "\n"))
+
+
+def _given_cases(path):
+    """--cases FILE: {"cases": [resolved cases], "options": {engine options}}; TuneError naming
+    what is wrong."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise TuneError("cannot read --cases %s: %s" % (path, e))
+    if not isinstance(data, dict) or not isinstance(data.get("cases"), list) or not data["cases"] \
+            or not all(isinstance(c, dict) and c.get("case") for c in data["cases"]) \
+            or not isinstance(data.get("options", {}), dict):
+        raise TuneError("--cases %s must be {\"cases\": [resolved cases, each with its case name], "
+                        "\"options\": {engine options}}" % path)
+    return {"cases": data["cases"], "options": data.get("options") or {}}
+
+
+def _each(host, args, keys, commands, given, started):
+    """--cases: each listed profile launched once in the order given, measured on every case
+    without thresholds (plan.run_cases, the comparison's cases and options), stopped; the plan
+    results written to --results as compare-report reads them ([{profile, url, result, error}]:
+    the error a launch's that did not start or could not be measured). 0, or 2 when a launch was
+    not stopped cleanly (the rest are not launched: it would hold their GPUs)."""
+    ends_at = started + args.budget_minutes * 60 if args.budget_minutes else None
+    ready_timeout = args.ready_timeout or float(host.v.get("sglang_ready_timeout") or 900)
+    out_dir, say = _out_dir(args), _say(args)
+
+    def measured(gate_part, url, name):
+        common = dict(given["options"], url=url, api_key=args.api_key, model=None, ends_at=ends_at)
+        try:
+            result = plan.run_cases(common, given["cases"], name)
+        except ConfigError as e:
+            return {"started": True, "passed": False, "error": "invalid %s: %s" % (e.option, e.message)}, []
+        return {"started": True, "passed": bool(result.get("passed"))}, [result]
+    results, stopped = [], None
+    for i, key in enumerate(keys, 1):
+        if stopped:
+            results.append({"profile": key.profile, "url": None, "result": None, "error": stopped})
+            continue
+        log = out_dir / "launches" / ("%02d-%s.log" % (i, key.profile))
+        record = run_one(host, args, key, commands[key.engine], ready_timeout, ends_at, log, measured,
+                         keep=None)
+        o = record["outcome"]
+        result = (record.get("results") or [None])[0]
+        # a launch that did not start or died measured says why (beside what it measured)
+        error = (o.get("error") or o.get("failure")) if result is None or o.get("failure") else None
+        results.append({"profile": key.profile, "url": record.get("url"), "result": result,
+                        "error": error or (None if result else "no result")})
+        say("%d/%d %s: %s" % (i, len(keys), key.profile,
+                              "measured" if result else "not measured: %s" % results[-1]["error"]))
+        if o.get("failure") == "port" or record.get("stray"):
+            stopped = "not launched: %s" % (o["error"] if o.get("failure") == "port"
+                                            else "launch %s was not stopped cleanly (%s)" % (key.profile,
+                                                                                              record["stray"]))
+    path = Path(args.results) if args.results else out_dir / "results.json"
+    path.write_text(json.dumps(results, indent=2, default=str) + "\n")
+    say("bench tune: wrote %s" % path)
+    return EXIT_UNMEASURED if stopped and "stopped cleanly" in stopped else EXIT_PASSED
+
+
 def _tune(args):
     started = time.time()  # --budget-minutes counts from here
     if args.budget_launches < 1:
@@ -449,11 +485,14 @@ def _tune(args):
         raise TuneError("--objective-requests must be 2 or more, got %d" % args.objective_requests)
     if args.budget_minutes is not None and args.budget_minutes <= 0:
         raise TuneError("--budget-minutes must be above 0, got %g" % args.budget_minutes)
+    if args.cases and not args.profiles:
+        raise TuneError("--cases measures the profiles --profiles names: give --profiles")
+    given = _given_cases(args.cases) if args.cases else None
     host = Host(args)
     if args.profiles:  # the host's own profiles, each launched as it stands (setting.Named)
         if args.space or args.engines:
             raise TuneError("--profiles names the settings: not with --space or --engines")
-        listed = host.listed(args.profiles)
+        listed = host.listed(args.profiles, current_first=given is None)
         current, space = listed[0], {"profiles": [k.profile for k in listed]}
         engines_run = {k.engine for k in listed}
     else:
@@ -468,15 +507,15 @@ def _tune(args):
         raise TuneError("%s; --profiles: %s" % (e, ", ".join(
             "%s runs on %s" % (k.profile, k.engine) for k in listed)))
     try:  # every candidate, the current profile too, measured against the service bars
-        cases = plan.resolve(host.v.get("sglang_gate_plan"), {host.current: host.service_bars()},
-                             host.current)
+        cases = given["cases"] if given else plan.resolve(
+            host.v.get("sglang_gate_plan"), {host.current: host.service_bars()}, host.current)
     except ConfigError as e:
         raise TuneError("the host's gate plan: %s" % e.message)
-    if args.objective not in [c["case"] for c in cases]:
+    if not given and args.objective not in [c["case"] for c in cases]:
         raise TuneError("--objective %s is not a case of the host's gate plan (%s)"
                         % (args.objective, ", ".join(c["case"] for c in cases)))
     keys = listed or tune.candidates(space, host.drafter_engines())
-    if current not in keys:
+    if current not in keys and not given:
         keys.append(current)
     _, problems, _ = host.render(current, 30000)
     if problems:
@@ -508,6 +547,8 @@ def _tune(args):
         print(json.dumps({"settings": len(keys), "refused": len(refused),
                           "releases": sorted(releases.values(), key=lambda r: r["name"])}))
         return EXIT_PASSED
+    if given:
+        return _each(host, args, keys, commands, given, started)
     # what the capacity check holds a setting to: the promised context (or a longer case's), the
     # plan's highest concurrency
     needs = (max([host.profiles[host.current].get("context_length") or 0]
@@ -518,9 +559,7 @@ def _tune(args):
                        budget=args.budget_launches)
     for (path, trained), sizes in sorted(untrained.items()):
         tuner.observations.append(drafter.block_note(path, trained, sizes, "the space"))
-    stamp = datetime.datetime.utcnow().strftime("%Y%m%dT%H%M%SZ")
-    out_dir = Path(args.out) if args.out else DEFAULT_OUT / stamp
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = _out_dir(args)
     # one absolute end for every wait of the run (readiness, warmup, each case); the launch it
     # cuts is then stopped: the run ends within the budget plus one stop
     ends_at = started + args.budget_minutes * 60 if args.budget_minutes else None
@@ -531,7 +570,7 @@ def _tune(args):
     for r in records:
         tuner.record(tuple(r["key"]), r["outcome"])
     done_final = [tuple(r["key"]) for r in records if r.get("phase") == "finalists"]
-    say = (lambda text: None) if args.quiet else (lambda text: sys.stderr.write(text + "\n"))
+    say = _say(args)
     say("tune %s: %d settings, %d refused by the preflight; budget %d launches%s%s"
         % (host.current, len(keys), len(refused), args.budget_launches,
            ", %g min" % args.budget_minutes if args.budget_minutes else "",
@@ -559,8 +598,10 @@ def _tune(args):
         final = phase == "finalists"
         log = out_dir / "launches" / ("%02d-%s.log" % (len(records) + 1, setting.key_name(key)))
         bar = 0.0 if final else tuner.bar()  # a finalist runs every case, never stopped as slower
-        record = run_one(host, args, key, commands[key.engine], cases, bar, ready_timeout, ends_at, log,
-                         final=final)
+
+        def measured(gate_part, url, name, bar=bar, final=final):
+            return measure(gate_part, args, url, name, cases, args.objective, bar, ends_at, report_only=final)
+        record = run_one(host, args, key, commands[key.engine], ready_timeout, ends_at, log, measured)
         record["phase"] = phase
         durations.append(time.monotonic() - t0)
         tuner.record(key, record["outcome"])
@@ -609,76 +650,3 @@ def _short(o):
     if o.get("stopped"):
         return fig + " (slower, stopped)"
     return fig + (" passed" if o.get("passed") else " failed %s" % ",".join(o.get("failed_cases") or ()))
-
-
-def run_one(host, args, key, template, cases, bar, ready_timeout, ends_at, log, final=False):
-    """Launch, wait, measure, stop one setting: its record (argv, outcome, seconds). ``final``: a
-    finalist's second launch, which runs the plan's report-only cases too."""
-    port = args.port or free_port()
-    argv, problems, planned = host.render(key, port)
-    name = host.setting(key)[0]
-    record = {"key": list(key), "name": name, "label": setting.key_label(key), "argv": argv, "port": port}
-    if problems:
-        record["outcome"] = {"started": False, "error": "; ".join(problems)}
-        return record
-    url = (args.url or "http://%s:%d" % (args.address, port)).rstrip("/")
-    taken = port_taken(url)
-    if taken:  # on the host the candidates run on (the URL's), before anything is launched
-        record["outcome"] = {"started": False, "failure": "port", "memory": None, "error": taken}
-        return record
-    command = fill(template, argv, port, planned.get("release"))
-    record["command"] = command
-    log.parent.mkdir(parents=True, exist_ok=True)
-    t0 = time.monotonic()
-    launch = Launch(command, log)
-    try:
-        why = launch.wait_ready(url, engines.get(key.engine).ready_paths, ready_timeout, ends_at)
-        record["ready_s"] = round(time.monotonic() - t0, 1)
-        mismatch = None if why else server_mismatch(planned, key.engine, url, port,
-                                                     args.api_key or host.api_key())
-        if why and why.startswith(CUT):
-            record["outcome"] = {"started": False, "cut": "budget", "error": why}
-        elif why:
-            record["outcome"] = dict(launch.failure(), started=False, error=why)
-        elif mismatch:
-            record["outcome"] = {"started": False, "failure": "mismatch", "memory": None,
-                                 "error": "ready, but not this setting: %s" % mismatch}
-        else:
-            # the GPUs' clocks watched from the first request to the last (the counters at both
-            # ends, or the active reasons sampled): a slowdown that held them is named
-            where = argparse.Namespace(url=url, nvidia_smi=args.nvidia_smi)
-            run, smi, record["clocks_why"] = gate.host_nvidia_smi(where)
-            watch = fingerprint.watch(run, smi)
-            try:
-                outcome, results = measure(planned["gate"], args, url, name, cases, args.objective, bar,
-                                           ends_at, report_only=final)
-                record["outcome"] = outcome
-                record["results"] = [{k: r.get(k) for k in ("passed", "verdict", "failed_cases", "cases",
-                                                             "capacity")} for r in results]
-            except MeasureError as e:
-                record["outcome"] = {"started": True, "cut": "budget", "error": "%s: %s" % (CUT, e)} \
-                    if _past(ends_at) else {"started": True, "passed": False, "failed_cases": ["unmeasured"],
-                                            "failure": str(e)}
-            finally:
-                record["clocks"] = watch.stop()  # its sampler ends with the launch, whatever ended it
-            record["slowdowns"] = fingerprint.held_text(record["clocks"])
-            if launch.proc.poll() is not None and not record["outcome"].get("cut"):
-                # it died while measured: its log says why (out of memory in the 32K case: lower)
-                died = launch.failure()
-                record["outcome"].update(passed=False, memory=died["memory"], failure=died["failure"],
-                                         error="exited with status %s during the cases: %s"
-                                         % (launch.proc.returncode, launch.tail()))
-    finally:
-        stray = launch.stop()
-        if stray:
-            record["stray"] = stray
-        if args.stop:  # what stops the candidate where the launch command cannot (a remote host)
-            done = subprocess.run(fill(args.stop, argv, port, planned.get("release")), shell=True,
-                                  cwd=str(ROOT), capture_output=True, text=True,
-                                  timeout=tune_launch.STOP_COMMAND_SECONDS)
-            if done.returncode != 0:
-                record["stray"] = "--stop exited %d: %s" % (done.returncode,
-                                                            (done.stdout + done.stderr).strip()[-300:])
-    record["seconds"] = round(time.monotonic() - t0, 1)
-    return record
-

@@ -362,6 +362,7 @@ def lock_steps(path):
     ("playbooks/tasks/deploy_host.yml", "Gate"),
     ("playbooks/tasks/deploy_host.yml", "Watch on the running server"),
     ("playbooks/tasks/tune_host.yml", "Tune, launches at most"),
+    ("playbooks/tasks/compare_profiles.yml", "Launch, measure and stop each profile"),
 ])
 def test_a_lock_check_comes_before_each_step_that_changes_the_server(path, change):
     steps = lock_steps(path)

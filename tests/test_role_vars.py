@@ -26,8 +26,10 @@ SET_ON_PURPOSE = {
     # the winner of the comparison becomes the profile the gated deploy after it installs
     ("playbooks/compare.yml", "sglang_profile"),
 }
-# Inputs of the playbooks that no play declares in its vars (they are given with -e).
-PLAYBOOK_INPUTS = {"render_dir", "bench_report_dir", "sglang_deploy_hosts"}
+# Inputs of the playbooks that no play declares in its vars (they are given with -e; the
+# candidates' way to the host, playbooks/vars/candidates.yml, in the inventory too).
+PLAYBOOK_INPUTS = {"render_dir", "bench_report_dir", "sglang_deploy_hosts", "tune_exec", "tune_exec_shell",
+                   "tune_url", "tune_runner_prefix", "tune_nvidia_smi"}
 
 
 def load(path):

@@ -207,6 +207,49 @@ def test_listed_profiles_are_launched_as_they_stand_and_the_winner_named(tmp_pat
     assert _left_running(data["launches"]) == []
 
 
+def test_cases_measure_each_listed_profile_on_them_and_write_compare_reports_results(tmp_path):
+    """--profiles with --cases (playbooks/compare.yml's): these profiles and no other - the host's
+    own, nextn_3step, is not added - launched once each in the order given as the tuner launches,
+    every case measured without thresholds, the plan results written for compare-report; a
+    profile that does not start is an error row, not the end of the run."""
+    from bench import compare_plan
+    host, out = _vars(tmp_path, drafter=False, max_tokens=64), tmp_path / "out"
+    measured = {"coding": {"prompts": "coding", "concurrency": 1, "requests": 6, "max_tokens": 64},
+                "c2": {"prompts": "coding", "concurrency": 2, "requests": 4, "max_tokens": 64}}
+    cases = compare_plan.measure_only({"compare_plan": measured})
+    given = tmp_path / "cases.json"
+    given.write_text(json.dumps({"cases": cases, "options": {"warmup": 0}}))
+    broken = tmp_path / "broken.yml"  # a profile whose launch exits at once
+    broken.write_text("sglang_host_profiles:\n  nextn_2step_broken:\n    base: nextn_3step\n"
+                      "    speculative_num_steps: 2\n    speculative_num_draft_tokens: 3\n")
+    launch = 'case "{args}" in *"--speculative-num-steps 2"*) exit 3;; esac; ' + LAUNCH
+    results = tmp_path / "results.json"
+    p = tune("--vars", host, "--vars", broken, "--launch", launch,
+             "--profiles", "nextn_2step_broken,nextn_1step,no_spec", "--cases", given, "--results", results,
+             "--out", out)
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = json.loads(results.read_text())
+    assert [r["profile"] for r in got] == ["nextn_2step_broken", "nextn_1step", "no_spec"]
+    assert got[0]["result"] is None and "exited with status 3 before it was ready" in got[0]["error"], got[0]
+    for r in got[1:]:
+        assert r["error"] is None and [c["case"] for c in r["result"]["cases"]] == ["coding", "c2"], r
+        assert all(c["passed"] for c in r["result"]["cases"])  # measured, not judged
+    assert got[1]["result"]["cases"][0]["accept_len"] > 1.5
+    assert got[2]["result"]["cases"][0]["accept_len"] is None  # no speculation
+    # the rows compare-report builds from them
+    v = dict(yaml.safe_load((ROOT / "roles/sglang/defaults/main.yml").read_text()),
+             **yaml.safe_load(host.read_text()), **yaml.safe_load(broken.read_text()), compare_plan=measured)
+    rows = compare_plan.rows_from_results(results, v)
+    assert [(r["profile"], r["case"], r["error"] is None) for r in rows] == [
+        ("nextn_2step_broken", "coding", False), ("nextn_2step_broken", "c2", False),
+        ("nextn_1step", "coding", True), ("nextn_1step", "c2", True), ("no_spec", "coding", True),
+        ("no_spec", "c2", True)]
+    assert not (out / "tune.json").exists()  # no search, no answer: the comparison makes it
+    # --cases without --profiles: refused before anything is read
+    p = tune("--vars", host, "--launch", LAUNCH, "--cases", given)
+    assert p.returncode == 2 and "--cases measures the profiles --profiles names" in p.stderr
+
+
 def test_args_remote_survive_a_second_shell(tmp_path):
     """{args_remote}: through a command that joins its words and hands them to a shell again (as
     ssh does), each argument arrives whole - vLLM's --speculative-config JSON too."""

@@ -9,7 +9,6 @@ import json
 import os
 import re
 import shlex
-import subprocess
 
 import yaml
 
@@ -31,10 +30,6 @@ def test_tune_playbook_launches_transient_units_puts_the_server_back_and_deploys
                      "mem_fractions: [0.88]\n")
     out = tmp_path / "out"
     container = os.environ.get("LOCAL_HOST_NAME", DEFAULT_HOST)
-    # the candidates listen on the container's loopback (the local inventory's sglang_host): the
-    # tuner runs in the container's network namespace, the candidates start through podman exec
-    pid = subprocess.run(["podman", "inspect", "--format", "{{.State.Pid}}", container], capture_output=True,
-                         text=True, check=True).stdout.strip()
     # The plan of the tuning and of the deploy after it: the plumbing plan's coding case at 256
     # tokens and up to 16 requests. At its 96 tokens a 16-token drafter's requests spread 18-24%
     # (stdev over mean, the gate's records on this container), and under CI's load one deploy's
@@ -42,9 +37,9 @@ def test_tune_playbook_launches_transient_units_puts_the_server_back_and_deploys
     plan = {"coding": {"prompts": "coding", "concurrency": 1, "requests": 6, "max_requests": 16,
                        "max_tokens": 256}}
     p = play("playbooks/tune.yml", "-e", "tune_out_dir=%s" % out, "-e", "tune_space_file=%s" % space,
-             "-e", json.dumps({"tune_exec": "podman exec %s" % container, "tune_exec_shell": False,
-                               "tune_runner_prefix": ["nsenter", "--target", pid, "--net", "--"],
-                               "tune_url": "http://127.0.0.1:30000", "tune_budget_launches": 3,
+             # the candidates start through podman exec and listen on the container's loopback, the
+             # tuner in its network namespace: the local inventory's tune_exec, tune_runner_prefix
+             "-e", json.dumps({"tune_budget_launches": 3,
                                "tune_budget_minutes": 10, "tune_host_vars_dir": str(tmp_path / "host_vars"),
                                "tune_confirm": False,
                                "tune_deploy_best": True, "sglang_gate_plan": plan}), timeout=900)
