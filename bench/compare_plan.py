@@ -37,11 +37,11 @@ PLAN_ROW_KEYS = ("profile", "engine", "spec_steps", "case", "url", "concurrency"
                  "max_tokens", "prompt_tokens", "decode_tok_s_median", "decode_tok_s_min",
                  "decode_tok_s_max", "aggregate_tok_s", "accept_len", "accept_by_position",
                  "ttft_p50_s", "errors", "error", "context_tokens", "thinking", "drafter", "report_only",
-                 "judged", "gate_problem", "thresholds", "intervals", "setting",
+                 "judged", "gate_problem", "thresholds", "intervals", "setting", "slowdowns",
                  # a quality check's row (docs/quality.md): the check, its line, what it found
                  "check", "quality", "accuracy", "quality_failures")
 # the CSV's columns: the flat ones (the intervals and thresholds are in compare.json)
-CSV_KEYS = tuple(k for k in PLAN_ROW_KEYS if k not in ("thresholds", "intervals", "setting"))
+CSV_KEYS = tuple(k for k in PLAN_ROW_KEYS if k not in ("thresholds", "intervals", "setting", "slowdowns"))
 SWEEP_ONLY = ("concurrency", "requests", "max_tokens", "warmup", "warmup_max_tokens", "api")
 
 
@@ -147,8 +147,9 @@ def plan_rows(name, facts, url, cases, result, error=None, gate=({}, None)):
 
 
 def rows_from_results(path, v):
-    """Plan rows from a JSON list of {"profile", "url", "result", "error"} (playbooks/compare.yml
-    writes it: one sglang_bench plan result per profile), the cases from ``v``'s measured plan."""
+    """Plan rows from a JSON list of {"profile", "url", "result", "error", "slowdowns"}
+    (playbooks/compare.yml's, written by the tuner: one plan result per profile, and what held its
+    GPUs' clocks down while measured), the cases from ``v``'s measured plan."""
     results = compare.load_json_list(path)
     cases = [dict(c, case=n) for n, c in measured_plan(v).items()]
     rows = []
@@ -157,9 +158,10 @@ def rows_from_results(path, v):
             raise compare.InputError("%s: entry %d is not {profile, url, result, error}" % (path, i))
         facts = profile_facts(v, item["profile"])
         result = item.get("result") if isinstance(item.get("result"), dict) else None
-        rows += plan_rows(item["profile"], facts, item.get("url"), cases, result,
-                          item.get("error") or ("no result" if result is None else None),
-                          gate_view(v, item["profile"]))
+        held = [str(x) for x in item.get("slowdowns") or []]
+        rows += [dict(r, slowdowns=held) for r in plan_rows(
+            item["profile"], facts, item.get("url"), cases, result,
+            item.get("error") or ("no result" if result is None else None), gate_view(v, item["profile"]))]
     return rows
 
 
@@ -197,7 +199,8 @@ def sweep_plan(targets, v, gate_part, api_key=None, model=None, quiet=False, pro
 
 def analyse_plan(rows, model=None, hardware=None, current=None, unrun=()):
     """Per-row roofline (as compare.analyse) and the summary: the answer's keys (winner at the
-    top level), "profiles", "plan_cases", "statements" (the rows not measured, roofline problems);
+    top level), "profiles", "plan_cases", "statements" (the rows not measured, roofline problems),
+    "slowdowns" ({profile: what held its GPUs' clocks down while it was measured});
     ``unrun``: not_run's."""
     seen, statements = set(), []
     for row in rows:
@@ -212,8 +215,14 @@ def analyse_plan(rows, model=None, hardware=None, current=None, unrun=()):
         if row.get("error") is not None:
             statements.append("%s in %s not measured: %s" % (row["profile"], row["case"], row["error"]))
     summary = compare_answer.answer(rows, current, unrun)
+    # what held a profile's GPUs down while it was measured: its figures are the clocks', too
+    held = {}
+    for row in rows:
+        if row.get("slowdowns"):
+            held.setdefault(row["profile"], row["slowdowns"])
     summary.update(profiles=list(dict.fromkeys(r["profile"] for r in rows)),
-                   plan_cases=list(dict.fromkeys(r["case"] for r in rows)), statements=statements)
+                   plan_cases=list(dict.fromkeys(r["case"] for r in rows)), statements=statements,
+                   slowdowns=held)
     return summary
 
 
@@ -247,6 +256,13 @@ def markdown(rows, summary, created=None):
             "aggregate, each on the gate's interval [lower, upper]." % (
                 created or compare._now(), ", ".join(summary["plan_cases"])), "",
             markdown_table(rows), ""]
+    if summary.get("slowdowns"):
+        out += ["## GPU clocks held down during a measurement", "",
+                "A profile's figures are its GPUs' at the clocks they ran: a slowdown (thermal, power "
+                "cap, a locked clock) that held them for a share of its measurement makes it slower "
+                "than the setting is; measure it again before its figures decide.", ""]
+        out += ["- %s: %s" % (p, compare._md("; ".join(held))) for p, held in summary["slowdowns"].items()]
+        out.append("")
     if summary["statements"]:
         out += ["## Not measured", ""] + ["- " + compare._md(s) for s in summary["statements"]]
     return "\n".join(out) + "\n"

@@ -335,7 +335,7 @@ def add_parser(sub):
                         "\"options\": {engine options}}, playbooks/compare.yml's - and write each plan "
                         "result to --results for compare-report: no search, no answer")
     p.add_argument("--results", metavar="FILE",
-                   help="with --cases: the results, [{profile, url, result, error}] "
+                   help="with --cases: the results, [{profile, url, result, error, slowdowns}] "
                         "(default OUT/results.json)")
     p.add_argument("--check", action="store_true",
                    help="read and check everything (the host, the space or profiles, every setting's "
@@ -435,8 +435,9 @@ def _given_cases(path):
 def _each(host, args, keys, commands, given, started):
     """--cases: each listed profile launched once in the order given, measured on every case
     without thresholds (plan.run_cases, the comparison's cases and options), stopped; the plan
-    results written to --results as compare-report reads them ([{profile, url, result, error}]:
-    the error a launch's that did not start or could not be measured). 0, or 2 when a launch was
+    results written to --results as compare-report reads them ([{profile, url, result, error,
+    slowdowns}]: the error a launch's that did not start or could not be measured, the slowdowns
+    what held its GPUs' clocks down while measured). 0, or 2 when a launch was
     not stopped cleanly (the rest are not launched: it would hold their GPUs)."""
     ends_at = started + args.budget_minutes * 60 if args.budget_minutes else None
     ready_timeout = args.ready_timeout or float(host.v.get("sglang_ready_timeout") or 900)
@@ -461,8 +462,10 @@ def _each(host, args, keys, commands, given, started):
         result = (record.get("results") or [None])[0]
         # a launch that did not start or died measured says why (beside what it measured)
         error = (o.get("error") or o.get("failure")) if result is None or o.get("failure") else None
+        # what held the GPUs' clocks down while it was measured (the report names it)
         results.append({"profile": key.profile, "url": record.get("url"), "result": result,
-                        "error": error or (None if result else "no result")})
+                        "error": error or (None if result else "no result"),
+                        "slowdowns": record.get("slowdowns") or []})
         say("%d/%d %s: %s" % (i, len(keys), key.profile,
                               "measured" if result else "not measured: %s" % results[-1]["error"]))
         if o.get("failure") == "port" or record.get("stray"):

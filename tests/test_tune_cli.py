@@ -224,9 +224,14 @@ def test_cases_measure_each_listed_profile_on_them_and_write_compare_reports_res
                       "    speculative_num_steps: 2\n    speculative_num_draft_tokens: 3\n")
     launch = 'case "{args}" in *"--speculative-num-steps 2"*) exit 3;; esac; ' + LAUNCH
     results = tmp_path / "results.json"
+    # the stand-in's GPU 0 held by a thermal slowdown from half a second after its first reading
+    state = tmp_path / "smi.json"
+    state.write_text(json.dumps({"gpus": [{"slowdown": {"reason": "sw_thermal_slowdown", "after_s": 0.5}},
+                                          {}]}))
     p = tune("--vars", host, "--vars", broken, "--launch", launch,
              "--profiles", "nextn_2step_broken,nextn_1step,no_spec", "--cases", given, "--results", results,
-             "--out", out)
+             "--out", out, "--nvidia-smi", ROOT / "scripts" / "nvidia_smi_standin.py",
+             env={"NVIDIA_SMI_STANDIN_STATE": str(state)})
     assert p.returncode == 0, p.stderr[-3000:]
     got = json.loads(results.read_text())
     assert [r["profile"] for r in got] == ["nextn_2step_broken", "nextn_1step", "no_spec"]
@@ -236,6 +241,9 @@ def test_cases_measure_each_listed_profile_on_them_and_write_compare_reports_res
         assert all(c["passed"] for c in r["result"]["cases"])  # measured, not judged
     assert got[1]["result"]["cases"][0]["accept_len"] > 1.5
     assert got[2]["result"]["cases"][0]["accept_len"] is None  # no speculation
+    # what held the GPUs down while each was measured: none for the launch that never started
+    assert got[0]["slowdowns"] == []
+    assert all(r["slowdowns"][0].startswith("GPU 0 held by sw_thermal_slowdown for ") for r in got[1:]), got
     # the rows compare-report builds from them
     v = dict(yaml.safe_load((ROOT / "roles/sglang/defaults/main.yml").read_text()),
              **yaml.safe_load(host.read_text()), **yaml.safe_load(broken.read_text()), compare_plan=measured)
@@ -244,6 +252,12 @@ def test_cases_measure_each_listed_profile_on_them_and_write_compare_reports_res
         ("nextn_2step_broken", "coding", False), ("nextn_2step_broken", "c2", False),
         ("nextn_1step", "coding", True), ("nextn_1step", "c2", True), ("no_spec", "coding", True),
         ("no_spec", "c2", True)]
+    # the report names them, a section of its own
+    summary = compare_plan.analyse_plan(rows)
+    assert summary["slowdowns"] == {r["profile"]: r["slowdowns"] for r in got[1:]}
+    md = compare_plan.markdown(rows, summary)
+    assert md.index("## GPU clocks held down during a measurement") < md.index("## Not measured")
+    assert "- nextn_1step: %s" % got[1]["slowdowns"][0] in md
     assert not (out / "tune.json").exists()  # no search, no answer: the comparison makes it
     # --cases without --profiles: refused before anything is read
     p = tune("--vars", host, "--launch", LAUNCH, "--cases", given)
