@@ -52,7 +52,9 @@ COMPARE_OUT = ROOT / "out" / "compare"
 
 ROW_KEYS = ("profile", "url", "concurrency", "requests", "decode_tok_s_median", "decode_tok_s_min",
             "decode_tok_s_max", "aggregate_tok_s", "accept_len", "ttft_p50_s", "errors",
-            "spec_steps", "accept_by_position", "error")
+            "spec_steps", "accept_by_position", "error", "slowdowns")
+# the CSV's columns: the flat ones (a row's slowdowns are in compare.json and compare.md)
+CSV_ROW_KEYS = ROW_KEYS[:-1]
 NUMERIC_KEYS = ("decode_tok_s_median", "decode_tok_s_min", "decode_tok_s_max", "aggregate_tok_s",
                 "accept_len", "ttft_p50_s")
 FILES = ("compare.md", "compare.csv", "compare.json", "compare.png")
@@ -65,7 +67,7 @@ def requests_at(level, requests):
 
 def _row(profile, url, level, requests, result=None, error=None):
     row = dict.fromkeys(ROW_KEYS)
-    row.update(profile=profile, url=url, concurrency=level, requests=requests, error=error)
+    row.update(profile=profile, url=url, concurrency=level, requests=requests, error=error, slowdowns=[])
     if result is None:
         return row
     d = result.get("decode_tok_s") or {}
@@ -197,9 +199,9 @@ def add_roofline(row, model, hardware):
 def analyse(rows, model=None, hardware=None):
     """Per-row roofline (row["roofline"], when both size dicts are given) and the summary:
     {"leaders": {metric: {C: profile}}, "crossings": [...], "statements": [...],
-    "profiles": [...], "levels": [...]}. Raises ValueError on two rows for one profile and C; a
-    row whose roofline the size figures cannot give (capacity.CapacityError) gets none and a
-    statement saying why."""
+    "profiles": [...], "levels": [...], "slowdowns": {profile: what held its GPUs down}}. Raises
+    ValueError on two rows for one profile and C; a row whose roofline the size figures cannot
+    give (capacity.CapacityError) gets none and a statement saying why."""
     seen, roof_problems = set(), {}
     for row in rows:
         key = (row["profile"], row["concurrency"])
@@ -260,8 +262,14 @@ def analyse(rows, model=None, hardware=None):
         if row.get("error") is not None:
             statements.append("%s at C=%d not measured: %s" % (row["profile"], row["concurrency"],
                                                                 row["error"]))
+    held = {}  # what held a profile's GPUs down while it was measured: its figures are the clocks', too
+    for row in rows:
+        if row.get("slowdowns"):
+            held.setdefault(row["profile"], row["slowdowns"])
+    statements += ["%s: GPU clocks held down while it was measured (%s): its figures are the GPUs' at "
+                   "those clocks, not the setting's alone" % (p, "; ".join(h)) for p, h in held.items()]
     return {"leaders": leaders, "crossings": crossings, "statements": statements,
-            "profiles": profiles, "levels": levels}
+            "profiles": profiles, "levels": levels, "slowdowns": held}
 
 
 def _md(text):
@@ -369,7 +377,7 @@ def plot(rows, summary, path):
     plt.close(fig)
 
 
-def write_reports(rows, summary, out_dir, created=None, keys=ROW_KEYS, render=None, draw=None,
+def write_reports(rows, summary, out_dir, created=None, keys=CSV_ROW_KEYS, render=None, draw=None,
                   index="levels"):
     """OUT/compare.md, .csv, .json, .png; returns their paths (in that order). ``keys`` (the CSV
     columns before the roofline's), ``render`` (Markdown), ``draw`` (the PNG) and ``index`` (the
@@ -657,6 +665,10 @@ def load_rows(path):
         row["accept_by_position"] = pos or None
         err = raw.get("error")
         row["error"] = None if err in (None, "", False) else str(err)
+        held = raw.get("slowdowns") or []
+        if not isinstance(held, list) or not all(isinstance(h, str) for h in held):
+            raise InputError("%s: slowdowns must be a list of sentences, got %r" % (where, held))
+        row["slowdowns"] = held
         rows.append(row)
     return rows
 

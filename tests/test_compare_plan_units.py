@@ -121,6 +121,7 @@ def test_the_sweeps_rows_one_per_profile_and_level_errors_named():
     server = {"speculative_algorithm": "EAGLE", "speculative_num_steps": 3}
     results = [
         {"profile": "nextn_3step", "url": "u", "error": None,
+         "slowdowns": ["GPU 0 held by sw_thermal_slowdown for 40% of the measurement"],
          "result": {"server": server, "cases": [
             case_result("c1", [54.0, 55.0, 56.0], 3.1, [0.9, 0.8], [0.05] * 3, aggregate=110.0),
             case_result("c4", [], None, None, [], unmeasured="cannot connect")]}},
@@ -137,6 +138,14 @@ def test_the_sweeps_rows_one_per_profile_and_level_errors_named():
     assert rows[2]["error"] == "no result"
     assert {r["error"] for r in rows[3:]} == {"could not measure u: refused"}
     assert rows[3]["spec_steps"] == 0
+    # what held a profile's GPUs down, on each of its rows, and said once in the report
+    assert [len(r["slowdowns"]) for r in rows] == [1, 1, 1, 0, 0, 0]
+    from bench import compare
+    said = compare.analyse([dict(r) for r in rows])
+    assert said["slowdowns"] == {"nextn_3step": results[0]["slowdowns"]}
+    assert [s for s in said["statements"] if "held down" in s] == [
+        "nextn_3step: GPU clocks held down while it was measured (GPU 0 held by sw_thermal_slowdown for 40% "
+        "of the measurement): its figures are the GPUs' at those clocks, not the setting's alone"]
     # the row keys bench compare-report reads
     from bench.compare import ROW_KEYS, load_rows
     assert all(set(r) == set(ROW_KEYS) for r in rows)

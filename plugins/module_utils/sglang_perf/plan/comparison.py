@@ -133,8 +133,9 @@ def _spec_steps(server):
 
 def sweep_rows(results, cases):
     """The concurrency sweep's rows (bench/compare.py's ROW_KEYS) from one plan result per profile
-    ({profile, url, result, error}, the module's) and its resolved ``cases``: a row per (profile,
-    level), an error row where the profile or the level could not be measured."""
+    ({profile, url, result, error, slowdowns}, the tuner's --results) and its resolved ``cases``: a
+    row per (profile, level), an error row where the profile or the level could not be measured;
+    each row carries what held its profile's GPUs' clocks down while it was measured."""
     rows = []
     for item in results:
         result = item.get("result") if isinstance(item.get("result"), dict) else None
@@ -146,7 +147,7 @@ def sweep_rows(results, cases):
                    "decode_tok_s_median": None, "decode_tok_s_min": None, "decode_tok_s_max": None,
                    "aggregate_tok_s": None, "accept_len": None, "ttft_p50_s": None, "errors": None,
                    "spec_steps": _spec_steps((result or {}).get("server")), "accept_by_position": None,
-                   "error": None}
+                   "error": None, "slowdowns": [str(x) for x in item.get("slowdowns") or []]}
             if r is None:
                 row["error"] = item.get("error") or "no result"
             elif r.get("unmeasured"):
