@@ -42,6 +42,7 @@ from sglang_perf.plan import capacity, drafter, inherit, gate as plan
 from sglang_perf import engines
 from sglang_perf.record import fingerprint
 from sglang_perf.judge import setting, tune, verdict
+from sglang_perf.measure import config
 from sglang_perf.measure.client import ConfigError
 
 from bench import common, gate, tune_report
@@ -429,7 +430,13 @@ def _given_cases(path):
             or not isinstance(data.get("options", {}), dict):
         raise TuneError("--cases %s must be {\"cases\": [resolved cases, each with its case name], "
                         "\"options\": {engine options}}" % path)
-    return {"cases": data["cases"], "options": data.get("options") or {}}
+    given = {"cases": data["cases"], "options": data.get("options") or {}}
+    try:  # every case and option checked as a run checks them, before anything is launched
+        plan.case_configs(dict(given["options"], url="http://127.0.0.1:1"), given["cases"], "--cases")
+        config.validate(dict(given["options"], url="http://127.0.0.1:1"))
+    except ConfigError as e:
+        raise TuneError("--cases %s: invalid %s: %s" % (path, e.option, e.message))
+    return given
 
 
 def _each(host, args, keys, commands, given, started):

@@ -259,9 +259,19 @@ def test_cases_measure_each_listed_profile_on_them_and_write_compare_reports_res
     assert md.index("## GPU clocks held down during a measurement") < md.index("## Not measured")
     assert "- nextn_1step: %s" % got[1]["slowdowns"][0] in md
     assert not (out / "tune.json").exists()  # no search, no answer: the comparison makes it
-    # --cases without --profiles: refused before anything is read
+    # --cases without --profiles, or with a case or option a run would refuse: refused before
+    # any launch, naming what is wrong
     p = tune("--vars", host, "--launch", LAUNCH, "--cases", given)
     assert p.returncode == 2 and "--cases measures the profiles --profiles names" in p.stderr
+    for bad, said in (({"cases": cases, "options": {"warmup": -1}}, "invalid warmup: must be 0 or more"),
+                      ({"cases": [{k: v for k, v in cases[0].items() if k != "thresholds"}]},
+                       "invalid cases: cases[0] (coding).thresholds must be a mapping"),
+                      ({"cases": []}, "must be {\"cases\": [resolved cases")):
+        given.write_text(json.dumps(bad))
+        p = tune("--vars", host, "--launch", "exit 9", "--profiles", "nextn_1step", "--cases", given,
+                 "--out", tmp_path / "never")
+        assert p.returncode == 2 and said in p.stderr, (bad, p.stderr)
+    assert not (tmp_path / "never").exists()
 
 
 def test_args_remote_survive_a_second_shell(tmp_path):
