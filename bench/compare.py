@@ -37,7 +37,7 @@ import os
 import sys
 from pathlib import Path
 
-from sglang_perf.plan import capacity
+from sglang_perf.plan import capacity, comparison
 from sglang_perf.measure import config, engine
 from sglang_perf.judge import verdict
 from sglang_perf.measure.client import ConfigError, MeasureError
@@ -50,11 +50,9 @@ from bench import sizes
 
 COMPARE_OUT = ROOT / "out" / "compare"
 
-ROW_KEYS = ("profile", "url", "concurrency", "requests", "decode_tok_s_median", "decode_tok_s_min",
-            "decode_tok_s_max", "aggregate_tok_s", "accept_len", "ttft_p50_s", "errors",
-            "spec_steps", "accept_by_position", "error", "slowdowns")
-# the CSV's columns: the flat ones (a row's slowdowns are in compare.json and compare.md)
-CSV_ROW_KEYS = ROW_KEYS[:-1]
+# the CSV's columns: a row's flat ones (comparison.ROW_KEYS; its slowdowns are in compare.json
+# and compare.md)
+CSV_ROW_KEYS = comparison.ROW_KEYS[:-1]
 NUMERIC_KEYS = ("decode_tok_s_median", "decode_tok_s_min", "decode_tok_s_max", "aggregate_tok_s",
                 "accept_len", "ttft_p50_s")
 FILES = ("compare.md", "compare.csv", "compare.json", "compare.png")
@@ -63,23 +61,6 @@ FILES = ("compare.md", "compare.csv", "compare.json", "compare.png")
 def requests_at(level, requests):
     """Measured requests at concurrency ``level``: at least two full waves."""
     return max(int(requests), 2 * int(level))
-
-
-def _row(profile, url, level, requests, result=None, error=None):
-    row = dict.fromkeys(ROW_KEYS)
-    row.update(profile=profile, url=url, concurrency=level, requests=requests, error=error, slowdowns=[])
-    if result is None:
-        return row
-    d = result.get("decode_tok_s") or {}
-    srv = result.get("server") or {}
-    row.update(decode_tok_s_median=d.get("median"), decode_tok_s_min=d.get("min"),
-               decode_tok_s_max=d.get("max"), aggregate_tok_s=result.get("aggregate_tok_s"),
-               accept_len=result.get("accept_len"),
-               accept_by_position=result.get("accept_by_position"),
-               ttft_p50_s=(result.get("ttft_s") or {}).get("p50"), errors=result.get("errors"),
-               spec_steps=int(srv.get("speculative_num_steps") or 0)
-               if srv.get("speculative_algorithm") else 0)
-    return row
 
 
 def _fmt(value, spec=".1f"):
@@ -114,12 +95,12 @@ def sweep(targets, levels, options, progress=None, meter=None):
             opts = dict(base, url=url, concurrency=level, requests=reqs)
             try:
                 result = engine.run(opts, progress=meter, judge=verdict.judge_case)
-                row = _row(profile, url, level, reqs, result)
+                row = comparison.row(profile, url, level, reqs, result)
             except ConfigError as e:
-                row = _row(profile, url, level, reqs,
+                row = comparison.row(profile, url, level, reqs,
                            error="invalid option %s: %s" % (e.option, e.message))
             except MeasureError as e:
-                row = _row(profile, url, level, reqs, error=str(e) or e.__class__.__name__)
+                row = comparison.row(profile, url, level, reqs, error=str(e) or e.__class__.__name__)
             rows.append(row)
             if progress:
                 progress("%s C=%d: %s" % (profile, level, describe(row)))
@@ -648,7 +629,7 @@ def load_rows(path):
             raise InputError("%s: expected an object, got %s" % (where, type(raw).__name__))
         if not isinstance(raw.get("profile"), str) or not raw["profile"].strip():
             raise InputError("%s: profile is missing" % where)
-        row = dict.fromkeys(ROW_KEYS)
+        row = dict.fromkeys(comparison.ROW_KEYS)
         row["profile"] = raw["profile"].strip()
         row["url"] = raw.get("url")
         row["concurrency"] = _int(raw.get("concurrency"), where + ": concurrency", 1, False)

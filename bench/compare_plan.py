@@ -115,7 +115,7 @@ def not_run(v):
 
 def _plan_row(name, facts, url, case, result=None, error=None, gate=({}, None)):
     level, reqs = case.get("concurrency"), case.get("requests")
-    row = compare._row(name, url, level, reqs, result, error)
+    row = comparison.row(name, url, level, reqs, result, error)
     judged, problem = gate
     row.update(engine=facts.engine, spec_steps=facts.steps, drafter=facts.drafter,
                setting=list(facts.setting), thinking=case.get("thinking") is True, case=case["case"],
@@ -126,8 +126,6 @@ def _plan_row(name, facts, url, case, result=None, error=None, gate=({}, None)):
                report_only=case.get("report_only") is True, judged=case["case"] in judged,
                thresholds=judged.get(case["case"]), gate_problem=problem if case["case"] in judged else None,
                intervals=(result or {}).get("intervals"))
-    if result is not None and result.get("unmeasured"):
-        row.update(error=result["unmeasured"])
     if case.get("check"):
         row.update(check=case["check"], quality=quality.line(result) if result else None,
                    accuracy=(result or {}).get("accuracy"),

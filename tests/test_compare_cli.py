@@ -13,6 +13,7 @@ import pytest
 from bench import compare
 from bench import sizes as bench_sizes
 from bench.sizes import load_sizes
+from sglang_perf.plan import comparison
 from bench.launch import EmulatorProcess
 from benchrun import bench
 from conftest import free_port
@@ -50,7 +51,7 @@ def md_rows(text):
 # --- analyse: pure ------------------------------------------------------------------------------
 
 def row(profile, c, decode, aggregate, al=None, steps=0, error=None):
-    r = dict.fromkeys(compare.ROW_KEYS)
+    r = dict.fromkeys(comparison.ROW_KEYS)
     r.update(profile=profile, url="http://x", concurrency=c, requests=max(8, 2 * c),
              decode_tok_s_median=decode, decode_tok_s_min=decode, decode_tok_s_max=decode,
              aggregate_tok_s=aggregate, accept_len=al, ttft_p50_s=0.1, errors=0,
@@ -262,7 +263,7 @@ def test_compare_three_profiles_and_compare_report(emulator, tmp_path):
 
     # compare-report from the rows as a playbook would write them: the same reports
     rows_json = tmp_path / "rows.json"
-    plain = [{k: r[k] for k in compare.ROW_KEYS} for r in doc["rows"]]
+    plain = [{k: r[k] for k in comparison.ROW_KEYS} for r in doc["rows"]]
     rows_json.write_text(json.dumps(plain))
     out2 = tmp_path / "report"
     p2 = bench("compare-report", str(rows_json), "--out", str(out2), "--sizes", str(sizes))

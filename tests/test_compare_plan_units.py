@@ -147,8 +147,8 @@ def test_the_sweeps_rows_one_per_profile_and_level_errors_named():
         "nextn_3step: GPU clocks held down while it was measured (GPU 0 held by sw_thermal_slowdown for 40% "
         "of the measurement): its figures are the GPUs' at those clocks, not the setting's alone"]
     # the row keys bench compare-report reads
-    from bench.compare import ROW_KEYS, load_rows
-    assert all(set(r) == set(ROW_KEYS) for r in rows)
+    from bench.compare import load_rows
+    assert all(set(r) == set(comparison.ROW_KEYS) for r in rows)
     import json
     import tempfile
     with tempfile.NamedTemporaryFile("w", suffix=".json") as f:

@@ -1,9 +1,10 @@
 # -*- coding: utf-8 -*-
 """playbooks/compare.yml's decisions (the sglang_compare_plan action runs ``make`` on the
 controller): which profiles it runs, the plan each is measured with (the gate plan at the context
-depths, or one case per concurrency level), the options the sglang_bench module gets, the
-report's arguments, and every refusal of compare's inputs; ``sweep_rows`` turns the concurrency
-sweep's plan results into the rows ``bench compare-report`` reads. The playbook only orchestrates.
+depths, or one case per concurrency level), the options each is measured with (the tuner's
+``--cases``), the report's arguments, and every refusal of compare's inputs; ``row`` is one row of
+a comparison and ``sweep_rows`` turns the concurrency sweep's plan results into the rows ``bench
+compare-report`` reads. The playbook only orchestrates.
 
 Standard library only."""
 from __future__ import annotations
@@ -126,38 +127,53 @@ def make(a):
     return out
 
 
+# One row of a comparison, as bench compare-report reads it (bench/compare.py load_rows).
+ROW_KEYS = ("profile", "url", "concurrency", "requests", "decode_tok_s_median", "decode_tok_s_min",
+            "decode_tok_s_max", "aggregate_tok_s", "accept_len", "ttft_p50_s", "errors",
+            "spec_steps", "accept_by_position", "error", "slowdowns")
+
+
 def _spec_steps(server):
     server = server or {}
     return int(server.get("speculative_num_steps") or 0) if server.get("speculative_algorithm") else 0
 
 
+def row(profile, url, level, requests, result=None, error=None, server=None, slowdowns=()):
+    """One row (ROW_KEYS) of ``profile`` at concurrency ``level`` with ``requests``: the figures of
+    ``result`` (one measured case - a plan result's case, or one engine run), the speculative steps
+    ``server`` reports (default the result's own ``server``), ``error`` where it was not measured
+    (a case the engine could not measure says its own), and what held its GPUs down while it was
+    measured (``slowdowns``)."""
+    out = dict.fromkeys(ROW_KEYS)
+    out.update(profile=profile, url=url, concurrency=level, requests=requests, error=error,
+               spec_steps=_spec_steps(server if server is not None else (result or {}).get("server")),
+               slowdowns=[str(x) for x in slowdowns or ()])
+    if result is None:
+        return out
+    if result.get("unmeasured"):
+        out.update(errors=result.get("errors"), error=result["unmeasured"])
+        return out
+    d = result.get("decode_tok_s") or {}
+    out.update(decode_tok_s_median=d.get("median"), decode_tok_s_min=d.get("min"),
+               decode_tok_s_max=d.get("max"), aggregate_tok_s=result.get("aggregate_tok_s"),
+               accept_len=result.get("accept_len"),
+               ttft_p50_s=(result.get("ttft_s") or {}).get("p50"), errors=result.get("errors"),
+               accept_by_position=result.get("accept_by_position"))
+    return out
+
+
 def sweep_rows(results, cases):
-    """The concurrency sweep's rows (bench/compare.py's ROW_KEYS) from one plan result per profile
-    ({profile, url, result, error, slowdowns}, the tuner's --results) and its resolved ``cases``: a
-    row per (profile, level), an error row where the profile or the level could not be measured;
-    each row carries what held its profile's GPUs' clocks down while it was measured."""
+    """The concurrency sweep's rows (ROW_KEYS) from one plan result per profile ({profile, url,
+    result, error, slowdowns}, the tuner's --results) and its resolved ``cases``: a row per
+    (profile, level), an error row where the profile or the level could not be measured; each row
+    carries what held its profile's GPUs' clocks down while it was measured."""
     rows = []
     for item in results:
         result = item.get("result") if isinstance(item.get("result"), dict) else None
         by_case = {r.get("case"): r for r in (result or {}).get("cases") or []}
         for c in cases:
             r = by_case.get(c["case"])
-            row = {"profile": item.get("profile"), "url": item.get("url"),
-                   "concurrency": c["options"]["concurrency"], "requests": None,
-                   "decode_tok_s_median": None, "decode_tok_s_min": None, "decode_tok_s_max": None,
-                   "aggregate_tok_s": None, "accept_len": None, "ttft_p50_s": None, "errors": None,
-                   "spec_steps": _spec_steps((result or {}).get("server")), "accept_by_position": None,
-                   "error": None, "slowdowns": [str(x) for x in item.get("slowdowns") or []]}
-            if r is None:
-                row["error"] = item.get("error") or "no result"
-            elif r.get("unmeasured"):
-                row.update(requests=r.get("requests"), errors=r.get("errors"), error=r["unmeasured"])
-            else:
-                d = r.get("decode_tok_s") or {}
-                row.update(requests=r.get("requests"), decode_tok_s_median=d.get("median"),
-                           decode_tok_s_min=d.get("min"), decode_tok_s_max=d.get("max"),
-                           aggregate_tok_s=r.get("aggregate_tok_s"), accept_len=r.get("accept_len"),
-                           ttft_p50_s=(r.get("ttft_s") or {}).get("p50"), errors=r.get("errors"),
-                           accept_by_position=r.get("accept_by_position"))
-            rows.append(row)
+            rows.append(row(item.get("profile"), item.get("url"), c["options"]["concurrency"],
+                            (r or {}).get("requests"), r, None if r else item.get("error") or "no result",
+                            server=(result or {}).get("server") or {}, slowdowns=item.get("slowdowns")))
     return rows
