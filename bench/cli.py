@@ -271,11 +271,7 @@ class RawRecords:
 
     def __call__(self, records):
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        with open(str(tmp), "w", encoding="utf-8") as fh:
-            for rec in records:
-                fh.write(json.dumps(rec, sort_keys=True) + "\n")
-        os.replace(str(tmp), str(self.path))
+        common.replace_text(self.path, "".join(json.dumps(rec, sort_keys=True) + "\n" for rec in records))
         self.count = len(records)
 
 

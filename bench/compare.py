@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import csv
 import datetime
+import io
 import itertools
 import json
 import math
@@ -367,17 +368,17 @@ def write_reports(rows, summary, out_dir, created=None, keys=CSV_ROW_KEYS, rende
     out.mkdir(parents=True, exist_ok=True)
     created = created or _now()
     paths = [out / name for name in FILES]
-    paths[0].write_text((render or markdown)(rows, summary, created))
-    with open(str(paths[1]), "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(tuple(keys) + ("roofline_ceiling_tok_s", "roofline_share_pct"))
-        for r in rows:
-            roof = r.get("roofline") or {}
-            w.writerow(["" if r.get(k) is None else r[k] for k in keys]
-                       + ["" if roof.get(k) is None else roof[k]
-                          for k in ("ceiling_tok_s", "share_pct")])
-    paths[2].write_text(json.dumps({"rows": rows, "summary": summary, "created": created,
-                                    index: summary.get(index)}, indent=2) + "\n")
+    common.replace_text(paths[0], (render or markdown)(rows, summary, created))
+    table = io.StringIO()
+    w = csv.writer(table)
+    w.writerow(tuple(keys) + ("roofline_ceiling_tok_s", "roofline_share_pct"))
+    for r in rows:
+        roof = r.get("roofline") or {}
+        w.writerow(["" if r.get(k) is None else r[k] for k in keys]
+                   + ["" if roof.get(k) is None else roof[k] for k in ("ceiling_tok_s", "share_pct")])
+    common.replace_text(paths[1], table.getvalue())
+    common.replace_text(paths[2], json.dumps({"rows": rows, "summary": summary, "created": created,
+                                              index: summary.get(index)}, indent=2) + "\n")
     (draw or plot)(rows, summary, paths[3])
     return paths
 

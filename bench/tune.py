@@ -47,7 +47,7 @@ from sglang_perf.measure.client import ConfigError
 
 from bench import common, gate, tune_report
 from bench.common import EXIT_FAILED, EXIT_PASSED, EXIT_UNMEASURED
-from bench.candidate import CUT, LaunchError, launch_commands, past, run_one
+from bench.candidate import CUT, LaunchError, launch_commands, past, port_taken, run_one
 from bench.paths import ROOT
 
 DEFAULT_OUT = ROOT / "out" / "tune"
@@ -98,6 +98,9 @@ class Host(object):
         self.current = self.v.get("sglang_profile")
         if self.current not in self.profiles:
             raise TuneError("sglang_profile %r is not in sglang_profiles" % (self.current,))
+        # --cases: each profile planned as measured there, without thresholds (its own, which its
+        # launch is not held to, cannot refuse it: no_spec beside the MTP depths)
+        self.measure_only = False
 
     def api_key(self):
         return self.host.api_key()
@@ -198,7 +201,13 @@ class Host(object):
         name, entry, _ = made
         overrides = dict(sglang_profiles=dict(self.raw_profiles, **{name: entry}), sglang_profile=name,
                          sglang_port=port)
-        if name != self.current:  # a candidate: the service bars (the current keeps its own)
+        if self.measure_only:  # every case of the plan measured without thresholds ({})
+            overrides["sglang_gate_host_thresholds"] = dict(
+                self.v.get("sglang_gate_host_thresholds") or {},
+                **{name: {case: {} for case in self.v.get("sglang_gate_plan") or {}}})
+            overrides["sglang_gate_calibrated"] = {
+                k: v for k, v in (self.v.get("sglang_gate_calibrated") or {}).items() if k != name}
+        elif name != self.current:  # a candidate: the service bars (the current keeps its own)
             overrides["sglang_gate_host_thresholds"] = dict(self.v.get("sglang_gate_host_thresholds") or {},
                                                             **{name: self.service_bars()})
         return self.host.plan(**overrides)
@@ -340,7 +349,8 @@ def add_parser(sub):
                         "(default OUT/results.json)")
     p.add_argument("--check", action="store_true",
                    help="read and check everything (the host, the space or profiles, every setting's "
-                        "preflight, the launch commands), launch nothing, exit 0")
+                        "preflight, the launch commands; with --url or --port, that the host's own server "
+                        "answers there), launch nothing, exit 0")
     p.add_argument("--budget-launches", type=int, default=12, help="launches at most (default 12)")
     p.add_argument("--budget-minutes", type=float, help="wall minutes at most (never exceeded)")
     p.add_argument("--drafter-block", action="append", metavar="[PATH=]N",
@@ -444,20 +454,20 @@ def _each(host, args, keys, commands, given, started):
     without thresholds (plan.run_cases, the comparison's cases and options), stopped; the plan
     results written to --results as compare-report reads them ([{profile, url, result, error,
     slowdowns}]: the error a launch's that did not start or could not be measured, the slowdowns
-    what held its GPUs' clocks down while measured). 0, or 2 when a launch was
-    not stopped cleanly (the rest are not launched: it would hold their GPUs)."""
+    what held its GPUs' clocks down while measured). 0, or 2 when a launch was not stopped
+    cleanly (the rest are not launched: it would hold their GPUs)."""
     ends_at = started + args.budget_minutes * 60 if args.budget_minutes else None
     ready_timeout = args.ready_timeout or float(host.v.get("sglang_ready_timeout") or 900)
     out_dir, say = _out_dir(args), _say(args)
 
     def measured(gate_part, url, name):
-        common = dict(given["options"], url=url, api_key=args.api_key, model=None, ends_at=ends_at)
+        options = dict(given["options"], url=url, api_key=args.api_key, model=None, ends_at=ends_at)
         try:
-            result = plan.run_cases(common, given["cases"], name)
+            result = plan.run_cases(options, given["cases"], name)
         except ConfigError as e:
             return {"started": True, "passed": False, "error": "invalid %s: %s" % (e.option, e.message)}, []
         return {"started": True, "passed": bool(result.get("passed"))}, [result]
-    results, stopped = [], None
+    results, stopped, stray = [], None, False
     for i, key in enumerate(keys, 1):
         if stopped:
             results.append({"profile": key.profile, "url": None, "result": None, "error": stopped})
@@ -475,14 +485,15 @@ def _each(host, args, keys, commands, given, started):
                         "slowdowns": record.get("slowdowns") or []})
         say("%d/%d %s: %s" % (i, len(keys), key.profile,
                               "measured" if result else "not measured: %s" % results[-1]["error"]))
-        if o.get("failure") == "port" or record.get("stray"):
-            stopped = "not launched: %s" % (o["error"] if o.get("failure") == "port"
-                                            else "launch %s was not stopped cleanly (%s)" % (key.profile,
-                                                                                              record["stray"]))
+        if record.get("stray"):  # it would hold the next one's GPUs
+            stray, stopped = True, "not launched: launch %s was not stopped cleanly (%s)" % (
+                key.profile, record["stray"])
+        elif o.get("failure") == "port":  # every launch would meet it
+            stopped = "not launched: %s" % o["error"]
     path = Path(args.results) if args.results else out_dir / "results.json"
-    path.write_text(json.dumps(results, indent=2, default=str) + "\n")
+    common.replace_text(path, json.dumps(results, indent=2, default=str) + "\n")
     say("bench tune: wrote %s" % path)
-    return EXIT_UNMEASURED if stopped and "stopped cleanly" in stopped else EXIT_PASSED
+    return EXIT_UNMEASURED if stray else EXIT_PASSED
 
 
 def _tune(args):
@@ -527,7 +538,8 @@ def _tune(args):
     keys = listed or tune.candidates(space, host.drafter_engines())
     if current not in keys and not given:
         keys.append(current)
-    _, problems, _ = host.render(current, 30000)
+    host.measure_only = given is not None
+    _, problems, _ = host.render(host.current_key() if given else current, 30000)
     if problems:
         raise TuneError("the host's own profile %s is refused by the deploy's preflight: %s"
                         % (host.current, "; ".join(problems)))
@@ -549,6 +561,15 @@ def _tune(args):
         raise TuneError("--profiles: the deploy's preflight refuses %s" % "; ".join(
             "%s: %s" % (k.profile, why) for k, why in refused.items()))
     if args.check:  # everything above, nothing launched: the play's check before the service stops
+        if args.url or args.port:  # where the candidates will be measured: the host's own server there now
+            url = (args.url or "http://%s:%d" % (args.address, args.port)).rstrip("/")
+            if not port_taken(url):
+                raise TuneError(
+                    "nothing answers at %s, where the candidates would be measured: the host's own server "
+                    "should, before it is stopped for them. From here the host's port is out of reach (a "
+                    "server bound to its loopback, sglang_host, or a firewall): set tune_url, and "
+                    "tune_runner_prefix for where the tuner must run to reach it (playbooks/vars/"
+                    "candidates.yml), or start the host's server first" % url)
         sys.stderr.write("bench tune: %d settings to search (%d refused by the preflight), launches at most "
                          "%d; releases %s; nothing launched (--check)\n" % (
                              len(keys) - len(refused), len(refused), args.budget_launches,
@@ -617,8 +638,8 @@ def _tune(args):
         tuner.record(key, record["outcome"])
         records.append(record)
         # what an interrupted run resumes from (the report rewrites it whole at the end)
-        (out_dir / "tune.json").write_text(json.dumps({"complete": False, "identity": identity,
-                                                       "launches": records}, indent=2, default=str) + "\n")
+        common.replace_text(out_dir / "tune.json", json.dumps(
+            {"complete": False, "identity": identity, "launches": records}, indent=2, default=str) + "\n")
         lead = tuner.leader()
         say("[%s] %2d/%d %-44s %s | best %s | %d launch%s left"
             % (_bar(len(records), args.budget_launches), len(records), args.budget_launches,

@@ -9,6 +9,8 @@ import json
 
 from sglang_perf.judge import calibration, selection, setting, tune
 
+from bench import common
+
 # Thresholds of the winner: this far beyond its own figures' interval bounds (calibration.propose's
 # margin). More than bench calibrate's 0.1 under the lowest of 3 runs' medians: one launch's
 # figures stand for them, and the gate's own lower bound must then clear the threshold. How far
@@ -160,15 +162,15 @@ def write(out_dir, host, tuner, records, cases, args, seconds, identity=None):
             "%.2f" % o["accept_len"] if o.get("accept_len") else "-",
             "context %s, %s running" % (cap.get("effective_context"), cap.get("max_running_requests"))
             if cap else "-", _verdict(o), _clocks(r), r.get("seconds", "-")))
-    (out_dir / "tune.md").write_text("\n".join(lines) + "\n")
+    common.replace_text(out_dir / "tune.md", "\n".join(lines) + "\n")
     tuned, tuned_name = tuned_vars(host, answer, records)
     who = host_name or "HOST"
     header = "# python -m bench tune, %s: %s\n# the host's own variables: copy it to the inventory's " \
              "host_vars/%s/tuned.yml and deploy (ansible-playbook deploy.yml --limit %s), or once: " \
              "ansible-playbook deploy.yml --limit %s -e @%s\n" % (
         when, headline.replace("\n", " ")[:300], who, who, who, out_dir / "tuned.yml")
-    (out_dir / "tuned.yml").write_text(header + yaml.safe_dump(tuned, sort_keys=False,
-                                                               default_flow_style=False))
+    common.replace_text(out_dir / "tuned.yml",
+                        header + yaml.safe_dump(tuned, sort_keys=False, default_flow_style=False))
     data = {"complete": True, "identity": identity,
             "host": host_name, "profile": host.current, "time": when, "seconds": round(seconds, 1),
             "objective": args.objective, "budget_launches": tuner.budget, "cases": [c["case"] for c in cases],
@@ -184,7 +186,7 @@ def write(out_dir, host, tuner, records, cases, args, seconds, identity=None):
                        "profile": tuned_name} if winner else None,
             "runner_up": setting.key_name(answer["runner_up"]) if answer["runner_up"] else None,
             "reasons": {setting.key_name(k): v for k, v in answer["reasons"].items()}}
-    (out_dir / "tune.json").write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+    common.replace_text(out_dir / "tune.json", json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
     chart(out_dir / "tune.png", records, winner, args.objective)
     return {"answer": answer, "headline": headline}
 

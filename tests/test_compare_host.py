@@ -48,3 +48,15 @@ def test_compare_engines_answers_on_the_plan_and_deploys_the_winner_through_the_
     assert [(r["profile"], r["engine"], r["passed"]) for r in runs] == [("vllm_mtp_3", "vllm", True)]
     assert "-m emulator.vllm serve" in on_host("systemctl show -p ExecStart --value sglang")
 
+
+
+def test_a_port_the_controller_cannot_reach_is_refused_before_the_service_stops():
+    """The profiles are measured from the controller (the tuner's launches): where the host's own
+    server does not answer at tune_url, neither would they - refused by name while it still runs."""
+    main_pid = on_host("systemctl show -p MainPID --value sglang")
+    p = play("playbooks/compare.yml", "-e", "tune_url=http://127.0.0.1:1")
+    assert p.returncode == 2, p.stdout[-3000:]
+    out = flat(p.stdout)
+    assert "nothing answers at http://127.0.0.1:1, where the candidates would be measured" in out
+    assert "Stop the host's server" not in out
+    assert on_host("systemctl show -p MainPID --value sglang") == main_pid

@@ -219,9 +219,13 @@ def test_cases_measure_each_listed_profile_on_them_and_write_compare_reports_res
     cases = compare_plan.measure_only({"compare_plan": measured})
     given = tmp_path / "cases.json"
     given.write_text(json.dumps({"cases": cases, "options": {"warmup": 0}}))
-    broken = tmp_path / "broken.yml"  # a profile whose launch exits at once
+    # a profile whose launch exits at once; and a bar (the host's, nextn_3step's 200 tok/s) no_spec's
+    # roofline cannot reach: measured without thresholds, no profile's bars refuse its launch
+    broken = tmp_path / "broken.yml"
     broken.write_text("sglang_host_profiles:\n  nextn_2step_broken:\n    base: nextn_3step\n"
-                      "    speculative_num_steps: 2\n    speculative_num_draft_tokens: 3\n")
+                      "    speculative_num_steps: 2\n    speculative_num_draft_tokens: 3\n"
+                      "sglang_gate_host_thresholds:\n  nextn_3step:\n"
+                      "    coding: {min_tok_s: 200, min_accept_len: 2.8}\n")
     launch = 'case "{args}" in *"--speculative-num-steps 2"*) exit 3;; esac; ' + LAUNCH
     results = tmp_path / "results.json"
     # the stand-in's GPU 0 held by a thermal slowdown from half a second after its first reading
@@ -375,6 +379,49 @@ def test_a_port_held_on_the_host_stops_the_search_before_any_launch(tmp_path):
     assert data["notes"] == ["stopped: port %d on 127.0.0.1 answers before the launch: another server "
                              "holds it there" % port]
     assert not (tmp_path / "launched").exists()
+
+
+def test_a_port_held_stops_a_comparisons_launches_and_each_profile_says_why(tmp_path):
+    """--cases (compare's list): the first profile meets the held port, the rest are not launched,
+    each row naming why; nothing launched, the results written for the report."""
+    import socket
+    from bench import compare_plan
+    given = tmp_path / "cases.json"
+    given.write_text(json.dumps({"cases": compare_plan.measure_only({"compare_plan": {
+        "coding": {"prompts": "coding", "concurrency": 1, "requests": 6, "max_tokens": 64}}})}))
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen(1)
+        port = held.getsockname()[1]
+        p = tune("--vars", _vars(tmp_path), "--launch", "touch %s/launched; exit 1 {args}" % tmp_path,
+                 "--port", port, "--profiles", "nextn_1step,nextn_3step", "--cases", given,
+                 "--results", tmp_path / "results.json", "--out", tmp_path / "out")
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = json.loads((tmp_path / "results.json").read_text())
+    taken = "port %d on 127.0.0.1 answers before the launch: another server holds it there" % port
+    assert [(r["profile"], r["result"], r["error"]) for r in got] == [
+        ("nextn_1step", None, taken), ("nextn_3step", None, "not launched: " + taken)]
+    assert not (tmp_path / "launched").exists()
+
+
+def test_the_check_refuses_a_url_where_nothing_answers_before_the_service_stops(tmp_path):
+    """--check with --port/--url (the plays' check, the host's server still running): nothing
+    answering there means the candidates could not be measured from here either - refused, naming
+    the URL and what to set; the running server answering passes."""
+    import socket
+    from bench.launch import free_port
+    host = _vars(tmp_path, drafter=False)
+    args = ("--vars", host, "--launch", LAUNCH, "--profiles", "nextn_1step", "--check")
+    port = free_port()
+    p = tune(*args, "--port", port)
+    assert p.returncode == 2, p.stderr
+    assert "nothing answers at http://127.0.0.1:%d, where the candidates would be measured" % port in p.stderr
+    assert "set tune_url, and tune_runner_prefix" in p.stderr
+    with socket.socket() as running:  # the host's own server, before the play stops it
+        running.bind(("127.0.0.1", 0))
+        running.listen(1)
+        p = tune(*args, "--url", "http://127.0.0.1:%d" % running.getsockname()[1])
+    assert p.returncode == 0, p.stderr
 
 
 def test_a_server_ready_on_the_port_that_is_not_the_candidate_is_not_measured(tmp_path):
