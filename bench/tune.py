@@ -245,11 +245,12 @@ def measure(gate_part, args, url, name, cases, objective, bar, ends_at, report_o
     """The launch's outcome: the objective case first, on a fixed sample of the most requests the
     gate would measure (--objective-requests), stopped there under ``bar``; then the plan's other
     cases; capacity judged on both runs (``gate_part``: the setting's plan's, its options and
-    promise). Every run ends by ``ends_at`` (seconds since the epoch,
-    the budget's end; None: none): an outcome the budget ended is ``cut``, not failed."""
+    promise, and the host's known answers, as the gate asks them). Every run ends by ``ends_at``
+    (seconds since the epoch, the budget's end; None: none): an outcome the budget ended is
+    ``cut``, not failed."""
     common = gate.common_options(gate_part, url, args.api_key, None)
     common["ends_at"] = ends_at
-    promise = gate_part["promise"]
+    promise, known = gate_part["promise"], gate.given_answers(args, gate_part)
     first = []
     for c in cases:
         if c["case"] == objective:
@@ -258,7 +259,7 @@ def measure(gate_part, args, url, name, cases, objective, bar, ends_at, report_o
     # a finalist runs the report-only cases too (thinking, prose: drafts are accepted far less
     # inside reasoning), shown in tune.md, never judged
     rest = [c for c in cases if c["case"] != objective and (report_only or not c.get("report_only"))]
-    results = [plan.run_cases(common, first, name, promise=promise)]
+    results = [plan.run_cases(common, first, name, promise=promise, answers=known)]
     if past(ends_at) and not results[0].get("passed"):
         return {"started": True, "cut": "budget", "error": "%s during case %s" % (CUT, objective)}, results
     out = dict(objective_figures(results[0], objective), started=True)
@@ -269,7 +270,7 @@ def measure(gate_part, args, url, name, cases, objective, bar, ends_at, report_o
         return out, results
     if rest:
         if not past(ends_at):
-            results.append(plan.run_cases(common, rest, name, promise=promise))
+            results.append(plan.run_cases(common, rest, name, promise=promise, answers=known))
         if past(ends_at) and (len(results) == 1 or not results[-1].get("passed")):  # not run, or cut
             return dict(out, cut="budget", error="%s in cases %s" % (
                 CUT, ", ".join(c["case"] for c in rest))), results
@@ -462,8 +463,9 @@ def _each(host, args, keys, commands, given, started):
 
     def measured(gate_part, url, name):
         options = dict(given["options"], url=url, api_key=args.api_key, model=None, ends_at=ends_at)
-        try:
-            result = plan.run_cases(options, given["cases"], name)
+        try:  # the host's known answers, as its gate asks them
+            known = gate.given_answers(args, gate_part)
+            result = plan.run_cases(options, given["cases"], name, answers=known)
         except ConfigError as e:
             return {"started": True, "passed": False, "error": "invalid %s: %s" % (e.option, e.message)}, []
         return {"started": True, "passed": bool(result.get("passed"))}, [result]

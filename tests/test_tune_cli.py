@@ -381,6 +381,30 @@ def test_a_port_held_on_the_host_stops_the_search_before_any_launch(tmp_path):
     assert not (tmp_path / "launched").exists()
 
 
+def test_candidates_are_asked_the_hosts_own_known_answers(tmp_path):
+    """A host with its own known answers (sglang_gate_answers) has its candidates asked those, as
+    its gate asks them, not the built-in rows: here a server that does not know them answers
+    wrongly, at full speed, and the comparison's row says so."""
+    from bench import compare_plan
+    rows = [{"id": "own-%d" % i, "prompt": "What is %d times %d? Reply with the number." % (i, i + 7),
+             "answer": i * (i + 7) + 1} for i in range(12)]  # each off by one: no server knows them
+    own = tmp_path / "own.jsonl"
+    own.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    extra = tmp_path / "answers.yml"
+    extra.write_text("sglang_gate_answers: %s\n" % own)
+    given = tmp_path / "cases.json"
+    given.write_text(json.dumps({"cases": compare_plan.measure_only({"compare_plan": {"answers": {
+        "check": "answers", "concurrency": 4, "requests": 12, "max_tokens": 64}}})}))
+    p = tune("--vars", _vars(tmp_path, drafter=False), "--vars", extra, "--launch", LAUNCH,
+             "--profiles", "nextn_3step", "--cases", given, "--results", tmp_path / "results.json",
+             "--out", tmp_path / "out")
+    assert p.returncode == 0, p.stderr[-3000:]
+    (got,) = json.loads((tmp_path / "results.json").read_text())
+    (case,) = got["result"]["cases"]
+    assert case["rows_from"].startswith("sglang_gate_answers %s" % own), case["rows_from"]
+    assert case["right"] == 0 and case["accuracy"]["estimate"] == 0, case  # measured, not judged here
+
+
 def test_a_port_held_stops_a_comparisons_launches_and_each_profile_says_why(tmp_path):
     """--cases (compare's list): the first profile meets the held port, the rest are not launched,
     each row naming why; nothing launched, the results written for the report."""
