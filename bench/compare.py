@@ -502,7 +502,9 @@ def _need_matplotlib():
                          ".venv/bin/python (make venv)")
 
 
-def _finish(rows, args, name):
+def finish(rows, out, model, hardware, name):
+    """Analyse the sweep's ``rows``, write the four reports to ``out``, print the table and the
+    statements; InputError when nothing was measured or the reports cannot be written."""
     bad = [r for r in rows if r.get("error") is not None]
     if not any(measurable(r) for r in rows):
         first = bad[0] if bad else rows[0] if rows else None
@@ -510,16 +512,15 @@ def _finish(rows, args, name):
             "no rows" if first is None else "%d point(s), none measured; first: %s C=%s: %s"
             % (len(rows), first["profile"], first["concurrency"],
                first.get("error") or "no figures")))
-    model, hardware = _sizes(args)
     _need_matplotlib()
     try:
         summary = analyse(rows, model, hardware)
     except ValueError as e:
         raise InputError(str(e))
     try:
-        paths = write_reports(rows, summary, args.out)
+        paths = write_reports(rows, summary, out)
     except OSError as e:
-        raise InputError("cannot write the reports to %s: %s" % (args.out, e.strerror or e))
+        raise InputError("cannot write the reports to %s: %s" % (out, e.strerror or e))
     print(markdown_table(rows))
     print()
     print("\n".join("- " + s for s in summary["statements"]))
@@ -548,7 +549,7 @@ def cmd_compare(args):
             raise InputError("-i INVENTORY (the host's variables) is for --plan")
         targets = parse_targets(args.target)
         levels = parse_levels(args.concurrency)
-        _sizes(args)  # before measuring: fail fast on bad size files
+        model, hardware = _sizes(args)  # before measuring: fail fast on bad size files
         _need_matplotlib()
         options = {"api_key": args.api_key, "model": args.model, "api": args.api,
                    "requests": args.requests, "max_tokens": args.max_tokens,
@@ -572,7 +573,7 @@ def cmd_compare(args):
         finally:
             if meter is not None:
                 meter.close()
-        return _finish(rows, args, "compare")
+        return finish(rows, args.out, model, hardware, "compare")
     except InputError as e:
         sys.stderr.write("bench compare: %s\n" % e)
         return EXIT_BAD_INPUT
@@ -659,7 +660,9 @@ def cmd_report(args):
     if args.plan:
         return args.plan_commands[1](args)
     try:
-        return _finish(load_rows(args.rows), args, "compare-report")
+        rows = load_rows(args.rows)
+        model, hardware = _sizes(args)
+        return finish(rows, args.out, model, hardware, "compare-report")
     except InputError as e:
         sys.stderr.write("bench compare-report: %s\n" % e)
         return EXIT_BAD_INPUT

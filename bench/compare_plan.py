@@ -22,10 +22,12 @@ compare.png (one bar group per case).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from pathlib import Path
 from typing import NamedTuple
 
-from bench import compare, compare_answer, gate
+from bench import common, compare, compare_answer, gate
 from bench.common import PlanError
 from sglang_perf.plan import comparison, deploy as deploy_plan, inherit, gate as plan, profile
 from sglang_perf import engines
@@ -145,15 +147,19 @@ def plan_rows(name, facts, url, cases, result, error=None, gate=({}, None)):
 
 
 def rows_from_results(path, v):
-    """Plan rows from a JSON list of {"profile", "url", "result", "error", "slowdowns"}
-    (playbooks/compare.yml's, written by the tuner: one plan result per profile, and what held its
-    GPUs' clocks down while measured), the cases from ``v``'s measured plan."""
-    results = compare.load_json_list(path)
+    """Plan rows from a JSON file of the tuner's results (rows_of)."""
+    return rows_of(compare.load_json_list(path), v, path)
+
+
+def rows_of(results, v, where="the results"):
+    """Plan rows from a list of {"profile", "url", "result", "error", "slowdowns"} (the tuner's
+    over a compared list, bench tune --cases: one plan result per profile, and what held its GPUs'
+    clocks down while measured), the cases from ``v``'s measured plan."""
     cases = [dict(c, case=n) for n, c in measured_plan(v).items()]
     rows = []
     for i, item in enumerate(results):
         if not isinstance(item, dict) or not isinstance(item.get("profile"), str):
-            raise compare.InputError("%s: entry %d is not {profile, url, result, error}" % (path, i))
+            raise compare.InputError("%s: entry %d is not {profile, url, result, error}" % (where, i))
         facts = profile_facts(v, item["profile"])
         result = item.get("result") if isinstance(item.get("result"), dict) else None
         held = [str(x) for x in item.get("slowdowns") or []]
@@ -362,22 +368,22 @@ def cmd_compare_plan(args):
 
         rows = sweep_plan(targets, v, gate_part, args.api_key, args.model, args.quiet,
                           None if args.quiet else progress)
-        return _report(rows, args, model, hardware, "bench compare", not_run(v))
+        return report_rows(rows, args.out, args.current, model, hardware, "bench compare", not_run(v))
     except compare.InputError as e:
         sys.stderr.write("bench compare: %s\n" % e)
         return compare.EXIT_BAD_INPUT
 
 
-def _report(rows, args, model, hardware, prog, unrun=()):
-    """Analyse ``rows``, write the four reports to args.out, print the answer and the table."""
+def report_rows(rows, out, current, model, hardware, prog, unrun=()):
+    """Analyse ``rows``, write the four reports to ``out``, print the answer and the table."""
     if not any(compare.measurable(r) for r in rows):
         raise compare.InputError("nothing measurable: %d row(s), none measured; first: %s %s: %s"
                                  % (len(rows), rows[0]["profile"], rows[0]["case"], rows[0]["error"]))
-    summary = analyse_plan(rows, model, hardware, args.current, unrun)
+    summary = analyse_plan(rows, model, hardware, current, unrun)
     try:
-        paths = write_reports(rows, summary, args.out)
+        paths = write_reports(rows, summary, out)
     except OSError as e:
-        raise compare.InputError("cannot write the reports to %s: %s" % (args.out, e.strerror or e))
+        raise compare.InputError("cannot write the reports to %s: %s" % (out, e.strerror or e))
     print("\n".join("- " + line for line in summary["lines"]))
     print()
     print(markdown_table(rows))
@@ -387,23 +393,63 @@ def _report(rows, args, model, hardware, prog, unrun=()):
     return compare.EXIT_OK
 
 
+def host_vars(host):
+    """The planner Host's values with its profiles resolved (gate.flat) and the measured plan
+    (the gate plan at the context depths) compare.yml wrote beside its inputs; InputError naming
+    what does not resolve."""
+    try:
+        v = gate.flat(host.values())
+    except PlanError as e:
+        raise compare.InputError(str(e))
+    v["compare_plan"] = v.get("compare_plan") or host.template("compare_plan")
+    return v
+
+
+def reporter(host, report, cases):
+    """What ``bench tune --cases`` writes after measuring a list (playbooks/compare.yml's): the
+    comparison's reports from the tuner's results, as ``bench compare-report`` writes them.
+    ``report`` (the --cases file's): {"by": "plan", "current": NAME or null} - a row per profile
+    and case of the host's measured plan (its compare_plan), judged on the gate's thresholds - or
+    {"by": "sweep"} - a row per profile and concurrency level of ``cases``, kept as rows.json
+    beside the reports. Returns a function of (results, out_dir) that writes them and prints the
+    answer; made before anything is launched, it raises InputError for a report it could not
+    write (no measured plan, the host's size figures, matplotlib)."""
+    v = host_vars(host)
+    model, hardware = compare._sizes(argparse.Namespace(sizes=None, no_roofline=False), host)
+    compare._need_matplotlib()
+    if report["by"] == "sweep":
+        def write_sweep(results, out):
+            rows = comparison.sweep_rows(results, cases)
+            Path(out).mkdir(parents=True, exist_ok=True)
+            common.replace_text(Path(out) / "rows.json", json.dumps(rows, indent=2, default=str) + "\n")
+            return compare.finish(rows, out, model, hardware, "bench tune")
+        return write_sweep
+    if not isinstance(v.get("compare_plan"), dict) or not v["compare_plan"]:
+        raise compare.InputError("a report by the plan needs the measured plan, compare_plan, among the "
+                                 "host's inputs (playbooks/compare.yml writes it into --inputs)")
+    unrun = not_run(v)
+
+    def write_plan(results, out):
+        return report_rows(rows_of(results, v), out, report.get("current"), model, hardware, "bench tune",
+                           unrun)
+    return write_plan
+
+
 def cmd_report_plan(args):
     """``bench compare-report --plan RESULTS_JSON``: the plan comparison's reports from the plan
     results a playbook gathered (rows_from_results)."""
     try:
         try:
             host = gate.host_of(args)
-            # the measured plan (the gate plan at the context depths) the play wrote beside its inputs
-            v = gate.flat(host.values())
-            v["compare_plan"] = v.get("compare_plan") or host.template("compare_plan")
         except PlanError as e:
             raise compare.InputError(str(e))
+        v = host_vars(host)
         rows = rows_from_results(args.rows, v)
         if args.current is not None and args.current not in {r["profile"] for r in rows}:
             raise compare.InputError("--current %s is not one of the compared profiles" % args.current)
         model, hardware = compare._sizes(args, _named(args, host))
         compare._need_matplotlib()
-        return _report(rows, args, model, hardware, "bench compare-report", not_run(v))
+        return report_rows(rows, args.out, args.current, model, hardware, "bench compare-report", not_run(v))
     except compare.InputError as e:
         sys.stderr.write("bench compare-report: %s\n" % e)
         return compare.EXIT_BAD_INPUT

@@ -19,8 +19,9 @@ answer are plugins/module_utils/sglang_perf/judge/tune.py's. ``--profiles`` tune
 list of the host's own profiles instead of a space (a comparison judged as the tuner judges): each
 launched once as it stands, the current first; with ``--cases FILE`` the list is measured, not
 searched (playbooks/compare.yml: only the listed, every case of the file without thresholds, the
-plan results to --results for compare-report); ``--check`` reads and checks everything and
-launches nothing.
+plan results to --results and, when the file asks for it, the comparison's report from them:
+compare.md, .csv, .json, .png, as ``bench compare-report`` writes them); ``--check`` reads and
+checks everything and launches nothing.
 
 Writes DIR/tune.md (the answer first, then every launch), tune.json, tune.png and tuned.yml (the
 winner as a named profile with thresholds from its own figures, and sglang_profile set to it:
@@ -45,7 +46,7 @@ from sglang_perf.judge import setting, tune, verdict
 from sglang_perf.measure import config
 from sglang_perf.measure.client import ConfigError
 
-from bench import common, gate, tune_report
+from bench import common, compare, compare_plan, gate, tune_report
 from bench.common import EXIT_FAILED, EXIT_PASSED, EXIT_UNMEASURED
 from bench.candidate import CUT, LaunchError, launch_commands, past, port_taken, run_one
 from bench.paths import ROOT
@@ -343,8 +344,10 @@ def add_parser(sub):
     p.add_argument("--cases", metavar="FILE",
                    help="with --profiles: measure each listed profile once, in the order given (and no "
                         "other), on these cases without thresholds - JSON {\"cases\": [resolved cases], "
-                        "\"options\": {engine options}}, playbooks/compare.yml's - and write each plan "
-                        "result to --results for compare-report: no search, no answer")
+                        "\"options\": {engine options}, \"report\": {\"by\": \"plan\" or \"sweep\", "
+                        "\"current\": NAME} or null}, playbooks/compare.yml's - write each plan result to "
+                        "--results and, with a report, the comparison's (compare.md, .csv, .json, .png) "
+                        "from them: no search")
     p.add_argument("--results", metavar="FILE",
                    help="with --cases: the results, [{profile, url, result, error, slowdowns}] "
                         "(default OUT/results.json)")
@@ -430,8 +433,9 @@ def _say(args):
 
 
 def _given_cases(path):
-    """--cases FILE: {"cases": [resolved cases], "options": {engine options}}; TuneError naming
-    what is wrong."""
+    """--cases FILE: {"cases": [resolved cases], "options": {engine options}, "report": the
+    comparison's report to write or null (compare_plan.reporter)}; TuneError naming what is
+    wrong."""
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, ValueError) as e:
@@ -441,7 +445,12 @@ def _given_cases(path):
             or not isinstance(data.get("options", {}), dict):
         raise TuneError("--cases %s must be {\"cases\": [resolved cases, each with its case name], "
                         "\"options\": {engine options}}" % path)
-    given = {"cases": data["cases"], "options": data.get("options") or {}}
+    given = {"cases": data["cases"], "options": data.get("options") or {}, "report": data.get("report")}
+    report = given["report"]
+    if report is not None and not (isinstance(report, dict) and report.get("by") in ("plan", "sweep")
+                                   and isinstance(report.get("current"), (str, type(None)))):
+        raise TuneError("--cases %s: report must be {\"by\": \"plan\" or \"sweep\", \"current\": "
+                        "NAME or null} (the comparison's report to write), got %r" % (path, report))
     try:  # every case and option checked as a run checks them, before anything is launched
         plan.case_configs(dict(given["options"], url="http://127.0.0.1:1"), given["cases"], "--cases")
         config.validate(dict(given["options"], url="http://127.0.0.1:1"))
@@ -450,13 +459,15 @@ def _given_cases(path):
     return given
 
 
-def _each(host, args, keys, commands, given, started):
+def _each(host, args, keys, commands, given, started, write_report=None):
     """--cases: each listed profile launched once in the order given, measured on every case
     without thresholds (plan.run_cases, the comparison's cases and options), stopped; the plan
     results written to --results as compare-report reads them ([{profile, url, result, error,
     slowdowns}]: the error a launch's that did not start or could not be measured, the slowdowns
-    what held its GPUs' clocks down while measured). 0, or 2 when a launch was not stopped
-    cleanly (the rest are not launched: it would hold their GPUs)."""
+    what held its GPUs' clocks down while measured), then the comparison's report from them
+    (``write_report``, compare_plan.reporter) when the file asks for one. 0, or 2 when a launch
+    was not stopped cleanly (the rest are not launched: it would hold their GPUs) or nothing was
+    measured for the report."""
     ends_at = started + args.budget_minutes * 60 if args.budget_minutes else None
     ready_timeout = args.ready_timeout or float(host.v.get("sglang_ready_timeout") or 900)
     out_dir, say = _out_dir(args), _say(args)
@@ -495,6 +506,11 @@ def _each(host, args, keys, commands, given, started):
     path = Path(args.results) if args.results else out_dir / "results.json"
     common.replace_text(path, json.dumps(results, indent=2, default=str) + "\n")
     say("bench tune: wrote %s" % path)
+    if write_report is not None:
+        try:
+            write_report(results, out_dir)
+        except compare.InputError as e:
+            raise TuneError("the comparison's report: %s (the results: %s)" % (e, path))
     return EXIT_UNMEASURED if stray else EXIT_PASSED
 
 
@@ -562,6 +578,16 @@ def _tune(args):
     if listed and refused:  # a profile named to be measured that cannot run: the user's to mend
         raise TuneError("--profiles: the deploy's preflight refuses %s" % "; ".join(
             "%s: %s" % (k.profile, why) for k, why in refused.items()))
+    write_report = None
+    if given and given["report"]:  # the comparison's report: whatever it needs checked before a launch
+        current = given["report"].get("current")
+        if current is not None and current not in [k.profile for k in keys]:
+            raise TuneError("--cases: the report's current profile %s is not one of --profiles (%s)"
+                            % (current, ", ".join(k.profile for k in keys)))
+        try:
+            write_report = compare_plan.reporter(host.host, given["report"], given["cases"])
+        except compare.InputError as e:
+            raise TuneError("--cases: %s" % e)
     if args.check:  # everything above, nothing launched: the play's check before the service stops
         if args.url or args.port:  # where the candidates will be measured: the host's own server there now
             url = (args.url or "http://%s:%d" % (args.address, args.port)).rstrip("/")
@@ -581,7 +607,7 @@ def _tune(args):
                           "releases": sorted(releases.values(), key=lambda r: r["name"])}))
         return EXIT_PASSED
     if given:
-        return _each(host, args, keys, commands, given, started)
+        return _each(host, args, keys, commands, given, started, write_report)
     # what the capacity check holds a setting to: the promised context (or a longer case's), the
     # plan's highest concurrency
     needs = (max([host.profiles[host.current].get("context_length") or 0]

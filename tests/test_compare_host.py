@@ -42,6 +42,7 @@ def test_compare_engines_answers_on_the_plan_and_deploys_the_winner_through_the_
     assert "roofline share" in md and "| nextn_1step | sglang |" in md and "| vllm_mtp_3 | vllm |" in md
     out = flat(p.stdout)
     assert "the winner is vllm_mtp_3 (vllm), decided by %s" % decided in out
+    assert "| vllm_mtp_3 | vllm |" in out  # the tuner's report, shown by the play
     assert "Rollout complete: every host passed its gate." in out
     lines = on_host("cat /var/lib/sglang/gate-history.jsonl").splitlines()
     runs = [json.loads(x) for x in lines[before:]]

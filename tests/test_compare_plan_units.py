@@ -17,7 +17,7 @@ GATE_PLAN = {"coding": {"prompts": "coding", "concurrency": 1, "requests": 6, "m
              "concurrent": {"prompts": "coding", "concurrency": 4, "requests": 8, "max_tokens": 128}}
 # what compare.yml passes: the role's sglang_gate_compare_profiles and its own sweep's three
 SWEEP = {"engines": [], "levels": [1, 4, 16], "requests": 4, "warmup": 2, "max_tokens": 512,
-         "topology": {"enabled": False}, "out_dir": "/out", "current": "nextn_3step",
+         "topology": {"enabled": False}, "current": "nextn_3step",
          "engine_profiles": GATE["sglang_gate_compare_profiles"],
          "sweep_profiles": ["no_spec", "nextn_1step", "nextn_3step"]}
 ENGINES = dict(SWEEP, engines="sglang,vllm", gate_plan=GATE_PLAN,
@@ -43,10 +43,9 @@ def test_the_engine_sweep_runs_each_engines_depths_on_the_gate_plan_at_the_conte
         (1024, 6, 6, 64)
     # the gate's level, warmup and timeouts: the answer decides on the intervals the gate would
     assert out["bench"] == ENGINES["gate"]
-    assert out["report_args"] == ["--plan", "/out/results.json", "--inputs", "/out/inputs.json",
-                                  "--current", "nextn_3step", "--out", "/out"]
-    assert make(current="vllm_mtp_9")["report_args"] == ["--plan", "/out/results.json", "--inputs",
-                                                         "/out/inputs.json", "--out", "/out"]
+    # the report the tuner writes: by the plan, the host's profile named when it is compared
+    assert out["report"] == {"by": "plan", "current": "nextn_3step"}
+    assert make(current="vllm_mtp_9")["report"] == {"by": "plan", "current": None}
 
 
 def test_the_engine_table_is_replaced_by_compare_engine_profiles_and_the_depths_by_their_own():
@@ -72,7 +71,7 @@ def test_the_concurrency_sweep_is_one_case_per_level_at_least_two_full_waves(lev
     assert got == expected
     assert all(c["options"]["max_tokens"] == 512 and c["thresholds"] == {} for c in out["cases"])
     assert out["bench"]["warmup"] == 2 and out["bench"]["confidence"] == 0.95
-    assert out["report_args"] == ["/out/rows.json", "--out", "/out"]
+    assert out["report"] == {"by": "sweep", "current": None}
 
 
 @pytest.mark.parametrize("change, words", [

@@ -210,22 +210,24 @@ def test_listed_profiles_are_launched_as_they_stand_and_the_winner_named(tmp_pat
 def test_cases_measure_each_listed_profile_on_them_and_write_compare_reports_results(tmp_path):
     """--profiles with --cases (playbooks/compare.yml's): these profiles and no other - the host's
     own, nextn_3step, is not added - launched once each in the order given as the tuner launches,
-    every case measured without thresholds, the plan results written for compare-report; a
-    profile that does not start is an error row, not the end of the run."""
+    every case measured without thresholds, the plan results written and the comparison's report
+    from them; a profile that does not start is an error row, not the end of the run."""
     from bench import compare_plan
     host, out = _vars(tmp_path, drafter=False, max_tokens=64), tmp_path / "out"
     measured = {"coding": {"prompts": "coding", "concurrency": 1, "requests": 6, "max_tokens": 64},
                 "c2": {"prompts": "coding", "concurrency": 2, "requests": 4, "max_tokens": 64}}
     cases = compare_plan.measure_only({"compare_plan": measured})
     given = tmp_path / "cases.json"
-    given.write_text(json.dumps({"cases": cases, "options": {"warmup": 0}}))
+    given.write_text(json.dumps({"cases": cases, "options": {"warmup": 0},
+                                 "report": {"by": "plan", "current": "nextn_1step"}}))
     # a profile whose launch exits at once; and a bar (the host's, nextn_3step's 200 tok/s) no_spec's
     # roofline cannot reach: measured without thresholds, no profile's bars refuse its launch
     broken = tmp_path / "broken.yml"
     broken.write_text("sglang_host_profiles:\n  nextn_2step_broken:\n    base: nextn_3step\n"
                       "    speculative_num_steps: 2\n    speculative_num_draft_tokens: 3\n"
                       "sglang_gate_host_thresholds:\n  nextn_3step:\n"
-                      "    coding: {min_tok_s: 200, min_accept_len: 2.8}\n")
+                      "    coding: {min_tok_s: 200, min_accept_len: 2.8}\n"
+                      + yaml.safe_dump({"compare_plan": measured}))  # the measured plan, as compare.yml's
     launch = 'case "{args}" in *"--speculative-num-steps 2"*) exit 3;; esac; ' + LAUNCH
     results = tmp_path / "results.json"
     # the stand-in's GPU 0 held by a thermal slowdown from half a second after its first reading
@@ -248,21 +250,34 @@ def test_cases_measure_each_listed_profile_on_them_and_write_compare_reports_res
     # what held the GPUs down while each was measured: none for the launch that never started
     assert got[0]["slowdowns"] == []
     assert all(r["slowdowns"][0].startswith("GPU 0 held by sw_thermal_slowdown for ") for r in got[1:]), got
-    # the rows compare-report builds from them
-    v = dict(yaml.safe_load((ROOT / "roles/sglang/defaults/main.yml").read_text()),
-             **yaml.safe_load(host.read_text()), **yaml.safe_load(broken.read_text()), compare_plan=measured)
-    rows = compare_plan.rows_from_results(results, v)
-    assert [(r["profile"], r["case"], r["error"] is None) for r in rows] == [
-        ("nextn_2step_broken", "coding", False), ("nextn_2step_broken", "c2", False),
-        ("nextn_1step", "coding", True), ("nextn_1step", "c2", True), ("no_spec", "coding", True),
-        ("no_spec", "c2", True)]
-    # the report names them, a section of its own
-    summary = compare_plan.analyse_plan(rows)
-    assert summary["slowdowns"] == {r["profile"]: r["slowdowns"] for r in got[1:]}
-    md = compare_plan.markdown(rows, summary)
+    # the comparison's report, written by the tuner from them: a row per profile and case of the
+    # measured plan, the slowdowns a section of their own, the answer on stdout
+    report = json.loads((out / "compare.json").read_text())
+    rows = {(r["profile"], r["case"]): r for r in report["rows"]}
+    assert {k: r["error"] is None for k, r in rows.items()} == {
+        ("nextn_2step_broken", "coding"): False, ("nextn_2step_broken", "c2"): False,
+        ("nextn_1step", "coding"): True, ("nextn_1step", "c2"): True, ("no_spec", "coding"): True,
+        ("no_spec", "c2"): True}
+    assert all(rows[r["profile"], c["case"]]["decode_tok_s_median"] == c["decode_tok_s"]["median"] > 0
+               for r in got[1:] for c in r["result"]["cases"])
+    assert report["summary"]["slowdowns"] == {r["profile"]: r["slowdowns"] for r in got[1:]}
+    assert {f.name for f in out.iterdir()} >= {"compare.md", "compare.csv", "compare.json", "compare.png"}
+    md = (out / "compare.md").read_text()
     assert md.index("## GPU clocks held down during a measurement") < md.index("## Not measured")
     assert "- nextn_1step: %s" % got[1]["slowdowns"][0] in md
-    assert not (out / "tune.json").exists()  # no search, no answer: the comparison makes it
+    assert report["summary"]["lines"] and p.stdout.startswith("- " + report["summary"]["lines"][0])
+    assert not (out / "tune.json").exists()  # no search: the comparison answers
+    # the sweep's report from the same results: a row per profile and level, kept as rows.json
+    from bench import planner
+    sweep = compare_plan.reporter(planner.host_for(None, "tune", {}, vars_files=[host, broken]),
+                                  {"by": "sweep", "current": None}, cases)
+    assert sweep(got, tmp_path / "sweep") == 0
+    kept = json.loads((tmp_path / "sweep" / "rows.json").read_text())
+    assert [(r["profile"], r["concurrency"], r["error"] is None) for r in kept] == [
+        ("nextn_2step_broken", 1, False), ("nextn_2step_broken", 2, False), ("nextn_1step", 1, True),
+        ("nextn_1step", 2, True), ("no_spec", 1, True), ("no_spec", 2, True)]
+    swept = json.loads((tmp_path / "sweep" / "compare.json").read_text())["rows"]
+    assert sorted(json.dumps({k: r[k] for k in kept[0]}) for r in swept) == sorted(map(json.dumps, kept))
     # --cases without --profiles, or with a case or option a run would refuse: refused before
     # any launch, naming what is wrong
     p = tune("--vars", host, "--launch", LAUNCH, "--cases", given)
@@ -270,9 +285,14 @@ def test_cases_measure_each_listed_profile_on_them_and_write_compare_reports_res
     for bad, said in (({"cases": cases, "options": {"warmup": -1}}, "invalid warmup: must be 0 or more"),
                       ({"cases": [{k: v for k, v in cases[0].items() if k != "thresholds"}]},
                        "invalid cases: cases[0] (coding).thresholds must be a mapping"),
-                      ({"cases": []}, "must be {\"cases\": [resolved cases")):
+                      ({"cases": []}, "must be {\"cases\": [resolved cases"),
+                      ({"cases": cases, "report": {"by": "table"}}, "report must be {\"by\": \"plan\" or"),
+                      ({"cases": cases, "report": {"by": "plan", "current": "no_spec"}},
+                       "the report's current profile no_spec is not one of --profiles (nextn_1step)"),
+                      ({"cases": cases, "report": {"by": "plan", "current": None}},
+                       "a report by the plan needs the measured plan, compare_plan")):
         given.write_text(json.dumps(bad))
-        p = tune("--vars", host, "--launch", "exit 9", "--profiles", "nextn_1step", "--cases", given,
+        p = tune("--vars", host, "--launch", "exit 9 {args}", "--profiles", "nextn_1step", "--cases", given,
                  "--out", tmp_path / "never")
         assert p.returncode == 2 and said in p.stderr, (bad, p.stderr)
     assert not (tmp_path / "never").exists()

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 """playbooks/compare.yml's plan of one host, on the controller (sglang_perf.plan.comparison.make
 decides): the profiles, the resolved cases each is measured with, the module's options and the
-report's arguments; every refusal of compare's inputs fails the task before anything changes."""
+report the tuner writes; every refusal of compare's inputs fails the task before anything changes."""
 from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
@@ -33,8 +33,7 @@ options:
   warmup: {description: compare_warmup (the sweep)., type: int}
   max_tokens: {description: compare_max_tokens (the sweep)., type: int}
   topology: {description: The deploy plan's topology (a multi-node deployment is refused)., type: dict}
-  out_dir: {description: compare_out_dir., type: str}
-  current: {description: The host's own profile (the report's --current)., type: str}
+  current: {description: "The host's own profile (the report's current, when compared).", type: str}
 """
 
 EXAMPLES = r"""

@@ -17,12 +17,9 @@ description:
     not reached).
   - C(sglang_gate_calibration) is the host_vars file C(playbooks/calibrate.yml) writes - thresholds
     proposed at a margin below what several plan runs measured.
-  - C(sglang_gate_compare_rows) is the concurrency sweep's rows of C(playbooks/compare.yml) - one
-    per profile and level - from the plan result of each profile.
 """
 
 from sglang_perf.judge import calibration, decision, verdict
-from sglang_perf.plan import comparison
 from sglang_perf.measure.client import ConfigError
 
 from ansible.errors import AnsibleFilterError
@@ -34,14 +31,6 @@ def sglang_gate_case_summary(case):
     if not isinstance(case, dict):
         raise AnsibleFilterError("sglang_gate_case_summary: a case result is a dict, got %r" % (case,))
     return verdict.case_summary(case)
-
-
-def sglang_gate_compare_rows(results, cases):
-    """The concurrency sweep's rows from one plan result per profile (comparison.sweep_rows)."""
-    if not isinstance(results, list) or not isinstance(cases, list):
-        raise AnsibleFilterError("sglang_gate_compare_rows: a list of results and the resolved cases, "
-                                 "got %r, %r" % (results, cases))
-    return comparison.sweep_rows(results, cases)
 
 
 def sglang_gate_calibration(runs, profile, margin, existing=None, host="?", when=None):
@@ -90,7 +79,6 @@ class FilterModule(object):
     def filters(self):
         return {"sglang_gate_case_summary": sglang_gate_case_summary,
                 "sglang_gate_calibration": sglang_gate_calibration,
-                "sglang_gate_compare_rows": sglang_gate_compare_rows,
                 "sglang_gate_failure": sglang_gate_failure,
                 "sglang_gate_restored_text": sglang_gate_restored_text,
                 "sglang_gate_rescue_failure": sglang_gate_rescue_failure,

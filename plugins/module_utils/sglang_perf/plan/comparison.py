@@ -51,7 +51,8 @@ def make(a):
     """The comparison of one host from its inputs ``a`` (the action's arguments): {"problems":
     [...]} when it cannot run, else {"problems": [], "by_plan", "engines", "profiles", "plan" (the
     measured plan, raw, for the report's vars), "cases" (resolved, measure-only), "bench" (the
-    module's other options), "results_file", "report_args"}."""
+    module's other options), "report" (what the tuner writes from its results: {"by": "plan" or
+    "sweep", "current": the host's profile when compared, else None})}."""
     problems = []
     topo = a.get("topology") or {}
     host = a.get("host") or "this host"
@@ -118,12 +119,10 @@ def make(a):
     except ConfigError as e:
         problems.append(e.message)
         return out
-    out_dir, current = a.get("out_dir") or ".", a.get("current")
-    results = "%s/%s" % (out_dir, "results.json" if by_plan else "rows.json")
-    report = (["--plan", results, "--inputs", "%s/inputs.json" % out_dir]
-              + (["--current", current] if current in profiles else [])) if by_plan else [results]
-    out.update(plan=measured, cases=cases, bench=bench, results_file=results,
-               report_args=report + ["--out", out_dir])
+    current = a.get("current")
+    out.update(plan=measured, cases=cases, bench=bench,
+               report={"by": "plan" if by_plan else "sweep",
+                       "current": current if by_plan and current in profiles else None})
     return out
 
 
