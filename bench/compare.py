@@ -416,16 +416,24 @@ def parse_levels(text):
 
 
 def _sizes(args, host=None):
-    """(model, hardware) of --sizes, else of ``host`` (a planner Host), else the production
-    inventory's (sizes.default); (None, None) with --no-roofline; InputError on unusable figures."""
+    """(model, hardware) of --sizes, else of ``host``; (None, None) with --no-roofline."""
     if args.no_roofline:
         return None, None
     try:
-        model, hardware = (sizes.load_sizes(args.sizes) if args.sizes else
+        return size_figures(args.sizes, host)
+    except InputError as e:
+        raise InputError("%s (or --no-roofline)" % e)
+
+
+def size_figures(files=None, host=None):
+    """(model, hardware) the roofline takes: of the YAML ``files``, else of ``host`` (a planner
+    Host), else the production inventory's (sizes.default); InputError on unusable figures."""
+    try:
+        model, hardware = (sizes.load_sizes(files) if files else
                            sizes.of_host(host) if host is not None else sizes.default())
         capacity.roofline(model, hardware, 0)  # the figures the roofline needs are there
     except ValueError as e:  # CapacityError and PlanError are ValueErrors
-        raise InputError("size figures: %s (or --no-roofline)" % e)
+        raise InputError("size figures: %s" % e)
     return model, hardware
 
 

@@ -415,7 +415,7 @@ def reporter(host, report, cases):
     answer; made before anything is launched, it raises InputError for a report it could not
     write (no measured plan, the host's size figures, matplotlib)."""
     v = host_vars(host)
-    model, hardware = compare._sizes(argparse.Namespace(sizes=None, no_roofline=False), host)
+    model, hardware = compare.size_figures(host=host)
     compare._need_matplotlib()
     if report["by"] == "sweep":
         def write_sweep(results, out):

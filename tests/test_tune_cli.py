@@ -295,6 +295,14 @@ def test_cases_measure_each_listed_profile_on_them_and_write_compare_reports_res
         p = tune("--vars", host, "--launch", "exit 9 {args}", "--profiles", "nextn_1step", "--cases", given,
                  "--out", tmp_path / "never")
         assert p.returncode == 2 and said in p.stderr, (bad, p.stderr)
+    # a report the host's figures cannot give (the roofline's sizes) is refused before a launch too
+    given.write_text(json.dumps({"cases": cases, "report": {"by": "sweep", "current": None}}))
+    no_sizes = tmp_path / "no_sizes.yml"
+    no_sizes.write_text("sglang_hardware: null\n")
+    p = tune("--vars", host, "--vars", no_sizes, "--launch", "exit 9 {args}", "--profiles", "nextn_1step",
+             "--cases", given, "--out", tmp_path / "never")
+    assert p.returncode == 2 and "--cases: size figures: " in p.stderr, p.stderr
+    assert "sglang_hardware" in p.stderr
     assert not (tmp_path / "never").exists()
 
 
