@@ -21,7 +21,7 @@ options:
     description: Each engine's profiles (compare_engine_profiles, else sglang_gate_compare_profiles).
     type: dict
   profiles: {description: compare_profiles (null - from the engines, or O(sweep_profiles))., type: list}
-  sweep_profiles: {description: The concurrency sweep's profiles (compare_sweep_profiles)., type: list}
+  sweep_profiles: {description: The concurrency sweep's profiles (sglang_gate_sweep_profiles)., type: list}
   known_profiles: {description: The names of sglang_profiles., type: list}
   deploy_best: {description: compare_deploy_best., type: bool}
   gate_plan: {description: sglang_gate_plan (with O(engines))., type: dict}
