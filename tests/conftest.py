@@ -56,6 +56,18 @@ def raw_role_defaults(role="sglang"):
     return yaml.safe_load((ROOT / "roles" / role / "defaults" / "main.yml").read_text()) or {}
 
 
+def yaml_strings(node):
+    """Every string in a YAML value: its mappings' values and lists' items, nested."""
+    if isinstance(node, dict):
+        for v in node.values():
+            yield from yaml_strings(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from yaml_strings(v)
+    elif isinstance(node, str):
+        yield node
+
+
 def role_defaults(role="sglang"):
     """A role's defaults as plain YAML, its profiles and thresholds flat as the deploy plan
     resolves their bases (sglang_perf.plan.inherit)."""

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from ansiblerun import ansible
-from conftest import ROOT, role_defaults
+from conftest import ROOT, role_defaults, yaml_strings
 from planutil import PRODUCTION, plan_for
 
 ROLES = sorted(p.name for p in (ROOT / "roles").iterdir() if (p / "defaults" / "main.yml").exists())
@@ -178,22 +178,11 @@ def test_no_inventory_input_references_a_derived_name_or_the_plan(path):
     assert found == [], "%s references %s" % (path, found)
 
 
-def _strings(value):
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from _strings(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _strings(v)
-
-
 @pytest.mark.parametrize("path", sorted((ROOT / "playbooks").glob("*.yml")), ids=lambda p: p.name)
 def test_no_play_names_a_profile(path):
     """Which profiles a play launches is role data (e.g. sglang_gate_sweep_profiles): a play's
     vars outrank the inventory's, so a list kept there could not be a host's own."""
     names = set(role_defaults()["sglang_profiles"])
     for play in yaml.safe_load(path.read_text()) or []:
-        named = sorted(names.intersection(_strings(play.get("vars") or {})))
+        named = sorted(names.intersection(yaml_strings(play.get("vars") or {})))
         assert not named, "%s: play %r names profiles %s in its vars" % (path.name, play.get("name"), named)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT
+from conftest import ROOT, yaml_strings
 
 BIN = Path(sys.executable).parent
 WORKFLOW = ROOT / ".github" / "workflows" / "ci.yml"
@@ -56,14 +56,7 @@ def test_the_workflow_runs_on_push_lint_and_unit_tier_first():
 
 
 def _expressions(node):
-    if isinstance(node, dict):
-        for v in node.values():
-            yield from _expressions(v)
-    elif isinstance(node, list):
-        for v in node:
-            yield from _expressions(v)
-    elif isinstance(node, str):
-        yield from (m.strip() for m in EXPR.findall(node))
+    return (m.strip() for text in yaml_strings(node) for m in EXPR.findall(text))
 
 
 @pytest.mark.parametrize("job", sorted(JOBS))
