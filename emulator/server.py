@@ -182,7 +182,7 @@ class EmulatorServer:
         tic = time.monotonic()
         req = Req("HEALTH_CHECK_%s" % uuid.uuid4().hex, request.path, 1, 1, True,
                   "health", False, False, health=True)
-        req.sink = HealthSink(self, req, False)
+        req.sink = HealthSink(self.sched, req, False)
         req.done = asyncio.get_running_loop().create_future()
         self.sched.submit(req)
         while time.monotonic() < tic + HEALTH_CHECK_TIMEOUT:
@@ -529,7 +529,7 @@ class EmulatorServer:
         req = Req(str(rid), "/generate", prompt_tokens, max_new, bool(sp.get("ignore_eos")),
                   text if text is not None else repr(ids), stream,
                   reasoning=self.cfg["reasoning_parser"] is not None)
-        sink = GenerateSink(self, req, stream)
+        sink = GenerateSink(self.sched, req, stream)
         refusal = self.too_long(prompt_tokens)
         if refusal:
             return await self._refuse(request, req, sink, False, refusal)
@@ -583,7 +583,7 @@ class EmulatorServer:
         req = Req(str(rid), "/v1/completions", prompt_tokens, max_tokens,
                   bool(body.get("ignore_eos")), repr(prompt), stream,
                   reasoning=self.cfg["reasoning_parser"] is not None)
-        sink = CompletionSink(self, req, stream, model, include_usage, continuous,
+        sink = CompletionSink(self.sched, req, stream, model, include_usage, continuous,
                               bool(body.get("return_spec_tokens_details")))
         refusal = self.too_long(prompt_tokens)
         if refusal:
@@ -635,7 +635,7 @@ class EmulatorServer:
         # (batch_result_processor.py _maybe_update_reasoning_tokens)
         req.count_reasoning = thinking and parser is not None
         tools = body.get("tools") if isinstance(body.get("tools"), list) else None
-        sink = ChatSink(self, req, stream, model, include_usage, continuous,
+        sink = ChatSink(self.sched, req, stream, model, include_usage, continuous,
                         bool(body.get("return_spec_tokens_details")),
                         **self.chat_rendering(body, thinking, tools))
         refusal = self.too_long(prompt_tokens)

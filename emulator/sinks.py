@@ -19,7 +19,7 @@ from .render import ChatRenderer
 from .request import EOS, TOKEN_IDS_STR, VOCAB, VOCAB_ESC, Req
 
 if TYPE_CHECKING:
-    from .server import EmulatorServer
+    from .scheduler import Scheduler
 
 INLINE_WRITE_LIMIT = 256 * 1024
 
@@ -71,8 +71,8 @@ def spec_tokens_details(details: Dict[str, Any]) -> Dict[str, Any]:
 # Sinks: turn scheduler steps into the endpoint's bytes. One per request.
 # ---------------------------------------------------------------------------------------------
 class Sink:
-    def __init__(self, server: EmulatorServer, req: Req, stream: bool):
-        self.server = server
+    def __init__(self, sched: Scheduler, req: Req, stream: bool):
+        self.sched = sched  # the server's: a client that goes away aborts its request there
         self.req = req
         self.stream = stream
         self.resp: web.StreamResponse | None = None
@@ -105,14 +105,14 @@ class Sink:
         if req.backlog is None:
             tr = self.transport
             if tr is None or tr.is_closing():
-                self.server.sched.abort(req)
+                self.sched.abort(req)
                 self.wake()
                 return
             if tr.get_write_buffer_size() < INLINE_WRITE_LIMIT:
                 try:
                     await self.resp.write(data)
                 except Exception:  # client went away mid-write
-                    self.server.sched.abort(req)
+                    self.sched.abort(req)
                     self.wake()
                 return
             req.backlog = []
@@ -137,8 +137,8 @@ class Sink:
 class GenerateSink(Sink):
     """Native /generate: cumulative text and output_ids, meta_info per chunk."""
 
-    def __init__(self, server, req, stream):
-        super().__init__(server, req, stream)
+    def __init__(self, sched, req, stream):
+        super().__init__(sched, req, stream)
         self.esc_parts: List[str] = []
         self.ids_parts: List[str] = []
         self.esc_text = ""
@@ -159,8 +159,8 @@ class GenerateSink(Sink):
                                        req.reasoning_tokens(), req.produced))
         if req.finish is not None:
             extra = {"e2e_latency": req.t_finish - req.t_arrival}
-            details = spec_details(req, self.server.sched.draft_tokens) \
-                if self.server.sched.spec else None
+            details = spec_details(req, self.sched.draft_tokens) \
+                if self.sched.spec else None
             if details:
                 extra.update(details)
             meta += "," + _dumps(extra)[1:-1]
@@ -181,8 +181,8 @@ class GenerateSink(Sink):
 
 
 class CompletionSink(Sink):
-    def __init__(self, server, req, stream, model, include_usage, continuous, spec_details_on):
-        super().__init__(server, req, stream)
+    def __init__(self, sched, req, stream, model, include_usage, continuous, spec_details_on):
+        super().__init__(sched, req, stream)
         self.model = model
         self.include_usage = include_usage
         self.continuous = continuous
@@ -202,9 +202,9 @@ class CompletionSink(Sink):
         return ("data: " + _dumps(chunk) + "\n\n").encode()
 
     def _sglext(self, req: Req) -> Dict[str, Any] | None:
-        if not self.spec_details_on or not self.server.sched.spec:
+        if not self.spec_details_on or not self.sched.spec:
             return None
-        details = spec_details(req, self.server.sched.draft_tokens)
+        details = spec_details(req, self.sched.draft_tokens)
         return {"spec_tokens_details": spec_tokens_details(details)} if details else None
 
     def render_tail(self, req: Req) -> bytes:

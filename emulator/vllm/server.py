@@ -88,7 +88,8 @@ class VllmSink(Sink):
     obj = "text_completion"
 
     def __init__(self, server, req, stream, model, include_usage, continuous):
-        super().__init__(server, req, stream)
+        super().__init__(server.sched, req, stream)
+        self.server = server  # its configuration: the reasoning parser, per-request metrics
         self.model = model
         self.include_usage = include_usage
         self.continuous = continuous
