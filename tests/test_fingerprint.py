@@ -592,7 +592,9 @@ def test_a_watch_reads_the_counters_at_both_ends(tmp_path, monkeypatch):
     state = standin_state(tmp_path, monkeypatch, {})
     w = fingerprint.watch(fingerprint.run_argv, STANDIN)
     assert w.start["counters"][0]["sw_thermal_slowdown"] == 12500000
-    time.sleep(0.3)
+    # a second before the slowdown: a reading's time is halfway through its query, which a loaded
+    # machine stretches (12 test workers on 2 cores: 0.3 s was not enough to leave the share under 1)
+    time.sleep(1.0)
     began = thermal_from_now(state)
     time.sleep(1.0)
     held = w.stop()
