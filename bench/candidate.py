@@ -229,8 +229,7 @@ def run_one(host, args, key, template, ready_timeout, ends_at, log, measure, kee
     try:
         why = launch.wait_ready(url, engines.get(key.engine).ready_paths, ready_timeout, ends_at)
         record["ready_s"] = round(time.monotonic() - t0, 1)
-        mismatch = None if why else server_mismatch(planned, key.engine, url, port,
-                                                     args.api_key or host.api_key())
+        mismatch = None if why else server_mismatch(planned, key.engine, url, port, args.api_key)
         if why and why.startswith(CUT):
             record["outcome"] = {"started": False, "cut": "budget", "error": why}
         elif why:

@@ -87,6 +87,8 @@ class Host(object):
             self.v = json.loads(json.dumps(self.host.values()))
         except common.PlanError as e:
             raise TuneError(str(e))
+        if not args.api_key:  # the host's own (a vault -i reads): every candidate is measured with it
+            args.api_key = self.host.api_key()
         raw, raw_thresholds = inherit.with_host(self.v.get("sglang_profiles") or {},
                                                 self.v.get("sglang_gate_thresholds"),
                                                 self.v.get("sglang_host_profiles"),
@@ -102,9 +104,6 @@ class Host(object):
         # --cases: each profile planned as measured there, without thresholds (its own, which its
         # launch is not held to, cannot refuse it: no_spec beside the MTP depths)
         self.measure_only = False
-
-    def api_key(self):
-        return self.host.api_key()
 
     def current_key(self):
         """The current profile as a setting of the space's shape."""
@@ -580,10 +579,10 @@ def _tune(args):
             "%s: %s" % (k.profile, why) for k, why in refused.items()))
     write_report = None
     if given and given["report"]:  # the comparison's report: whatever it needs checked before a launch
-        current = given["report"].get("current")
-        if current is not None and current not in [k.profile for k in keys]:
+        own = given["report"].get("current")
+        if own is not None and own not in [k.profile for k in keys]:
             raise TuneError("--cases: the report's current profile %s is not one of --profiles (%s)"
-                            % (current, ", ".join(k.profile for k in keys)))
+                            % (own, ", ".join(k.profile for k in keys)))
         try:
             write_report = compare_plan.reporter(host.host, given["report"], given["cases"])
         except compare.InputError as e:

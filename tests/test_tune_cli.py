@@ -580,3 +580,28 @@ def test_the_plays_checked_inputs_plan_as_the_vars_files_do(tmp_path):
     p = tune("--inputs", inputs, "--vars", host, "--launch", "exit 1 {args}", "--out", tmp_path / "never")
     assert p.returncode == 2 and "without -i or --vars" in p.stderr
     assert not (tmp_path / "never").exists()
+
+
+def test_the_hosts_own_api_key_reaches_the_measurement(tmp_path):
+    """A key the host's variables hold (a vault -i reads with its password, here a vars file) and
+    no SGLANG_API_KEY in the environment: the candidate starts with it (its --config file, as the
+    unit's) and is measured with it - the server check and the cases alike."""
+    from bench import compare_plan
+    key = "k" * 24
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    (etc / "sglang-secrets.yaml").write_text("api-key: %s\n" % key)
+    secret = tmp_path / "secret.yml"
+    secret.write_text("sglang_api_key: %s\nsglang_config_dir: %s\n" % (key, etc))
+    host = _vars(tmp_path, drafter=False, max_tokens=32)
+    given = tmp_path / "cases.json"
+    cases = compare_plan.measure_only({"compare_plan": {"coding": {
+        "prompts": "coding", "concurrency": 1, "requests": 2, "max_tokens": 32}}})
+    given.write_text(json.dumps({"cases": cases, "options": {"warmup": 0}}))
+    p = tune("--vars", host, "--vars", secret, "--launch", LAUNCH, "--profiles", "nextn_1step",
+             "--cases", given, "--out", tmp_path / "out")
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert key not in p.stdout + p.stderr
+    (got,) = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert got["error"] is None, got["error"]
+    assert got["result"]["cases"][0]["requests"] == 2 and got["result"]["cases"][0]["errors"] == 0
