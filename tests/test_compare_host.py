@@ -50,7 +50,6 @@ def test_compare_engines_answers_on_the_plan_and_deploys_the_winner_through_the_
     assert "-m emulator.vllm serve" in on_host("systemctl show -p ExecStart --value sglang")
 
 
-
 def test_a_port_the_controller_cannot_reach_is_refused_before_the_service_stops():
     """The profiles are measured from the controller (the tuner's launches): where the host's own
     server does not answer at tune_url, neither would they - refused by name while it still runs."""
