@@ -146,6 +146,26 @@ def test_each_filter_file_says_what_it_holds():
     assert problems == []
 
 
+def test_every_plugins_documentation_is_what_ansible_doc_reads():
+    """DOCUMENTATION, EXAMPLES and RETURN of every plugin file parse as Ansible's own reader
+    (ansible-doc's) parses them: a plain YAML scalar that holds ": " breaks a plugin's whole page."""
+    from ansible.errors import AnsibleError
+    from ansible.parsing.plugin_docs import read_docstring
+
+    problems = {}
+    for path in python_files("plugins", skip=("plugins/module_utils",)):
+        if path.name == "__init__.py":
+            continue
+        try:
+            docs = read_docstring(str(path), verbose=False, ignore_errors=False)
+        except AnsibleError as e:
+            problems[rel(path)] = str(e).splitlines()[0]
+            continue
+        if path.parent.name != "action" and not (docs["doc"] or {}).get("short_description"):
+            problems[rel(path)] = "no DOCUMENTATION with a short_description"
+    assert problems == {}
+
+
 def test_every_module_runs_as_a_task():
     """... or an action plugin runs it (sglang_deploy_lock runs sglang_lock_file on the host)."""
     texts = text_files(USES)

@@ -28,7 +28,7 @@ description:
     stale one (its ansible-playbook process on this very controller is gone, or it is older than
     O(max_age) seconds) is reclaimed with a warning naming it; O(break_lock) takes any lock over.
     This controller is its host name and its identity (the kernel's boot id and the pid
-    namespace): a holder's process is asked only on the controller that wrote it; a lock of
+    namespace); a holder's process is asked only on the controller that wrote it; a lock of
     another controller with the same host name (two containers, two CI images) is judged by age.
   - O(state=check) fails, naming who holds the lock now, when this run's lock was taken over
     (O(break_lock), a reclaim) or is gone; a run checks before each step that changes the server

@@ -14,7 +14,7 @@ description:
     still holds the token O(expect) (a compare-and-swap), atomically (a temporary file renamed).
     C(phase) records the run's phase in the lock this run holds (O(token)) - the lock is also
     the deploy's journal - and fails, naming the holder, when the lock is not this run's any more
-    (taken over: the run stops before its next step). C(release) removes the lock only when it
+    (taken over - the run stops before its next step). C(release) removes the lock only when it
     holds O(token); a lock another run holds is left alone.
 options:
   path:
@@ -50,7 +50,9 @@ author: sglang-deploy
 
 RETURN = r"""
 held:
-  description: The lock's content after the operation (null - none; C({"unreadable": TEXT}) - not JSON).
+  description: >-
+    The lock's content after the operation; null when there is no lock; a file that is not JSON
+    as the mapping C(unreadable) -> its text.
   returned: always
   type: dict
 lost:

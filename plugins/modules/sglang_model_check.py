@@ -53,7 +53,7 @@ options:
         C(speculative_num_draft_tokens) on SGLang, C(num_speculative_tokens) + 1 on vLLM). When
         C(config.json) names the block the drafter was trained for (C(dflash_config.block_size),
         else C(block_size), as SGLang's C(parse_dflash_draft_config) reads it) and it differs, the
-        module warns naming both (RV(block_note)): both engines run the profile's block (SGLang
+        module warns naming both (RV(block_note)); both engines run the profile's block (SGLang
         resizes the drafter with its warning "DFLASH block size mismatch"; vLLM never reads the
         trained block), at an acceptance the drafter was not trained for, which the gate measures.
         Judged when the files are complete (an incomplete drafter's config.json may be the one
