@@ -14,7 +14,7 @@ export CONTAINERS_CONF := $(CURDIR)/.podman/containers.conf
 # compiles the repository's modules again.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: venv demo test check molecule molecule-changed bench-engine clean podman local-host dist contract \
+.PHONY: venv demo test check check-long molecule molecule-changed bench-engine clean podman local-host dist contract \
 	crosscheck chromium promtool prometheus
 
 # The venv: the pinned tooling (requirements.txt) and the repository's own project (pyproject.toml)
@@ -103,12 +103,17 @@ test:
 # pre-commit hooks) and every test that needs neither the local container nor the contract venv
 # (headless Chromium for the history page, make chromium; promtool for the alert rules, make
 # promtool; the emulator's wheels, make dist, which the local inventory names and
-# playbooks/render.yml checks). Its time: docs/testing.md.
-# `pytest -m "not container and not contract"` selects the same set. 8 workers on 2 cores: most
-# of these tests wait on an emulator's real-time tokens.
+# playbooks/render.yml checks), but the `long` ones: whole commands against emulators in real
+# time, 11 s or more each (tests/conftest.py LONG_TESTS), which make test runs and
+# `make check-long` runs alone. Their times: docs/testing.md. 8 workers on 2 cores: many of
+# these tests wait on an emulator's real-time tokens.
 CHECK_JOBS ?= 8
+CHECK_TIER := not container and not contract
 check: venv chromium promtool dist
-	$(PY) -m pytest -p no:cacheprovider -n $(CHECK_JOBS) --no-skips -m "not container and not contract" tests
+	$(PY) -m pytest -p no:cacheprovider -n $(CHECK_JOBS) --no-skips -m "$(CHECK_TIER) and not long" tests
+
+check-long: venv chromium promtool dist
+	$(PY) -m pytest -p no:cacheprovider -n $(CHECK_JOBS) --no-skips -m "$(CHECK_TIER) and long" tests
 
 # Every Molecule scenario (molecule/*/), each in systemd containers of its own, from the image
 # scripts/podman-setup.sh builds, MOLECULE_JOBS at a time; the time each took and a summary.

@@ -142,33 +142,44 @@ def container_host(item):
     return CONTAINER_FILES.get(item.path.name, DEFAULT_HOST)
 
 
-# The other tiers' tests that take 9 s or more, the longest first (make check's tier at -n 3 on 2
-# cores, --durations, at 0d06f21), started first so none starts last and stretches the run
-# (tests/test_schedule.py checks each exists). ansible-lint is the most CPU of any one test.
+# The other tiers' tests that take 11 s or more in make check's tier (8 workers on 2 cores,
+# --durations at a2b2dd1: 11-127 s, the gate plan's four 65-72), the longest first: but for
+# ansible-lint (LINT_TEST), each runs whole commands against emulators and waits on their
+# real-time tokens. They start first, so none starts last and stretches the run, and they are
+# marked `long`: make check (the inner loop) leaves them to make test, except ansible-lint, the
+# inner loop's lint. tests/test_schedule.py checks each exists.
+LINT_TEST = "test_playbooks.py::test_ansible_lint_production_profile_no_skips"
 LONG_TESTS = (
     "test_tune_cli.py::test_a_drafter_wins_and_its_tuned_vars_deploy",
     "test_gate_plan.py::test_the_hand_launch_memory_settings_fail_on_capacity_naming_both_figures",
     "test_gate_plan.py::test_a_concurrency_cap_fails_the_concurrent_case_and_the_capacity",
     "test_gate_plan.py::test_a_long_context_collapse_fails_the_long_case_alone",
     "test_gate_plan.py::test_the_healthy_3step_server_passes_every_case",
-    "test_playbooks.py::test_ansible_lint_production_profile_no_skips",
     "test_compare_cli.py::test_compare_plan_answers_whether_more_steps_pay",
     "test_compare_cli.py::test_compare_plan_sets_the_drafter_beside_mtp_per_context_and_with_thinking",
     "test_tune_cli.py::test_nothing_beats_the_current_profile_and_it_is_kept",
+    LINT_TEST,
     "test_tune_cli.py::test_listed_profiles_are_launched_as_they_stand_and_the_winner_named",
+    "test_tune_cli.py::test_bad_input_is_refused_before_any_launch",
     "test_gate_faults.py::test_fault_fails_the_gate_with_a_reason",
+    "test_tune_cli.py::test_the_plays_checked_inputs_plan_as_the_vars_files_do",
     "test_tune_cli.py::test_an_interrupted_run_resumes_without_relaunching_what_it_measured",
     "test_watch_emulator.py::test_the_probe_sends_the_thinking_case_after_the_watched_one",
-    "test_fingerprint.py::test_bench_gate_names_a_slowdown_that_held_the_gpus_during_its_measurement",
     "test_compare_cli.py::test_compare_three_profiles_and_compare_report",
-    "test_tune_cli.py::test_the_budget_is_one_end_for_every_wait_and_a_cut_launch_says_so",
+    "test_fingerprint.py::test_bench_gate_names_a_slowdown_that_held_the_gpus_during_its_measurement",
     "test_attribution.py::test_bench_gate_writes_the_roles_history_and_names_the_cause_against_it",
+    "test_verdict.py::test_error_rates_at_five_percent_from_the_threshold",
+    "test_tune_cli.py::test_cases_measure_each_listed_profile_on_them_and_write_compare_reports_results",
+    "test_tune_cli.py::test_the_budget_is_one_end_for_every_wait_and_a_cut_launch_says_so",
+    "test_tune_cli.py::test_blocks_the_drafter_was_not_trained_for_are_searched_and_noted",
+    "test_tune_cli.py::test_a_slowdown_that_held_the_gpus_during_a_launch_is_named",
     "test_gate_faults.py::test_port_open_but_503_fails_the_readiness_wait_in_time",
+    "test_tune_cli.py::test_the_space_is_the_hosts_engine_unless_told",
     "test_cli_inventory.py::test_gate_judges_with_the_hosts_calibrated_thresholds",
-    "test_cli_inventory.py::test_calibrate_writes_where_the_playbook_does_and_gate_judges_with_it",
-    "test_fingerprint.py::test_the_gate_names_a_host_change_first_and_records_the_fingerprint",
     "test_ansible_adhoc.py::test_adhoc_pass_and_fail",
+    "test_fingerprint.py::test_the_gate_names_a_host_change_first_and_records_the_fingerprint",
     "test_gate_plan.py::test_bench_gate_runs_the_roles_plan_with_exit_codes",
+    "test_cli_inventory.py::test_calibrate_writes_where_the_playbook_does_and_gate_judges_with_it",
 )
 
 
@@ -178,11 +189,19 @@ def run_order(item):
     files = list(CONTAINER_FILES)
     if container_host(item):
         return 0, files.index(item.path.name) if item.path.name in files else len(files)
-    test = "%s::%s" % (item.path.name, getattr(item, "originalname", item.name))
+    test = listed_name(item)
     return 1, LONG_TESTS.index(test) if test in LONG_TESTS else len(LONG_TESTS)
 
 
+def listed_name(item):
+    """``file.py::test`` of a collected test (its parameters left out)."""
+    return "%s::%s" % (item.path.name, getattr(item, "originalname", item.name))
+
+
 def pytest_collection_modifyitems(items):
+    for item in items:
+        if listed_name(item) in LONG_TESTS and listed_name(item) != LINT_TEST:
+            item.add_marker(pytest.mark.long)
     items.sort(key=run_order)
 
 

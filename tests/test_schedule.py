@@ -1,11 +1,15 @@
 """The suite's schedule: scripts/molecule_run.py's start order (the shortest expected wall time for
-the job count) and conftest.py's test order (the long tests first)."""
+the job count), conftest.py's test order (the long tests first) and the `long` marker that keeps
+them out of make check."""
 from __future__ import annotations
 
 import ast
 import re
 
-from conftest import LONG_TESTS, ROOT, run_order
+import pytest
+
+import conftest
+from conftest import LINT_TEST, LONG_TESTS, ROOT, run_order
 from scripts import molecule_run as mr
 
 MEASURED = mr.FIRST_RUN_TIMES
@@ -81,3 +85,40 @@ def test_every_container_tier_file_is_on_one_container():
     assert "test_deploy.py" in tier and "test_drafter_host.py" in tier
     missing = [name for name in tier if name not in CONTAINER_FILES]
     assert missing == [], "add each to conftest.CONTAINER_FILES: %s" % ", ".join(missing)
+
+
+class Collected:
+    """What pytest_collection_modifyitems reads of a collected test, and the markers it adds."""
+
+    def __init__(self, name, test):
+        self.path = ROOT / "tests" / name
+        self.originalname = test
+        self.name = test + "[a-parameter]"
+        self.markers = []
+
+    def add_marker(self, marker):
+        self.markers.append(marker.name)
+
+    def get_closest_marker(self, marker):
+        return None
+
+
+def test_the_long_tests_are_marked_long_but_the_lint():
+    listed = [Collected(*t.split("::")) for t in LONG_TESTS]
+    other = Collected("test_verdict.py", "test_a_quick_one")
+    conftest.pytest_collection_modifyitems(listed + [other])
+    marked = sorted(conftest.listed_name(i) for i in listed if i.markers == ["long"])
+    assert marked == sorted(set(LONG_TESTS) - {LINT_TEST}) and other.markers == []
+    assert LINT_TEST in LONG_TESTS  # started first, and kept in make check
+
+
+@pytest.mark.parametrize("target, selects", [("check", "and not long"), ("check-long", "and long")])
+def test_make_check_leaves_the_long_tests_to_make_test(target, selects):
+    """make check and make check-long split the tier between them; make test (scripts/suite.py)
+    selects no marker: every tier, the long tests too."""
+    recipe = re.search(r"^%s:.*\n\t(.*)$" % re.escape(target), (ROOT / "Makefile").read_text(), re.M).group(1)
+    assert re.search(r'-m "\$\(CHECK_TIER\) %s"' % selects, recipe), recipe
+    assert re.search(r"^CHECK_TIER := not container and not contract$", (ROOT / "Makefile").read_text(), re.M)
+    suite = (ROOT / "scripts" / "suite.py").read_text()
+    pytest_args = suite.split('"-m", "pytest"', 1)[1].split("]", 1)[0]
+    assert "-n" in pytest_args and '"-m"' not in pytest_args, pytest_args

@@ -49,7 +49,8 @@ def test_the_workflow_runs_on_push_lint_and_unit_tier_first():
     triggers = FLOW["on"]  # quoted in the file: YAML 1.1 (yamllint, PyYAML) reads a bare on as true
     assert "push" in triggers and "pull_request" in triggers
     check_runs = [s.get("run", "") for s in JOBS["check"]["steps"]]
-    assert any(r.startswith("make check") for r in check_runs), check_runs
+    makes = [r.split()[:2] for r in check_runs if r.startswith("make")]
+    assert makes == [["make", "check"], ["make", "check-long"]], check_runs
     assert set(JOBS["molecule"]["needs"]) == {"check", "changed"}
     matrix = JOBS["molecule"]["strategy"]["matrix"]
     assert matrix["scenario"] == "${{ fromJSON(needs.changed.outputs.scenarios) }}"
