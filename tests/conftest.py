@@ -143,7 +143,7 @@ def container_host(item):
 
 
 # The other tiers' tests that take 11 s or more in make check's tier (8 workers on 2 cores,
-# --durations at a2b2dd1: 11-127 s, the gate plan's four 65-72), the longest first: but for
+# per-test wall at a2b9c64: 11-127 s, the gate plan's four 65-72), the longest first: but for
 # ansible-lint (LINT_TEST), each runs whole commands against emulators and waits on their
 # real-time tokens. They start first, so none starts last and stretches the run, and they are
 # marked `long`: make check (the inner loop) leaves them to make test, except ansible-lint, the
