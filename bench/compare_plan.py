@@ -414,7 +414,6 @@ def reporter(host, report, cases):
     beside the reports. Returns a function of (results, out_dir) that writes them and prints the
     answer; made before anything is launched, it raises InputError for a report it could not
     write (no measured plan, the host's size figures, matplotlib)."""
-    v = host_vars(host)
     model, hardware = compare.size_figures(host=host)
     compare._need_matplotlib()
     if report["by"] == "sweep":
@@ -424,6 +423,7 @@ def reporter(host, report, cases):
             common.replace_text(Path(out) / "rows.json", json.dumps(rows, indent=2, default=str) + "\n")
             return compare.finish(rows, out, model, hardware, "bench tune")
         return write_sweep
+    v = host_vars(host)
     if not isinstance(v.get("compare_plan"), dict) or not v["compare_plan"]:
         raise compare.InputError("a report by the plan needs the measured plan, compare_plan, among the "
                                  "host's inputs (playbooks/compare.yml writes it into --inputs)")

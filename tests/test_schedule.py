@@ -57,21 +57,30 @@ def test_each_long_test_names_a_test_of_the_other_tiers():
         assert test in {f.name for f in tree.body if isinstance(f, ast.FunctionDef)}, name
 
 
+class Collected:
+    """What the conftest's ordering and marking read of a collected test (a parametrized one: its
+    name carries the parameters, originalname not), and the markers it adds."""
+
+    def __init__(self, name, test, container=False):
+        self.path = ROOT / "tests" / name
+        self.originalname = test
+        self.name = test + "[a-parameter]"
+        self.container = container
+        self.markers = []
+
+    def get_closest_marker(self, marker):
+        return object() if self.container and marker == "container" else None
+
+    def add_marker(self, marker):
+        self.markers.append(marker.name)
+
+
 def test_the_long_tests_run_first_after_the_container_tier():
-    class Item:
-        def __init__(self, name, test, container=False):
-            self.path = ROOT / "tests" / name
-            self.originalname = self.name = test
-            self._container = container
-
-        def get_closest_marker(self, marker):
-            return object() if self._container and marker == "container" else None
-
     first, second = (t.split("::") for t in LONG_TESTS[:2])
-    items = [Item("test_a.py", "test_x"), Item(*second),
-             Item("test_secrets.py", "test_secrets_never_leak", True), Item(*first),
-             Item("test_unlisted_host.py", "test_y", True)]
-    order = [(i.path.name, i.name) for i in sorted(items, key=run_order)]
+    items = [Collected("test_a.py", "test_x"), Collected(*second),
+             Collected("test_secrets.py", "test_secrets_never_leak", True), Collected(*first),
+             Collected("test_unlisted_host.py", "test_y", True)]
+    order = [(i.path.name, i.originalname) for i in sorted(items, key=run_order)]
     assert order == [("test_secrets.py", "test_secrets_never_leak"), ("test_unlisted_host.py", "test_y"),
                      tuple(first), tuple(second), ("test_a.py", "test_x")]
 
@@ -85,22 +94,6 @@ def test_every_container_tier_file_is_on_one_container():
     assert "test_deploy.py" in tier and "test_drafter_host.py" in tier
     missing = [name for name in tier if name not in CONTAINER_FILES]
     assert missing == [], "add each to conftest.CONTAINER_FILES: %s" % ", ".join(missing)
-
-
-class Collected:
-    """What pytest_collection_modifyitems reads of a collected test, and the markers it adds."""
-
-    def __init__(self, name, test):
-        self.path = ROOT / "tests" / name
-        self.originalname = test
-        self.name = test + "[a-parameter]"
-        self.markers = []
-
-    def add_marker(self, marker):
-        self.markers.append(marker.name)
-
-    def get_closest_marker(self, marker):
-        return None
 
 
 def test_the_long_tests_are_marked_long_but_the_lint():
